@@ -1,0 +1,18 @@
+// Durations in config and CLI: "<integer><unit>" with unit ms, s, m, h, d
+// (e.g. "500ms", "10s", "30d"); a bare integer means seconds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace ef {
+
+// Milliseconds. Errors: empty, negative, unknown unit, overflow.
+StatusOr<int64_t> ParseDurationMs(std::string_view text);
+// Shortest exact form: 86400000 -> "1d", 5400000 -> "90m", 1500 -> "1500ms".
+std::string FormatDurationMs(int64_t ms);
+
+}  // namespace ef

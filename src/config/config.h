@@ -1,0 +1,81 @@
+// The daemon's configuration: plain structs with defaults. Loaded from YAML by
+// LoadConfig (loader.h), overridden by --set key=value and by environment secrets.
+// Key names (in comments) are part of the user-facing contract: docs/CONFIG.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ef {
+
+struct KafkaConfig {
+  std::string bootstrap_servers = "127.0.0.1:9092";  // kafka.bootstrap_servers
+  std::vector<std::string> topics = {"exposures"};   // kafka.topic (scalar) or kafka.topics (list)
+  std::string group_id = "exposure-filter";          // kafka.group_id
+  std::string auto_offset_reset = "earliest";        // kafka.auto_offset_reset: earliest|latest
+  // kafka.properties: passed to librdkafka as is (e.g. security.protocol, sasl.*),
+  // applied after our defaults so they win.
+  std::map<std::string, std::string> properties;
+  std::string dead_letter_topic;  // kafka.dead_letter_topic: "" = off
+};
+
+struct RedisConfig {
+  std::string address = "127.0.0.1:6379";  // redis.address host:port
+  std::string username;                    // redis.username ("" = default user)
+  std::string password;                    // redis.password; env EXPOSURE_FILTER_REDIS_PASSWORD
+  int db = 0;                              // redis.db
+  int64_t connect_timeout_ms = 2000;       // redis.connect_timeout (duration)
+  int64_t command_timeout_ms = 5000;       // redis.command_timeout (duration)
+  int64_t retry_backoff_min_ms = 100;      // redis.retry_backoff_min (duration)
+  int64_t retry_backoff_max_ms = 5000;     // redis.retry_backoff_max (duration)
+  std::string write_mode = "bitfield";     // redis.write_mode: bitfield|setbit
+};
+
+struct FilterConfig {
+  std::string key_prefix = "ef:";        // filter.key_prefix
+  int64_t window_seconds = 30 * 86400;   // filter.window (duration, e.g. 30d)
+  int64_t bucket_seconds = 86400;        // filter.bucket (duration: whole days or whole hours)
+  int64_t items_per_bucket = 200;        // filter.items_per_bucket: expected exposures/user/bucket
+  double fpr = 0.01;                     // filter.fpr: target FPR over the whole window
+  uint32_t seed = 0;                     // filter.seed: MurmurHash3 seed
+};
+
+struct EventsConfig {
+  std::string format = "json";          // events.format: json (only json for now)
+  std::string user_field = "user_id";   // events.user_field
+  std::string item_field = "item_id";   // events.item_field
+  std::string items_field = "items";    // events.items_field
+  std::string time_field = "ts";        // events.time_field
+  std::string time_unit = "ms";         // events.time_unit: ms|s
+  int64_t max_id_bytes = 256;           // events.max_id_bytes
+  int64_t max_items_per_event = 10000;  // events.max_items_per_event
+  int64_t max_future_ms = 3600 * 1000;  // events.max_future (duration): later ts is rejected
+};
+
+struct PipelineConfig {
+  int64_t batch_max_events = 20000;     // pipeline.batch_max_events
+  int64_t batch_max_wait_ms = 20;       // pipeline.batch_max_wait (duration)
+  int64_t commit_interval_ms = 1000;    // pipeline.commit_interval (duration)
+};
+
+struct MetricsConfig {
+  std::string listen = "127.0.0.1:9464";  // metrics.listen host:port; "" = off
+};
+
+struct LogConfig {
+  std::string level = "info";  // log.level: trace|debug|info|warn|error
+};
+
+struct Config {
+  KafkaConfig kafka;
+  RedisConfig redis;
+  FilterConfig filter;
+  EventsConfig events;
+  PipelineConfig pipeline;
+  MetricsConfig metrics;
+  LogConfig log;
+};
+
+}  // namespace ef

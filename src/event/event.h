@@ -1,0 +1,36 @@
+// A decoded exposure event. Views point into the decoder's buffers and stay
+// valid until the next Decode call on the same Decoder.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace ef {
+
+struct Event {
+  std::string_view user;
+  std::vector<std::string_view> items;  // one for the single form, many for the list form
+  int64_t ts_ms = 0;                    // event time, epoch milliseconds
+};
+
+// Why an event was rejected. Stable names (RejectReasonName) are metric labels.
+enum class RejectReason {
+  kNone = 0,
+  kNotJson,           // not valid JSON / not an object
+  kMissingUser,       // user field absent, null or wrong type
+  kEmptyUser,
+  kMissingItem,       // neither item field nor items list present (or wrong type)
+  kEmptyItem,         // an item ID is "" (or the items list is empty)
+  kIdTooLong,         // user or item ID longer than events.max_id_bytes
+  kTooManyItems,      // items list longer than events.max_items_per_event
+  kBadTimestamp,      // ts present but not a number, negative, or absurd (not representable)
+  kMissingTimestamp,  // no ts field and no Kafka message timestamp
+  kFutureTimestamp,   // ts later than now + events.max_future
+  kTooOld,            // event's bucket has already expired (older than the window)
+  kCount_,
+};
+
+const char* RejectReasonName(RejectReason r);  // "not_json", "missing_user", ...
+
+}  // namespace ef
