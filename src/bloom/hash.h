@@ -13,6 +13,8 @@ struct Hash128 {
   uint64_t h2;
 };
 
+// Pure and thread-safe. item_id.size() must be below 2^32 (the library takes an
+// unsigned int length; event decoding bounds IDs far below that).
 Hash128 HashItem(std::string_view item_id, uint32_t seed);
 
 }  // namespace ef

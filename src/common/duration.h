@@ -10,9 +10,13 @@
 
 namespace ef {
 
-// Milliseconds. Errors: empty, negative, unknown unit, overflow.
+// Milliseconds. Strict: no whitespace, sign or fraction. Errors
+// (kInvalidArgument, quoting the text): empty, negative, unknown unit, overflow
+// of int64 milliseconds.
 StatusOr<int64_t> ParseDurationMs(std::string_view text);
-// Shortest exact form: 86400000 -> "1d", 5400000 -> "90m", 1500 -> "1500ms".
+// Shortest exact form: 86400000 -> "1d", 5400000 -> "90m", 1500 -> "1500ms",
+// 0 -> "0s". ParseDurationMs(FormatDurationMs(ms)) == ms for every ms >= 0.
+// A negative ms is written with a leading '-' (which Parse rejects).
 std::string FormatDurationMs(int64_t ms);
 
 }  // namespace ef

@@ -1,0 +1,104 @@
+// exposure-filter check: which of a user's candidate items were seen.
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "app/common.h"
+#include "bloom/keys.h"
+#include "bloom/layout.h"
+#include "common/clock.h"
+#include "redis/bloom_reader.h"
+#include "redis/meta.h"
+
+namespace ef::app {
+namespace {
+
+struct CheckArgs {
+  ConfigArgs config;
+  std::string user;
+  std::vector<std::string> items;
+  bool json = false;
+  bool only_unseen = false;
+  int64_t at = 0;
+};
+
+int Check(CheckArgs& a) {
+  auto config = LoadOrReport(a.config);
+  if (!config.ok()) return kExitUsage;
+  if (a.user.empty()) return Fail(InvalidArgument("--user: must not be empty"), kExitUsage);
+  if (a.items.empty()) {
+    // Items from stdin, one per line, when none are given as arguments.
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) a.items.push_back(line);
+    }
+  }
+  if (a.items.empty()) return Fail(InvalidArgument("no items: give them as arguments or on stdin"), kExitUsage);
+  auto layout = LayoutFromConfig(config->filter);
+  if (!layout.ok()) return Fail(layout.status(), kExitUsage);
+  auto options = RedisOptionsFromConfig(config->redis);
+  if (!options.ok()) return Fail(options.status(), kExitUsage);
+  auto conn = RedisConnection::Connect(*options);
+  if (!conn.ok()) return Fail(conn.status());
+  bool found = false;
+  Status st = CheckMeta(**conn, *layout, &found);
+  if (!st.ok()) return Fail(st, kExitUsage);
+  if (!found)
+    std::fprintf(stderr, "exposure-filter: note: no layout stored at %s yet: nothing was written "
+                 "with this prefix\n", MetaKey(layout->prefix).c_str());
+  const int64_t now_s = a.at > 0 ? a.at : SystemClock().NowMs() / 1000;
+  BloomReader reader(**conn, *layout);
+  auto result = reader.Check(a.user, a.items, now_s);
+  if (!result.ok()) return Fail(result.status());
+
+  size_t seen = 0;
+  for (bool s : result->seen) seen += s;
+  if (a.json) {
+    nlohmann::json j;
+    j["user"] = a.user;
+    j["buckets_checked"] = LiveBuckets(now_s, layout->window_seconds, layout->bucket_seconds).size();
+    j["buckets_present"] = result->buckets_present;
+    j["seen"] = nlohmann::json::array();
+    j["unseen"] = nlohmann::json::array();
+    for (size_t i = 0; i < a.items.size(); ++i)
+      j[result->seen[i] ? "seen" : "unseen"].push_back(a.items[i]);
+    std::printf("%s\n", j.dump().c_str());
+    return kExitOk;
+  }
+  for (size_t i = 0; i < a.items.size(); ++i) {
+    if (a.only_unseen) {
+      if (!result->seen[i]) std::printf("%s\n", a.items[i].c_str());
+      continue;
+    }
+    if (result->seen[i]) {
+      std::printf("seen    %s  (bucket %s)\n", a.items[i].c_str(),
+                  FormatBucket(result->seen_bucket[i], layout->bucket_seconds).c_str());
+    } else {
+      std::printf("unseen  %s\n", a.items[i].c_str());
+    }
+  }
+  if (!a.only_unseen)
+    std::fprintf(stderr, "%zu of %zu item(s) seen by user %s (%zu of %zu live bucket(s) present)\n",
+                 seen, a.items.size(), a.user.c_str(), result->buckets_present,
+                 LiveBuckets(now_s, layout->window_seconds, layout->bucket_seconds).size());
+  return kExitOk;
+}
+
+}  // namespace
+
+Action AddCheckCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "check", "Tell which candidate items a user has seen (reads all live buckets in one MGET)");
+  auto a = std::make_shared<CheckArgs>();
+  AddConfigOptions(cmd, &a->config, false);
+  cmd->add_option("-u,--user", a->user, "User ID")->required();
+  cmd->add_option("items", a->items, "Candidate item IDs (default: one per line on stdin)");
+  cmd->add_flag("--json", a->json, "Print {\"seen\": [...], \"unseen\": [...]} as JSON");
+  cmd->add_flag("--unseen", a->only_unseen, "Print only the unseen items, one per line");
+  cmd->add_option("--at", a->at, "Query as of this time (epoch seconds; default now)");
+  return [a] { return Check(*a); };
+}
+
+}  // namespace ef::app

@@ -1,0 +1,123 @@
+// exposure-filter run: the long-running consumer.
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+
+#include "app/commands.h"
+#include "app/common.h"
+#include "bloom/layout.h"
+#include "common/clock.h"
+#include "event/decoder.h"
+#include "kafka/consumer.h"
+#include "kafka/dead_letter.h"
+#include "metrics/ingest_metrics.h"
+#include "pipeline/ingest.h"
+#include "redis/bit_writer.h"
+#include "redis/meta.h"
+
+namespace ef::app {
+namespace {
+
+// Connects and checks the stored layout, retrying while Redis is unreachable
+// (the daemon may start before Redis). A layout or auth mismatch is final.
+Status ConnectAndCheckMeta(const RedisOptions& options, const Layout& layout) {
+  bool logged = false;
+  int64_t backoff = 200;
+  for (;;) {
+    auto conn = RedisConnection::Connect(options);
+    Status st = conn.ok() ? EnsureMeta(**conn, layout) : conn.status();
+    if (st.ok()) return st;
+    if (st.code() != StatusCode::kUnavailable) return st;
+    if (!logged) {
+      spdlog::error("{}; retrying until it answers (Ctrl-C to stop)", st.message());
+      logged = true;
+    }
+    SleepUnlessStopped(backoff);
+    if (StopRequested()) return Cancelled("stopped while waiting for Redis");
+    backoff = std::min<int64_t>(backoff * 2, 5000);
+  }
+}
+
+int Run(const ConfigArgs& args) {
+  auto config = LoadOrReport(args);
+  if (!config.ok()) return kExitUsage;
+  SetUpLogging(config->log.level);
+  const auto& stop = InstallStopSignals();
+
+  auto layout = LayoutFromConfig(config->filter);
+  if (!layout.ok()) return Fail(layout.status(), kExitUsage);
+  auto redis = RedisOptionsFromConfig(config->redis);
+  if (!redis.ok()) return Fail(redis.status(), kExitUsage);
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  IngestMetrics metrics(*registry);
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (!config->metrics.listen.empty()) {
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(config->metrics.listen);
+      exposer->RegisterCollectable(registry);
+    } catch (const std::exception& e) {
+      return Fail(InvalidArgument("metrics.listen " + config->metrics.listen +
+                                  ": cannot listen (" + e.what() + ")"),
+                  kExitUsage);
+    }
+    spdlog::info("metrics on http://{}/metrics", config->metrics.listen);
+  }
+
+  spdlog::info("layout: m={} k={} seed={} prefix='{}' bucket={}s window={}s", layout->m, layout->k,
+               layout->seed, layout->prefix, layout->bucket_seconds, layout->window_seconds);
+  Status st = ConnectAndCheckMeta(*redis, *layout);
+  if (!st.ok()) return Fail(st, st.code() == StatusCode::kCancelled ? kExitOk : kExitUsage);
+  metrics.redis_up->Set(1);
+  spdlog::info("redis {}:{}: layout checked", redis->host, redis->port);
+
+  auto consumer = KafkaConsumer::Create(config->kafka);
+  if (!consumer.ok()) return Fail(consumer.status(), kExitUsage);
+  std::unique_ptr<DeadLetterSink> dead_letter;
+  if (!config->kafka.dead_letter_topic.empty()) {
+    auto dl = DeadLetterSink::Create(config->kafka);
+    if (!dl.ok()) return Fail(dl.status(), kExitUsage);
+    dead_letter = std::move(dl.value());
+  }
+
+  BitWriterOptions wo;
+  wo.redis = *redis;
+  wo.mode = config->redis.write_mode == "setbit" ? WriteMode::kSetbit : WriteMode::kBitfield;
+  RedisBitWriter writer(wo);
+  writer.SetErrorObserver([&metrics](RedisErrorKind kind) {
+    metrics.redis_errors[static_cast<size_t>(kind)]->Increment();
+  });
+  Decoder decoder(config->events, config->filter);
+  SystemClock clock;
+  IngestOptions io;
+  io.batch_max_events = static_cast<size_t>(config->pipeline.batch_max_events);
+  io.batch_max_wait_ms = static_cast<int>(config->pipeline.batch_max_wait_ms);
+  io.commit_interval_ms = config->pipeline.commit_interval_ms;
+  io.backoff_min_ms = config->redis.retry_backoff_min_ms;
+  io.backoff_max_ms = config->redis.retry_backoff_max_ms;
+  Ingest ingest(**consumer, writer, decoder, *layout, clock, &metrics, io, dead_letter.get());
+
+  spdlog::info("running; SIGTERM or Ctrl-C drains, flushes and commits");
+  st = ingest.Run(stop);
+  const auto& t = ingest.totals();
+  (*consumer)->Close();
+  spdlog::info("stopped: {} messages, {} events written ({} items), {} rejected, {} batches, {} "
+               "commits",
+               t.messages, t.events_written, t.items_written, t.events_rejected, t.batches,
+               t.commits);
+  if (!st.ok()) return Fail(st);
+  return kExitOk;
+}
+
+}  // namespace
+
+Action AddRunCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Consume exposure events from Kafka into Redis (the daemon)");
+  auto args = std::make_shared<ConfigArgs>();
+  AddConfigOptions(cmd, args.get(), false);
+  return [args] { return Run(*args); };
+}
+
+}  // namespace ef::app

@@ -1,0 +1,20 @@
+// One function per subcommand: each adds its CLI11 subcommand and returns the
+// action to run when it was chosen.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace ef::app {
+
+using Action = std::function<int()>;
+
+Action AddRunCommand(CLI::App& app);
+Action AddCheckCommand(CLI::App& app);
+Action AddSizeCommand(CLI::App& app);
+Action AddConfigCommand(CLI::App& app);
+Action AddDevKafkaCommand(CLI::App& app);
+Action AddLoadgenCommand(CLI::App& app);
+
+}  // namespace ef::app

@@ -1,0 +1,31 @@
+// BitBatch: the bits one batch sets, coalesced per Redis key. Built by the
+// pipeline's Coalescer, written by a BitSink. Storage is reused across batches:
+// Clear() keeps capacity.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ef {
+
+struct KeyBits {
+  std::string key;                  // `<prefix>{<user>}:<bucket>`
+  int64_t expire_at = 0;            // EXPIREAT, epoch seconds
+  std::vector<uint32_t> positions;  // sorted, unique once the batch is sealed
+};
+
+struct BitBatch {
+  std::vector<KeyBits> keys;  // only the first `size` entries are live
+  size_t size = 0;
+
+  void Clear() { size = 0; }
+  bool empty() const { return size == 0; }
+  uint64_t TotalBits() const {
+    uint64_t n = 0;
+    for (size_t i = 0; i < size; ++i) n += keys[i].positions.size();
+    return n;
+  }
+};
+
+}  // namespace ef

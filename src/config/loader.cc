@@ -1,0 +1,316 @@
+#include "config/loader.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string_view>
+
+#include "bloom/sizing.h"
+#include "common/duration.h"
+#include "config/fields.h"
+
+namespace ef {
+namespace {
+
+using config_internal::Field;
+using config_internal::FieldType;
+using config_internal::Value;
+
+std::string At(const std::string& origin, int line0) {
+  return line0 < 0 ? origin : origin + ":" + std::to_string(line0 + 1);
+}
+
+Status UnknownKey(std::string_view key) {
+  std::string message = "unknown key '" + std::string(key) + "'";
+  std::string suggestion = config_internal::SuggestKey(key);
+  if (!suggestion.empty()) message += " (did you mean '" + suggestion + "'?)";
+  return InvalidArgument(message);
+}
+
+// kafka.topic and kafka.topics in one file is almost surely a mistake: which one
+// wins would depend on the order of the lines.
+const char* ConflictingKey(std::string_view key) {
+  if (key == "kafka.topic") return "kafka.topics";
+  if (key == "kafka.topics") return "kafka.topic";
+  return nullptr;
+}
+
+Status ApplySection(const std::string& section, const YAML::Node& map, const std::string& origin,
+                    Config* config) {
+  std::map<std::string, int> seen;  // key -> 0-based line
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const YAML::Node key_node = it->first;
+    const YAML::Node value = it->second;
+    const int key_line = key_node.Mark().line;
+    if (!key_node.IsScalar()) {
+      return InvalidArgument(At(origin, key_line) + ": " + section + ": expected a key name, got " +
+                             config_internal::DescribeNode(key_node));
+    }
+    const std::string key = section + "." + key_node.Scalar();
+    const Field* field = config_internal::FindField(key);
+    if (field == nullptr) return UnknownKey(key).Prefixed(At(origin, key_line));
+    if (auto first = seen.find(key); first != seen.end()) {
+      return InvalidArgument(At(origin, key_line) + ": duplicate key '" + key +
+                             "' (first at line " + std::to_string(first->second + 1) + ")");
+    }
+    if (const char* other = ConflictingKey(key); other != nullptr) {
+      if (auto o = seen.find(other); o != seen.end()) {
+        return InvalidArgument(At(origin, key_line) + ": " + key + ": conflicts with " + other +
+                               " at line " + std::to_string(o->second + 1) + "; use one of them");
+      }
+    }
+    seen[key] = key_line;
+
+    // A null value has no mark of its own (yaml-cpp puts it on the next line).
+    const int value_line = value.IsNull() ? key_line : value.Mark().line;
+    int error_line = -1;
+    Status st = config_internal::SetFromNode(*field, value, config, &error_line);
+    if (!st.ok())
+      return st.Prefixed(At(origin, error_line >= 0 ? error_line : value_line) + ": " + key);
+  }
+  return Status::Ok();
+}
+
+Status ApplyDocument(const YAML::Node& root, const std::string& origin, Config* config) {
+  if (!root.IsDefined() || root.IsNull()) return Status::Ok();
+  if (!root.IsMap()) {
+    return InvalidArgument(At(origin, root.Mark().line) +
+                           ": expected a map of sections (kafka, redis, filter, ...) at the top "
+                           "level, got " +
+                           config_internal::DescribeNode(root));
+  }
+  const auto& sections = config_internal::Sections();
+  std::map<std::string, int> seen;
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const YAML::Node key_node = it->first;
+    const YAML::Node value = it->second;
+    const int key_line = key_node.Mark().line;
+    if (!key_node.IsScalar()) {
+      return InvalidArgument(At(origin, key_line) + ": expected a section name, got " +
+                             config_internal::DescribeNode(key_node));
+    }
+    const std::string name = key_node.Scalar();
+    if (std::find(sections.begin(), sections.end(), name) == sections.end()) {
+      if (const Field* f = config_internal::FindField(name); f != nullptr) {
+        return InvalidArgument(At(origin, key_line) + ": unknown key '" + name +
+                               "': keys are nested, write '" + std::string(f->section()) +
+                               ":' and under it '  " + std::string(f->name()) + ": ...'");
+      }
+      return UnknownKey(name).Prefixed(At(origin, key_line));
+    }
+    if (auto first = seen.find(name); first != seen.end()) {
+      return InvalidArgument(At(origin, key_line) + ": duplicate key '" + name +
+                             "' (first at line " + std::to_string(first->second + 1) + ")");
+    }
+    seen[name] = key_line;
+    if (value.IsNull()) continue;  // "kafka:" with everything commented out
+    if (!value.IsMap()) {
+      return InvalidArgument(At(origin, value.Mark().line) + ": " + name +
+                             ": expected a map of keys, got " +
+                             config_internal::DescribeNode(value));
+    }
+    EF_RETURN_IF_ERROR(ApplySection(name, value, origin, config));
+  }
+  return Status::Ok();
+}
+
+// One key=value from --set or the environment; errors without a prefix.
+Status ApplyKeyValue(const std::string& key, std::string_view value, Config* config) {
+  if (const Field* field = config_internal::FindField(key); field != nullptr) {
+    return config_internal::SetFromText(*field, value, config);
+  }
+  std::string entry;
+  if (const Field* field = config_internal::FindMapEntry(key, &entry); field != nullptr) {
+    return config_internal::SetMapEntry(*field, entry, value, config);
+  }
+  const auto& sections = config_internal::Sections();
+  if (std::find(sections.begin(), sections.end(), key) != sections.end()) {
+    return InvalidArgument("'" + key + "' is a section; set one of its keys, e.g. " + key +
+                           ".<key>=<value>");
+  }
+  return UnknownKey(key);
+}
+
+Status ApplyOverrides(const std::vector<std::string>& overrides, Config* config) {
+  for (const std::string& kv : overrides) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidArgument("--set " + kv + ": expected key=value");
+    }
+    const std::string key = kv.substr(0, eq);
+    EF_RETURN_IF_ERROR(
+        ApplyKeyValue(key, std::string_view(kv).substr(eq + 1), config).Prefixed("--set " + key));
+  }
+  return Status::Ok();
+}
+
+struct EnvVar {
+  const char* name;
+  const char* key;
+};
+
+constexpr EnvVar kEnvVars[] = {
+    {"EXPOSURE_FILTER_KAFKA_BOOTSTRAP_SERVERS", "kafka.bootstrap_servers"},
+    {"EXPOSURE_FILTER_KAFKA_SASL_PASSWORD", "kafka.properties.sasl.password"},
+    {"EXPOSURE_FILTER_REDIS_ADDRESS", "redis.address"},
+    {"EXPOSURE_FILTER_REDIS_USERNAME", "redis.username"},
+    {"EXPOSURE_FILTER_REDIS_PASSWORD", "redis.password"},
+};
+
+// Empty counts as unset: compose files and CI templates pass "" for unset host vars.
+Status ApplyEnvironment(Config* config) {
+  for (const EnvVar& var : kEnvVars) {
+    const char* value = std::getenv(var.name);
+    if (value == nullptr || *value == '\0') continue;
+    EF_RETURN_IF_ERROR(
+        ApplyKeyValue(var.key, value, config)
+            .Prefixed("environment " + std::string(var.name) + " (" + var.key + ")"));
+  }
+  return Status::Ok();
+}
+
+Status Finish(const std::vector<std::string>& overrides, Config* config) {
+  EF_RETURN_IF_ERROR(ApplyOverrides(overrides, config));
+  EF_RETURN_IF_ERROR(ApplyEnvironment(config));
+  return Validate(*config);
+}
+
+std::string Seconds(int64_t seconds) { return FormatDurationMs(seconds * 1000); }
+
+void EmitField(const Field& field, const Config& config, YAML::Emitter* out) {
+  const Value value = field.get(config);
+  switch (field.type) {
+    case FieldType::kString: {
+      const auto& s = std::get<std::string>(value);
+      *out << (field.secret && !s.empty() ? std::string("***") : s);
+      break;
+    }
+    case FieldType::kInt:
+      *out << std::get<int64_t>(value);
+      break;
+    case FieldType::kDouble:
+    case FieldType::kDuration:
+      *out << config_internal::FormatValue(field.type, value);
+      break;
+    case FieldType::kBool:
+      *out << std::get<bool>(value);
+      break;
+    case FieldType::kStringList:
+      *out << YAML::Flow << std::get<config_internal::StringList>(value);
+      break;
+    case FieldType::kStringMap: {
+      const auto& map = std::get<config_internal::StringMap>(value);
+      if (map.empty()) *out << YAML::Flow;
+      *out << YAML::BeginMap;
+      for (const auto& [name, v] : map) {
+        bool masked = field.secret_entry && field.secret_entry(name) && !v.empty();
+        *out << YAML::Key << name << YAML::Value << (masked ? std::string("***") : v);
+      }
+      *out << YAML::EndMap;
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+StatusOr<Config> LoadConfigFromString(const std::string& yaml, const std::string& origin,
+                                      const std::vector<std::string>& overrides) {
+  Config config;
+  try {
+    std::vector<YAML::Node> documents = YAML::LoadAll(yaml);
+    for (size_t i = 1; i < documents.size(); ++i) {
+      if (!documents[i].IsNull()) {
+        return InvalidArgument(At(origin, documents[i].Mark().line) +
+                               ": more than one YAML document; use a single one");
+      }
+    }
+    if (!documents.empty()) EF_RETURN_IF_ERROR(ApplyDocument(documents.front(), origin, &config));
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp marks are 0-based; editors count from 1.
+    std::string where = e.mark.is_null() ? origin
+                                         : origin + ":" + std::to_string(e.mark.line + 1) + ":" +
+                                               std::to_string(e.mark.column + 1);
+    return InvalidArgument(where + ": invalid YAML: " + e.msg);
+  }
+  EF_RETURN_IF_ERROR(Finish(overrides, &config));
+  return config;
+}
+
+StatusOr<Config> LoadConfig(const std::string& path, const std::vector<std::string>& overrides) {
+  if (path.empty()) {
+    Config config;
+    EF_RETURN_IF_ERROR(Finish(overrides, &config));
+    return config;
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return InvalidArgument(path + ": cannot read config file: is a directory");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return InvalidArgument(path + ": cannot read config file: " + std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    return InvalidArgument(path + ": cannot read config file: " + std::strerror(errno));
+  }
+  return LoadConfigFromString(text.str(), path, overrides);
+}
+
+Status Validate(const Config& config) {
+  for (const Field& field : config_internal::Fields()) {
+    if (!field.canonical) continue;
+    EF_RETURN_IF_ERROR(field.check(field.get(config)).Prefixed(field.key));
+  }
+
+  const FilterConfig& f = config.filter;
+  if (f.bucket_seconds <= 0 || f.window_seconds <= 0 || f.window_seconds % f.bucket_seconds != 0) {
+    return InvalidArgument("filter.window (" + Seconds(f.window_seconds) +
+                           ") must be a positive multiple of filter.bucket (" +
+                           Seconds(f.bucket_seconds) + ")");
+  }
+  StatusOr<Sizing> sizing =
+      ComputeSizing(f.items_per_bucket, f.fpr, f.window_seconds, f.bucket_seconds);
+  if (!sizing.ok()) {
+    return sizing.status().Prefixed(
+        "filter.items_per_bucket (" + std::to_string(f.items_per_bucket) + "), filter.fpr (" +
+        config_internal::FormatValue(FieldType::kDouble, f.fpr) + "), filter.window (" +
+        Seconds(f.window_seconds) + "), filter.bucket (" + Seconds(f.bucket_seconds) +
+        "): no usable Bloom filter size");
+  }
+
+  const RedisConfig& r = config.redis;
+  if (r.retry_backoff_min_ms > r.retry_backoff_max_ms) {
+    return InvalidArgument("redis.retry_backoff_min (" + FormatDurationMs(r.retry_backoff_min_ms) +
+                           ") must be <= redis.retry_backoff_max (" +
+                           FormatDurationMs(r.retry_backoff_max_ms) + ")");
+  }
+  return Status::Ok();
+}
+
+std::string DumpConfig(const Config& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  for (const std::string& section : config_internal::Sections()) {
+    out << YAML::Key << section << YAML::Value << YAML::BeginMap;
+    for (const Field& field : config_internal::Fields()) {
+      if (!field.canonical || field.section() != section) continue;
+      out << YAML::Key << std::string(field.name()) << YAML::Value;
+      EmitField(field, config, &out);
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace ef

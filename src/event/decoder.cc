@@ -1,0 +1,545 @@
+#include "event/decoder.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string_view>
+#include <utility>
+
+#include "bloom/keys.h"
+
+namespace ef {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+// 9999-12-31T23:59:59.999Z: the last millisecond a four-digit year can name. Bucket
+// names are YYYYMMDD[HH], so later times have no key; also keeps every later
+// computation far from int64 overflow.
+constexpr int64_t kMaxTsMs = 253402300799999;
+
+// Exponents beyond this cannot change the outcome (any non-zero digit is then far
+// out of range or truncated away), and capping keeps the arithmetic in int64.
+constexpr int64_t kExponentCap = 1'000'000'000;
+
+inline bool IsDigit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
+
+inline bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// raw_json_token() runs up to the next structural character, so it carries the
+// whitespace that separates the value from the following ',', ']' or '}'.
+inline std::string_view TrimRight(std::string_view t) {
+  size_t n = t.size();
+  while (n > 0 && IsJsonSpace(t[n - 1])) --n;
+  return t.substr(0, n);
+}
+
+inline int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) {
+    return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  }
+  return r;
+}
+
+inline int64_t FloorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+// A JSON number token split by the RFC 8259 grammar. Stage 1 only delimits atoms,
+// so "12x", "01" or "-" arrive here and must be told apart from real numbers.
+struct NumberToken {
+  bool valid = false;
+  bool negative = false;
+  bool is_integer = false;  // no fraction and no exponent
+  std::string_view int_digits;
+  std::string_view frac_digits;
+  int64_t exponent = 0;  // saturated to +-kExponentCap
+};
+
+NumberToken SplitNumber(std::string_view t) {
+  NumberToken n;
+  const size_t size = t.size();
+  size_t i = 0;
+  if (i < size && t[i] == '-') {
+    n.negative = true;
+    ++i;
+  }
+  const size_t int_begin = i;
+  if (i < size && t[i] == '0') {
+    ++i;
+  } else if (i < size && t[i] >= '1' && t[i] <= '9') {
+    while (i < size && IsDigit(t[i])) ++i;
+  } else {
+    return n;
+  }
+  n.int_digits = t.substr(int_begin, i - int_begin);
+  if (i == size) {
+    n.valid = n.is_integer = true;
+    return n;
+  }
+  if (t[i] == '.') {
+    const size_t frac_begin = ++i;
+    while (i < size && IsDigit(t[i])) ++i;
+    if (i == frac_begin) return n;
+    n.frac_digits = t.substr(frac_begin, i - frac_begin);
+  }
+  if (i < size && (t[i] == 'e' || t[i] == 'E')) {
+    ++i;
+    bool exp_negative = false;
+    if (i < size && (t[i] == '+' || t[i] == '-')) exp_negative = t[i++] == '-';
+    const size_t exp_begin = i;
+    int64_t e = 0;
+    while (i < size && IsDigit(t[i])) {
+      if (e < kExponentCap) e = e * 10 + (t[i] - '0');
+      ++i;
+    }
+    if (i == exp_begin) return n;
+    e = std::min(e, kExponentCap);
+    n.exponent = exp_negative ? -e : e;
+  }
+  n.valid = i == size;
+  return n;
+}
+
+enum class TsParse { kOk, kBad, kNotJson };
+
+// Converts a number token in the configured unit to whole milliseconds, truncating
+// any fraction of a millisecond. Works on the decimal digits rather than a double
+// so that 1763800000.123 s is exactly 1763800000123 ms (a double would give ...122.99).
+TsParse ParseTimestamp(std::string_view token, int unit_shift, int64_t* ms) {
+  const NumberToken n = SplitNumber(token);
+  if (!n.valid) return TsParse::kNotJson;
+  const auto digit_at = [&n](int64_t k) -> int {
+    const int64_t int_len = static_cast<int64_t>(n.int_digits.size());
+    return k < int_len ? n.int_digits[k] - '0' : n.frac_digits[k - int_len] - '0';
+  };
+  const int64_t total =
+      static_cast<int64_t>(n.int_digits.size()) + static_cast<int64_t>(n.frac_digits.size());
+  bool nonzero = false;
+  for (int64_t k = 0; k < total && !nonzero; ++k) nonzero = digit_at(k) != 0;
+  if (!nonzero) {  // 0, -0, 0.000e5: zero whatever the sign
+    *ms = 0;
+    return TsParse::kOk;
+  }
+  if (n.negative) return TsParse::kBad;
+  // The millisecond value's integer part is the first `whole` mantissa digits
+  // (padded with zeros past the end): the decimal point moves by exponent + unit.
+  const int64_t whole = static_cast<int64_t>(n.int_digits.size()) + n.exponent + unit_shift;
+  uint64_t acc = 0;
+  for (int64_t k = 0; k < whole; ++k) {
+    acc = acc * 10 + (k < total ? digit_at(k) : 0);
+    if (acc > static_cast<uint64_t>(kMaxTsMs)) return TsParse::kBad;
+  }
+  *ms = static_cast<int64_t>(acc);
+  return TsParse::kOk;
+}
+
+// A configured field name and whether a raw (still escaped) key can be compared
+// with it byte for byte: only when the name holds nothing JSON would escape.
+struct FieldName {
+  std::string name;
+  bool raw_comparable = true;
+
+  explicit FieldName(std::string n) : name(std::move(n)) {
+    for (unsigned char c : name) {
+      if (c == '"' || c == '\\' || c < 0x20) raw_comparable = false;
+    }
+  }
+};
+
+enum Slot : int {
+  kSlotBadKey = -2,  // a key with an invalid escape
+  kSlotNone = -1,
+  kSlotUser = 0,
+  kSlotItems,
+  kSlotItem,
+  kSlotTs,
+  kSlotCount
+};
+
+// Same limit as simdjson's DOM parser: deeper documents are refused, which also
+// bounds the recursion of Validate.
+constexpr int kMaxDepth = 1024;
+constexpr int kFieldDepth = 2;  // a value of the top-level object (which is depth 1)
+constexpr int kItemDepth = 3;   // an element of the items array
+
+}  // namespace
+
+struct Decoder::Impl {
+  Impl(const EventsConfig& events, const FilterConfig& filter)
+      : names{FieldName(events.user_field), FieldName(events.items_field),
+              FieldName(events.item_field), FieldName(events.time_field)},
+        max_id_bytes(events.max_id_bytes < 0 ? 0 : static_cast<size_t>(events.max_id_bytes)),
+        max_items(events.max_items_per_event < 0 ? 0
+                                                 : static_cast<size_t>(events.max_items_per_event)),
+        max_future_ms(events.max_future_ms),
+        unit_shift(events.time_unit == "s" ? 3 : 0),
+        bucket_seconds(filter.bucket_seconds),
+        window_seconds(filter.window_seconds) {}
+
+  RejectReason Decode(const char* data, size_t len, int64_t kafka_ts_ms, int64_t now_ms,
+                      Event* out);
+
+  void CopyIn(const char* data, size_t len);
+  Slot MatchKey(od::field& field);
+  bool Validate(od::value& v, int depth);
+  RejectReason ReadId(od::value& v, int depth, RejectReason missing, RejectReason empty,
+                      std::string_view* id);
+  RejectReason ReadItems(od::value& v, std::vector<std::string_view>* items);
+  RejectReason ReadTimestamp(od::value& v, bool* is_null, int64_t* ms);
+
+  const FieldName names[kSlotCount];
+  const size_t max_id_bytes;
+  const size_t max_items;
+  const int64_t max_future_ms;
+  const int unit_shift;
+  const int64_t bucket_seconds;
+  const int64_t window_seconds;
+
+  // The payload copy with SIMDJSON_PADDING readable bytes after it; grows, never
+  // shrinks, so the steady state allocates nothing.
+  std::unique_ptr<char[]> buf;
+  size_t buf_capacity = 0;
+  const char* buf_end = nullptr;  // one past the payload copy
+
+  od::parser parser;
+  // Unescaped strings live in the parser's string buffer, which the next iterate()
+  // reuses: the document is kept here so that Event views stay valid until then.
+  od::document doc;
+};
+
+void Decoder::Impl::CopyIn(const char* data, size_t len) {
+  const size_t need = len + simdjson::SIMDJSON_PADDING;
+  if (need > buf_capacity) {
+    const size_t capacity = std::max(need, buf_capacity * 2);
+    buf.reset(new char[capacity]);
+    buf_capacity = capacity;
+  }
+  if (len > 0) std::memcpy(buf.get(), data, len);
+  // Bytes past the payload are never part of a token, but zeroing them keeps
+  // stale bytes of an earlier, longer payload out of simdjson's look-ahead.
+  std::memset(buf.get() + len, 0, simdjson::SIMDJSON_PADDING);
+  buf_end = buf.get() + len;
+}
+
+Slot Decoder::Impl::MatchKey(od::field& field) {
+  const char* key = field.key().raw();  // just past the opening quote
+  for (int s = 0; s < kSlotCount; ++s) {
+    const FieldName& n = names[s];
+    // A raw_comparable name cannot contain the closing quote, so a match of all its
+    // bytes followed by '"' is exactly this key.
+    if (n.raw_comparable && key + n.name.size() < buf_end &&
+        std::memcmp(key, n.name.data(), n.name.size()) == 0 && key[n.name.size()] == '"') {
+      return static_cast<Slot>(s);
+    }
+  }
+  // Slow path, only for keys written with escapes (e.g. "user\u005fid").
+  bool escaped = false;
+  for (const char* p = key; p < buf_end && *p != '"'; ++p) {
+    if (*p == '\\') {
+      escaped = true;
+      break;
+    }
+  }
+  if (!escaped) return kSlotNone;
+  std::string_view unescaped;
+  if (field.unescaped_key().get(unescaped) != simdjson::SUCCESS) return kSlotBadKey;
+  for (int s = 0; s < kSlotCount; ++s) {
+    if (unescaped == names[s].name) return static_cast<Slot>(s);
+  }
+  return kSlotNone;
+}
+
+// simdjson on-demand skips values it is not asked for without checking them
+// (stage 1 only guarantees UTF-8, closed strings and no raw control characters), so
+// "[1 2]" or "tru" would pass. Values the event does not use are walked here so
+// that not_json means exactly "not one valid JSON object". Events made only of the
+// configured fields never get here.
+bool Decoder::Impl::Validate(od::value& v, int depth) {
+  if (depth > kMaxDepth) return false;
+  const std::string_view token = TrimRight(v.raw_json_token());
+  if (token.empty()) return false;
+  switch (token[0]) {
+    case '"': {
+      if (token.size() < 2 || token.back() != '"') return false;
+      if (std::memchr(token.data(), '\\', token.size()) == nullptr) return true;
+      std::string_view unescaped;  // to check the escapes
+      return v.get_string().get(unescaped) == simdjson::SUCCESS;
+    }
+    case 't':
+      return token == "true";
+    case 'f':
+      return token == "false";
+    case 'n':
+      return token == "null";
+    case '[': {
+      od::array array;
+      if (v.get_array().get(array) != simdjson::SUCCESS) return false;
+      for (auto element : array) {
+        od::value child;
+        if (std::move(element).get(child) != simdjson::SUCCESS) return false;
+        if (!Validate(child, depth + 1)) return false;
+      }
+      return true;
+    }
+    case '{': {
+      od::object object;
+      if (v.get_object().get(object) != simdjson::SUCCESS) return false;
+      for (auto field_result : object) {
+        od::field field;
+        if (std::move(field_result).get(field) != simdjson::SUCCESS) return false;
+        const char* key = field.key().raw();
+        bool escaped = false;
+        for (const char* p = key; p < buf_end && *p != '"'; ++p) {
+          if (*p == '\\') {
+            escaped = true;
+            break;
+          }
+        }
+        std::string_view unescaped;
+        if (escaped && field.unescaped_key().get(unescaped) != simdjson::SUCCESS) return false;
+        if (!Validate(field.value(), depth + 1)) return false;
+      }
+      return true;
+    }
+    default:
+      return SplitNumber(token).valid;
+  }
+}
+
+RejectReason Decoder::Impl::ReadId(od::value& v, int depth, RejectReason missing,
+                                   RejectReason empty, std::string_view* id) {
+  // Dispatching on the token's first byte is cheaper than value::type() and lets
+  // plain strings be used in place, without simdjson's copy into its string buffer.
+  const std::string_view token = TrimRight(v.raw_json_token());
+  if (token.empty()) return RejectReason::kNotJson;
+  switch (token[0]) {
+    case '"': {
+      if (token.size() < 2 || token.back() != '"') return RejectReason::kNotJson;
+      std::string_view body = token.substr(1, token.size() - 2);
+      if (std::memchr(body.data(), '\\', body.size()) != nullptr) {
+        if (v.get_string().get(body) != simdjson::SUCCESS) return RejectReason::kNotJson;
+      }
+      if (body.empty()) return empty;
+      if (body.size() > max_id_bytes) return RejectReason::kIdTooLong;
+      *id = body;
+      return RejectReason::kNone;
+    }
+    case '-':
+    case '0':
+    case '1':
+    case '2':
+    case '3':
+    case '4':
+    case '5':
+    case '6':
+    case '7':
+    case '8':
+    case '9': {
+      const NumberToken n = SplitNumber(token);
+      if (!n.valid) return RejectReason::kNotJson;
+      if (!n.is_integer) return missing;
+      // The decimal text as written (no leading zeros or '+' exist in JSON
+      // integers), so 42 and "42" are the same ID.
+      if (token.size() > max_id_bytes) return RejectReason::kIdTooLong;
+      *id = token;
+      return RejectReason::kNone;
+    }
+    case 't':
+      return token == "true" ? missing : RejectReason::kNotJson;
+    case 'f':
+      return token == "false" ? missing : RejectReason::kNotJson;
+    case 'n':
+      return token == "null" ? missing : RejectReason::kNotJson;
+    case '{':
+    case '[':
+      return Validate(v, depth) ? missing : RejectReason::kNotJson;
+    default:
+      return RejectReason::kNotJson;
+  }
+}
+
+RejectReason Decoder::Impl::ReadItems(od::value& v, std::vector<std::string_view>* items) {
+  od::array array;
+  if (v.get_array().get(array) != simdjson::SUCCESS) return RejectReason::kNotJson;
+  // The whole array is walked even after a problem, so that malformed JSON later in
+  // it still wins as not_json; the first problem in array order is kept.
+  RejectReason reason = RejectReason::kNone;
+  size_t count = 0;
+  for (auto element : array) {
+    od::value value;
+    if (std::move(element).get(value) != simdjson::SUCCESS) return RejectReason::kNotJson;
+    if (reason == RejectReason::kNone && ++count > max_items) reason = RejectReason::kTooManyItems;
+    if (reason != RejectReason::kNone) {
+      if (!Validate(value, kItemDepth)) return RejectReason::kNotJson;
+      continue;
+    }
+    std::string_view id;
+    const RejectReason r =
+        ReadId(value, kItemDepth, RejectReason::kMissingItem, RejectReason::kEmptyItem, &id);
+    if (r == RejectReason::kNotJson) return r;
+    if (r != RejectReason::kNone) {
+      reason = r;
+      continue;
+    }
+    items->push_back(id);
+  }
+  if (reason == RejectReason::kNone && count == 0) reason = RejectReason::kEmptyItem;
+  return reason;
+}
+
+RejectReason Decoder::Impl::ReadTimestamp(od::value& v, bool* is_null, int64_t* ms) {
+  const std::string_view token = TrimRight(v.raw_json_token());
+  if (token.empty()) return RejectReason::kNotJson;
+  switch (token[0]) {
+    case 'n':
+      if (token != "null") return RejectReason::kNotJson;
+      *is_null = true;
+      return RejectReason::kNone;
+    case 't':
+      return token == "true" ? RejectReason::kBadTimestamp : RejectReason::kNotJson;
+    case 'f':
+      return token == "false" ? RejectReason::kBadTimestamp : RejectReason::kNotJson;
+    case '"':
+    case '{':
+    case '[':
+      return Validate(v, kFieldDepth) ? RejectReason::kBadTimestamp : RejectReason::kNotJson;
+    default:
+      break;
+  }
+  // Not JSON, but what JavaScript and Python's json module emit for non-finite
+  // numbers: the producer meant a number, so report the timestamp, not the payload.
+  if (token == "NaN" || token == "Infinity" || token == "-Infinity") {
+    return RejectReason::kBadTimestamp;
+  }
+  switch (ParseTimestamp(token, unit_shift, ms)) {
+    case TsParse::kOk:
+      return RejectReason::kNone;
+    case TsParse::kBad:
+      return RejectReason::kBadTimestamp;
+    case TsParse::kNotJson:
+      break;
+  }
+  return RejectReason::kNotJson;
+}
+
+RejectReason Decoder::Impl::Decode(const char* data, size_t len, int64_t kafka_ts_ms,
+                                   int64_t now_ms, Event* out) {
+  out->user = {};
+  out->items.clear();
+  out->ts_ms = 0;
+  if (data == nullptr) len = 0;
+  CopyIn(data, len);
+
+  if (parser.iterate(buf.get(), len, buf_capacity).get(doc) != simdjson::SUCCESS) {
+    return RejectReason::kNotJson;
+  }
+  od::object object;
+  if (doc.get_object().get(object) != simdjson::SUCCESS) return RejectReason::kNotJson;
+
+  // Every field is visited (field order is free and a malformed value anywhere makes
+  // the payload not_json); per-field outcomes are ranked only at the end.
+  bool seen[kSlotCount] = {false, false, false, false};
+  RejectReason user_reason = RejectReason::kNone;
+  RejectReason items_reason = RejectReason::kNone;
+  RejectReason item_reason = RejectReason::kNone;
+  RejectReason ts_reason = RejectReason::kNone;
+  bool items_null = false;
+  bool ts_null = false;
+  std::string_view single_item;
+  int64_t ts_ms = 0;
+
+  for (auto field_result : object) {
+    od::field field;
+    if (std::move(field_result).get(field) != simdjson::SUCCESS) return RejectReason::kNotJson;
+    const Slot slot = MatchKey(field);
+    if (slot == kSlotBadKey) return RejectReason::kNotJson;
+    od::value& value = field.value();
+    // Duplicate keys: the first occurrence wins; later ones are only validated.
+    if (slot == kSlotNone || seen[slot]) {
+      if (!Validate(value, kFieldDepth)) return RejectReason::kNotJson;
+      continue;
+    }
+    seen[slot] = true;
+    switch (slot) {
+      case kSlotUser:
+        user_reason = ReadId(value, kFieldDepth, RejectReason::kMissingUser,
+                             RejectReason::kEmptyUser, &out->user);
+        if (user_reason == RejectReason::kNotJson) return user_reason;
+        break;
+      case kSlotItems: {
+        const std::string_view token = TrimRight(value.raw_json_token());
+        if (token == "null") {
+          items_null = true;
+        } else if (!token.empty() && token[0] == '[') {
+          items_reason = ReadItems(value, &out->items);
+        } else {
+          // Wrong type, unless the token is not even JSON.
+          std::string_view ignored;
+          items_reason = ReadId(value, kFieldDepth, RejectReason::kMissingItem,
+                                RejectReason::kMissingItem, &ignored);
+          if (items_reason != RejectReason::kNotJson) items_reason = RejectReason::kMissingItem;
+        }
+        if (items_reason == RejectReason::kNotJson) return items_reason;
+        break;
+      }
+      case kSlotItem:
+        item_reason = ReadId(value, kFieldDepth, RejectReason::kMissingItem,
+                             RejectReason::kEmptyItem, &single_item);
+        if (item_reason == RejectReason::kNotJson) return item_reason;
+        break;
+      case kSlotTs:
+        ts_reason = ReadTimestamp(value, &ts_null, &ts_ms);
+        if (ts_reason == RejectReason::kNotJson) return ts_reason;
+        break;
+      default:
+        break;
+    }
+  }
+  // Trailing content after the object ("{...}{...}", "{...}]"): the document has
+  // no at_end() in simdjson 3.0, but its location is out of bounds exactly there.
+  if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) return RejectReason::kNotJson;
+
+  if (!seen[kSlotUser]) return RejectReason::kMissingUser;
+  if (user_reason != RejectReason::kNone) return user_reason;
+
+  if (seen[kSlotItems] && !items_null) {
+    if (items_reason != RejectReason::kNone) return items_reason;
+  } else if (seen[kSlotItem]) {
+    if (item_reason != RejectReason::kNone) return item_reason;
+    out->items.push_back(single_item);
+  } else {
+    return RejectReason::kMissingItem;
+  }
+
+  if (!seen[kSlotTs] || ts_null) {
+    if (kafka_ts_ms <= 0) return RejectReason::kMissingTimestamp;
+    ts_ms = kafka_ts_ms;
+  } else if (ts_reason != RejectReason::kNone) {
+    return ts_reason;
+  }
+  if (ts_ms > SaturatingAdd(now_ms, max_future_ms)) return RejectReason::kFutureTimestamp;
+  const int64_t bucket_start = BucketStart(FloorDiv(ts_ms, 1000), bucket_seconds);
+  if (ExpireAt(bucket_start, bucket_seconds, window_seconds) <= FloorDiv(now_ms, 1000)) {
+    return RejectReason::kTooOld;
+  }
+  out->ts_ms = ts_ms;
+  return RejectReason::kNone;
+}
+
+Decoder::Decoder(const EventsConfig& events, const FilterConfig& filter)
+    : impl_(std::make_unique<Impl>(events, filter)) {}
+
+Decoder::~Decoder() = default;
+
+RejectReason Decoder::Decode(const char* data, size_t len, int64_t kafka_ts_ms, int64_t now_ms,
+                             Event* out) {
+  return impl_->Decode(data, len, kafka_ts_ms, now_ms, out);
+}
+
+}  // namespace ef

@@ -1,0 +1,249 @@
+#include "kafka/consumer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <deque>
+#include <set>
+
+#include "kafka/handles.h"
+#include "kafka/log.h"
+
+namespace ef {
+
+using kafka::HandlePtr;
+using kafka::MessagePtr;
+using kafka::PartitionListPtr;
+
+struct KafkaConsumer::Impl {
+  HandlePtr rk;
+  RevokeHandler revoke_handler;
+  std::vector<MessagePtr> held;  // messages returned by the last Poll
+  std::set<TopicPartition> assigned;
+  std::deque<std::string> topic_names;  // stable storage for Message::topic
+  bool paused = false;
+  bool closed = false;
+
+  const std::string* InternTopic(const char* name) {
+    for (const auto& t : topic_names)
+      if (t == name) return &t;
+    return nullptr;
+  }
+
+  static PartitionListPtr ToList(const std::vector<TopicPartition>& tps) {
+    PartitionListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(tps.size())));
+    for (const auto& tp : tps) rd_kafka_topic_partition_list_add(list.get(), tp.topic.c_str(), tp.partition);
+    return list;
+  }
+  static std::vector<TopicPartition> FromList(const rd_kafka_topic_partition_list_t* list) {
+    std::vector<TopicPartition> out;
+    if (!list) return out;
+    for (int i = 0; i < list->cnt; ++i) out.push_back({list->elems[i].topic, list->elems[i].partition});
+    return out;
+  }
+
+  void OnRebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions) {
+    auto tps = FromList(partitions);
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+      spdlog::info("kafka: assigned {} partition(s): {}", tps.size(), Describe(tps));
+      rd_kafka_resp_err_t e = rd_kafka_assign(rk.get(), partitions);
+      if (e) spdlog::error("kafka: assign failed: {}", rd_kafka_err2str(e));
+      assigned.insert(tps.begin(), tps.end());
+      if (paused) rd_kafka_pause_partitions(rk.get(), partitions);
+      return;
+    }
+    if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
+      spdlog::info("kafka: revoking {} partition(s): {}", tps.size(), Describe(tps));
+      if (revoke_handler) revoke_handler(tps);
+    } else {
+      spdlog::error("kafka: rebalance error: {}", rd_kafka_err2str(err));
+    }
+    rd_kafka_assign(rk.get(), nullptr);
+    assigned.clear();
+  }
+
+  static std::string Describe(const std::vector<TopicPartition>& tps) {
+    std::string s;
+    for (const auto& tp : tps) {
+      if (!s.empty()) s += ",";
+      s += tp.topic + "/" + std::to_string(tp.partition);
+    }
+    return s;
+  }
+};
+
+namespace {
+
+void RebalanceCb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions,
+                 void* opaque) {
+  static_cast<KafkaConsumer::Impl*>(opaque)->OnRebalance(err, partitions);
+}
+
+void CommitCb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* offsets,
+              void*) {
+  if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) return;  // nothing to commit
+  if (err) {
+    spdlog::warn("kafka: offset commit failed: {} (will be retried with the next commit)",
+                 rd_kafka_err2str(err));
+    return;
+  }
+  for (int i = 0; offsets && i < offsets->cnt; ++i) {
+    if (offsets->elems[i].err)
+      spdlog::warn("kafka: offset commit failed for {}/{}: {}", offsets->elems[i].topic,
+                   offsets->elems[i].partition, rd_kafka_err2str(offsets->elems[i].err));
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> ConsumerDefaults(const KafkaConfig& config) {
+  return {
+      {"bootstrap.servers", config.bootstrap_servers},
+      {"group.id", config.group_id},
+      {"client.id", "exposure-filter"},
+      {"enable.auto.commit", "false"},
+      {"enable.auto.offset.store", "false"},
+      {"auto.offset.reset", config.auto_offset_reset},
+      {"enable.partition.eof", "false"},
+      // A fetch that finds nothing waits this long before answering: it bounds
+      // the added latency when the stream is quiet (KAFKA-MOCK.md).
+      {"fetch.wait.max.ms", "50"},
+      // librdkafka backs off fetching for 1 s when one fetch overshoots this
+      // (2.0.2); a large value keeps big batches flowing.
+      {"queued.min.messages", "1000000"},
+  };
+}
+
+KafkaConsumer::KafkaConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+KafkaConsumer::~KafkaConsumer() { Close(); }
+
+StatusOr<std::unique_ptr<KafkaConsumer>> KafkaConsumer::Create(const KafkaConfig& config) {
+  kafka::ConfPtr conf(rd_kafka_conf_new());
+  for (const auto& [k, v] : ConsumerDefaults(config)) EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), k, v));
+  for (const auto& [k, v] : config.properties)
+    EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), k, v).Prefixed("kafka.properties"));
+  kafka::InstallLogging(conf.get());
+
+  auto impl = std::make_unique<Impl>();
+  rd_kafka_conf_set_opaque(conf.get(), impl.get());
+  rd_kafka_conf_set_rebalance_cb(conf.get(), RebalanceCb);
+  rd_kafka_conf_set_offset_commit_cb(conf.get(), CommitCb);
+
+  char err[512];
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), err, sizeof err);
+  if (!rk) return InvalidArgument(std::string("kafka: cannot create consumer: ") + err);
+  conf.release();  // owned by rk now
+  impl->rk.reset(rk);
+  rd_kafka_poll_set_consumer(rk);
+
+  impl->topic_names.assign(config.topics.begin(), config.topics.end());
+  std::vector<TopicPartition> subs;
+  for (const auto& t : config.topics) subs.push_back({t, RD_KAFKA_PARTITION_UA});
+  auto list = Impl::ToList(subs);
+  rd_kafka_resp_err_t e = rd_kafka_subscribe(rk, list.get());
+  if (e) return kafka::FromKafkaError(e, "kafka: subscribe");
+  spdlog::info("kafka: subscribed to {} as group '{}' at {}", Impl::Describe(subs).c_str(),
+               config.group_id, config.bootstrap_servers);
+  return std::unique_ptr<KafkaConsumer>(new KafkaConsumer(std::move(impl)));
+}
+
+void KafkaConsumer::SetRevokeHandler(RevokeHandler handler) {
+  impl_->revoke_handler = std::move(handler);
+}
+
+Status KafkaConsumer::Poll(size_t max_messages, int timeout_ms, int max_wait_ms,
+                           std::vector<Message>* out) {
+  out->clear();
+  impl_->held.clear();
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, max_wait_ms));
+  int wait = timeout_ms;
+  while (out->size() < max_messages) {
+    rd_kafka_message_t* raw = rd_kafka_consumer_poll(impl_->rk.get(), wait);
+    if (!raw) {
+      if (out->empty() || Clock::now() >= deadline) break;
+      // Something arrived already: wait only what is left of the batch window.
+      wait = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  deadline - Clock::now()).count());
+      if (wait <= 0) break;
+      continue;
+    }
+    MessagePtr msg(raw);
+    if (msg->err) {
+      if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) continue;
+      char fatal[512];
+      if (rd_kafka_fatal_error(impl_->rk.get(), fatal, sizeof fatal))
+        return Internal(std::string("kafka: fatal consumer error: ") + fatal);
+      kafka::LogThrottled(msg->err, std::string("kafka: consumer: ") + rd_kafka_message_errstr(msg.get()));
+      continue;
+    }
+    Message m;
+    const char* topic = rd_kafka_topic_name(msg->rkt);
+    m.topic = impl_->InternTopic(topic);
+    if (!m.topic) {
+      impl_->topic_names.emplace_back(topic);
+      m.topic = &impl_->topic_names.back();
+    }
+    m.partition = msg->partition;
+    m.offset = msg->offset;
+    m.payload = static_cast<const char*>(msg->payload);
+    m.len = msg->len;
+    rd_kafka_timestamp_type_t tstype;
+    m.timestamp_ms = rd_kafka_message_timestamp(msg.get(), &tstype);
+    out->push_back(m);
+    impl_->held.push_back(std::move(msg));
+    wait = 0;  // drain what is already queued without waiting
+  }
+  return Status::Ok();
+}
+
+Status KafkaConsumer::Commit(const std::vector<PartitionOffset>& offsets, bool sync) {
+  if (offsets.empty()) return Status::Ok();
+  kafka::PartitionListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size())));
+  for (const auto& po : offsets) {
+    rd_kafka_topic_partition_list_add(list.get(), po.tp.topic.c_str(), po.tp.partition)->offset =
+        po.offset;
+  }
+  rd_kafka_resp_err_t e = rd_kafka_commit(impl_->rk.get(), list.get(), sync ? 0 : 1);
+  if (e) return kafka::FromKafkaError(e, "kafka: commit");
+  if (sync) {
+    for (int i = 0; i < list->cnt; ++i) {
+      if (list->elems[i].err)
+        return kafka::FromKafkaError(list->elems[i].err,
+                                     "kafka: commit " + std::string(list->elems[i].topic) + "/" +
+                                         std::to_string(list->elems[i].partition));
+    }
+  }
+  return Status::Ok();
+}
+
+Status KafkaConsumer::PauseAll() {
+  impl_->paused = true;
+  auto list = Impl::ToList({impl_->assigned.begin(), impl_->assigned.end()});
+  if (list->cnt == 0) return Status::Ok();
+  return kafka::FromKafkaError(rd_kafka_pause_partitions(impl_->rk.get(), list.get()), "kafka: pause");
+}
+
+Status KafkaConsumer::ResumeAll() {
+  impl_->paused = false;
+  auto list = Impl::ToList({impl_->assigned.begin(), impl_->assigned.end()});
+  if (list->cnt == 0) return Status::Ok();
+  return kafka::FromKafkaError(rd_kafka_resume_partitions(impl_->rk.get(), list.get()),
+                               "kafka: resume");
+}
+
+std::vector<TopicPartition> KafkaConsumer::Assignment() {
+  return {impl_->assigned.begin(), impl_->assigned.end()};
+}
+
+void KafkaConsumer::Close() {
+  if (!impl_ || impl_->closed) return;
+  impl_->closed = true;
+  impl_->held.clear();
+  rd_kafka_resp_err_t e = rd_kafka_consumer_close(impl_->rk.get());
+  if (e) spdlog::warn("kafka: consumer close: {}", rd_kafka_err2str(e));
+  impl_->rk.reset();
+}
+
+}  // namespace ef

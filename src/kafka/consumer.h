@@ -1,0 +1,43 @@
+// KafkaConsumer: the MessageSource over librdkafka's high-level consumer.
+// Consumer group with subscribe; auto-commit and auto offset store are off: the
+// owner commits explicit offsets only after Redis acknowledged the writes.
+// Thread-compatible: all calls from one thread (the callbacks run inside Poll/Close).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "config/config.h"
+#include "kafka/source.h"
+
+namespace ef {
+
+class KafkaConsumer : public MessageSource {
+ public:
+  // Validates the properties and subscribes. Errors name the bad property.
+  static StatusOr<std::unique_ptr<KafkaConsumer>> Create(const KafkaConfig& config);
+  ~KafkaConsumer() override;
+
+  void SetRevokeHandler(RevokeHandler handler) override;
+  Status Poll(size_t max_messages, int timeout_ms, int max_wait_ms,
+              std::vector<Message>* out) override;
+  Status Commit(const std::vector<PartitionOffset>& offsets, bool sync) override;
+  Status PauseAll() override;
+  Status ResumeAll() override;
+  std::vector<TopicPartition> Assignment() override;
+  void Close() override;
+
+  struct Impl;
+
+ private:
+  explicit KafkaConsumer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// librdkafka properties every handle of ours gets before the user's own
+// (client.id, log routing). Exposed for the producer and tools.
+std::vector<std::pair<std::string, std::string>> ConsumerDefaults(const KafkaConfig& config);
+
+}  // namespace ef

@@ -1,0 +1,68 @@
+// The Kafka edge as the pipeline sees it. Implemented by KafkaConsumer (librdkafka)
+// and by an in-memory fake in tests. No librdkafka types cross this interface.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ef {
+
+struct TopicPartition {
+  std::string topic;
+  int32_t partition = 0;
+  bool operator==(const TopicPartition&) const = default;
+  bool operator<(const TopicPartition& o) const {
+    return topic < o.topic || (topic == o.topic && partition < o.partition);
+  }
+};
+
+struct PartitionOffset {
+  TopicPartition tp;
+  int64_t offset = 0;  // for commits: the next offset to consume
+};
+
+// One consumed record. Pointers are valid until the next Poll on the source.
+struct Message {
+  const std::string* topic = nullptr;
+  int32_t partition = 0;
+  int64_t offset = 0;
+  const char* payload = nullptr;
+  size_t len = 0;
+  int64_t timestamp_ms = 0;  // Kafka message timestamp; <= 0 if none
+};
+
+class MessageSource {
+ public:
+  virtual ~MessageSource() = default;
+
+  // Called from inside Poll (same thread) before partitions are taken away, so the
+  // owner can flush and commit what Redis acknowledged for them.
+  using RevokeHandler = std::function<void(const std::vector<TopicPartition>&)>;
+  virtual void SetRevokeHandler(RevokeHandler handler) = 0;
+
+  // Appends up to max_messages to *out (cleared first), waiting at most
+  // timeout_ms for the first and max_wait_ms overall. Messages of the previous
+  // Poll are released. Errors: kUnavailable (transient, already logged, may
+  // retry), anything else is fatal.
+  virtual Status Poll(size_t max_messages, int timeout_ms, int max_wait_ms,
+                      std::vector<Message>* out) = 0;
+
+  // Commits offsets (next offset to read) for the given partitions.
+  virtual Status Commit(const std::vector<PartitionOffset>& offsets, bool sync) = 0;
+
+  // Stops / restarts fetching on all assigned partitions. After Resume, fetching
+  // continues after the last message Poll returned: nothing is skipped.
+  virtual Status PauseAll() = 0;
+  virtual Status ResumeAll() = 0;
+
+  virtual std::vector<TopicPartition> Assignment() = 0;
+
+  // Leaves the group (after the final commit).
+  virtual void Close() = 0;
+};
+
+}  // namespace ef

@@ -1,0 +1,89 @@
+#include "metrics/ingest_metrics.h"
+
+#include <algorithm>
+
+namespace ef {
+
+void LocalHistogram::Observe(double v) {
+  size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
+  counts_[i] += 1;
+  sum_ += v;
+  any_ = true;
+}
+
+void LocalHistogram::FlushTo(prometheus::Histogram& h) {
+  if (!any_) return;
+  h.ObserveMultiple(counts_, sum_);
+  std::fill(counts_.begin(), counts_.end(), 0.0);
+  sum_ = 0;
+  any_ = false;
+}
+
+std::vector<double> IngestMetrics::LatencyBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75,
+          1,     1.5,    2,     3,    5,     10,   20,  30,   60,  120};
+}
+
+IngestMetrics::IngestMetrics(prometheus::Registry& r) {
+  auto& events = prometheus::BuildCounter()
+                     .Name("exposure_filter_events_total")
+                     .Help("Kafka messages processed, by result")
+                     .Register(r);
+  events_written = &events.Add({{"result", "written"}});
+  events_rejected = &events.Add({{"result", "rejected"}});
+  auto& rejects = prometheus::BuildCounter()
+                      .Name("exposure_filter_events_rejected_total")
+                      .Help("Messages rejected as bad events, by reason")
+                      .Register(r);
+  for (size_t i = 0; i < rejected_by_reason.size(); ++i)
+    rejected_by_reason[i] = &rejects.Add({{"reason", RejectReasonName(static_cast<RejectReason>(i))}});
+  auto counter = [&](const char* name, const char* help) {
+    return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
+  };
+  items_written = counter("exposure_filter_items_total", "Item exposures written to Redis");
+  bits_written = counter("exposure_filter_bits_written_total",
+                         "Bit positions sent to Redis (after per-key, per-batch dedupe)");
+  keys_written = counter("exposure_filter_keys_written_total", "Per-batch key writes sent to Redis");
+  keys_skipped = counter("exposure_filter_keys_skipped_total",
+                         "Key writes Redis refused for good (WRONGTYPE), skipped");
+  redis_commands = counter("exposure_filter_redis_commands_total", "Redis commands sent");
+  batches = counter("exposure_filter_batches_total", "Batches written to Redis");
+  write_retries = counter("exposure_filter_redis_write_retries_total",
+                          "Batch writes retried after a Redis failure");
+  auto& errors = prometheus::BuildCounter()
+                     .Name("exposure_filter_redis_errors_total")
+                     .Help("Redis errors, by kind")
+                     .Register(r);
+  for (size_t i = 1; i < redis_errors.size(); ++i)
+    redis_errors[i] = &errors.Add({{"kind", RedisErrorKindName(static_cast<RedisErrorKind>(i))}});
+  redis_errors[0] = redis_errors[static_cast<size_t>(RedisErrorKind::kReply)];
+  redis_up = &prometheus::BuildGauge()
+                  .Name("exposure_filter_redis_up")
+                  .Help("1 when the last Redis write succeeded, 0 while it fails")
+                  .Register(r)
+                  .Add({});
+  auto& commits = prometheus::BuildCounter()
+                      .Name("exposure_filter_commits_total")
+                      .Help("Kafka offset commits, by result")
+                      .Register(r);
+  commits_ok = &commits.Add({{"result", "ok"}});
+  commits_failed = &commits.Add({{"result", "failed"}});
+  batch_events = &prometheus::BuildHistogram()
+                      .Name("exposure_filter_batch_events")
+                      .Help("Messages per batch")
+                      .Register(r)
+                      .Add({}, prometheus::Histogram::BucketBoundaries{1, 10, 100, 1000, 5000,
+                                                                       10000, 20000, 50000, 100000});
+  write_seconds = &prometheus::BuildHistogram()
+                       .Name("exposure_filter_redis_write_seconds")
+                       .Help("Time to write one batch to Redis and get every reply")
+                       .Register(r)
+                       .Add({}, LatencyBuckets());
+  e2e_seconds = &prometheus::BuildHistogram()
+                     .Name("exposure_filter_end_to_end_latency_seconds")
+                     .Help("Redis acknowledgement time minus event time, per event")
+                     .Register(r)
+                     .Add({}, LatencyBuckets());
+}
+
+}  // namespace ef

@@ -1,0 +1,62 @@
+// The ingest path's Prometheus metrics (names start with exposure_filter_).
+// Stages add per batch, not per event: counters are atomics shared with the
+// scrape thread. Thread-safe as prometheus-cpp metrics are.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "event/event.h"
+#include "redis/connection.h"
+
+namespace ef {
+
+// Accumulates observations locally, then adds them to a prometheus Histogram in
+// one call (ObserveMultiple), so the hot loop does no atomic per observation.
+class LocalHistogram {
+ public:
+  explicit LocalHistogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0.0) {}
+  void Observe(double v);
+  void FlushTo(prometheus::Histogram& h);
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<double> counts_;
+  double sum_ = 0;
+  bool any_ = false;
+};
+
+struct IngestMetrics {
+  explicit IngestMetrics(prometheus::Registry& registry);
+
+  prometheus::Counter* events_written;   // exposure_filter_events_total{result="written"}
+  prometheus::Counter* events_rejected;  // exposure_filter_events_total{result="rejected"}
+  std::array<prometheus::Counter*, static_cast<size_t>(RejectReason::kCount_)>
+      rejected_by_reason;                // exposure_filter_events_rejected_total{reason}
+  prometheus::Counter* items_written;    // exposure_filter_items_total
+  prometheus::Counter* bits_written;     // exposure_filter_bits_written_total
+  prometheus::Counter* keys_written;     // exposure_filter_keys_written_total
+  prometheus::Counter* keys_skipped;     // exposure_filter_keys_skipped_total
+  prometheus::Counter* redis_commands;   // exposure_filter_redis_commands_total
+  std::array<prometheus::Counter*, static_cast<size_t>(RedisErrorKind::kCount_)>
+      redis_errors;                      // exposure_filter_redis_errors_total{kind}
+  prometheus::Gauge* redis_up;           // exposure_filter_redis_up
+  prometheus::Counter* batches;          // exposure_filter_batches_total
+  prometheus::Counter* write_retries;    // exposure_filter_redis_write_retries_total
+  prometheus::Counter* commits_ok;       // exposure_filter_commits_total{result="ok"}
+  prometheus::Counter* commits_failed;   // exposure_filter_commits_total{result="failed"}
+  prometheus::Histogram* batch_events;   // exposure_filter_batch_events
+  prometheus::Histogram* write_seconds;  // exposure_filter_redis_write_seconds
+  prometheus::Histogram* e2e_seconds;    // exposure_filter_end_to_end_latency_seconds
+
+  static std::vector<double> LatencyBuckets();  // seconds, 1 ms .. 120 s
+};
+
+}  // namespace ef

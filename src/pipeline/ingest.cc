@@ -1,0 +1,237 @@
+#include "pipeline/ingest.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace ef {
+namespace {
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Ingest::Ingest(MessageSource& source, BitSink& sink, Decoder& decoder, const Layout& layout,
+               Clock& clock, IngestMetrics* metrics, IngestOptions options, RejectSink* rejects)
+    : source_(source),
+      sink_(sink),
+      decoder_(decoder),
+      clock_(clock),
+      metrics_(metrics),
+      options_(options),
+      rejects_(rejects),
+      coalescer_(layout),
+      e2e_(IngestMetrics::LatencyBuckets()) {
+  source_.SetRevokeHandler([this](const std::vector<TopicPartition>& tps) { OnRevoke(tps); });
+  last_commit_ms_ = SteadyMs();
+}
+
+void Ingest::DecodeMessages(const std::vector<Message>& messages) {
+  const int64_t now_ms = clock_.NowMs();
+  uint64_t rejected = 0;
+  for (const Message& m : messages) {
+    ++totals_.messages;
+    int64_t& next = pending_[TopicPartition{*m.topic, m.partition}];
+    next = std::max(next, m.offset + 1);
+    RejectReason r = decoder_.Decode(m.payload, m.len, m.timestamp_ms, now_ms, &event_);
+    if (r != RejectReason::kNone) {
+      ++rejected;
+      if (metrics_) metrics_->rejected_by_reason[static_cast<size_t>(r)]->Increment();
+      if (rejects_) rejects_->Send(m, r);
+      continue;
+    }
+    coalescer_.Add(event_);
+    event_ts_ms_.push_back(event_.ts_ms);
+    pending_items_ += event_.items.size();
+  }
+  totals_.events_rejected += rejected;
+  if (metrics_ && rejected) metrics_->events_rejected->Increment(static_cast<double>(rejected));
+}
+
+void Ingest::RecordWritten(const WriteStats& stats, int64_t write_start_ms) {
+  const int64_t ack_ms = clock_.NowMs();
+  totals_.events_written += event_ts_ms_.size();
+  totals_.items_written += pending_items_;
+  ++totals_.batches;
+  if (!metrics_) return;
+  for (int64_t ts : event_ts_ms_) e2e_.Observe(static_cast<double>(ack_ms - ts) / 1000.0);
+  e2e_.FlushTo(*metrics_->e2e_seconds);
+  metrics_->events_written->Increment(static_cast<double>(event_ts_ms_.size()));
+  metrics_->items_written->Increment(static_cast<double>(pending_items_));
+  metrics_->bits_written->Increment(static_cast<double>(stats.bits));
+  metrics_->keys_written->Increment(static_cast<double>(stats.keys));
+  metrics_->keys_skipped->Increment(static_cast<double>(stats.skipped_keys));
+  metrics_->redis_commands->Increment(static_cast<double>(stats.commands));
+  metrics_->batches->Increment();
+  metrics_->batch_events->Observe(static_cast<double>(event_ts_ms_.size()));
+  metrics_->write_seconds->Observe(static_cast<double>(ack_ms - write_start_ms) / 1000.0);
+  metrics_->redis_up->Set(1);
+}
+
+Status Ingest::WriteWithRetry(const std::atomic<bool>& stop) {
+  int64_t backoff = options_.backoff_min_ms;
+  int64_t failing_since = 0;
+  int64_t stop_seen_at = 0;
+  uint64_t attempts = 0;
+  bool paused = false;
+  for (;;) {
+    coalescer_.Seal();
+    WriteStats stats;
+    const int64_t start_ms = clock_.NowMs();
+    Status st = sink_.Write(coalescer_.batch(), &stats);
+    if (st.ok()) {
+      RecordWritten(stats, start_ms);
+      if (sink_failing_) {
+        spdlog::info("redis: writes succeed again after {:.1f} s and {} retries; resuming",
+                     static_cast<double>(SteadyMs() - failing_since) / 1000.0, attempts);
+        sink_failing_ = false;
+      }
+      if (paused) {
+        Status rs = source_.ResumeAll();
+        if (!rs.ok()) spdlog::warn("{}", rs.message());
+      }
+      return Status::Ok();
+    }
+    ++attempts;
+    ++totals_.write_failures;
+    if (metrics_) {
+      metrics_->redis_up->Set(0);
+      metrics_->write_retries->Increment();
+    }
+    if (st.code() != StatusCode::kUnavailable && st.code() != StatusCode::kFailedPrecondition &&
+        st.code() != StatusCode::kInternal) {
+      return st;
+    }
+    if (!failing_since) failing_since = SteadyMs();
+    if (!sink_failing_) {
+      spdlog::error("{}; pausing consumption, retrying every {}..{} ms, nothing is committed "
+                    "until the batch is written",
+                    st.message(), options_.backoff_min_ms, options_.backoff_max_ms);
+      sink_failing_ = true;
+    }
+    if (!paused) {
+      Status ps = source_.PauseAll();
+      if (!ps.ok()) spdlog::warn("{}", ps.message());
+      paused = true;
+    }
+    if (stop.load() && !stop_seen_at) stop_seen_at = SteadyMs();
+    if (stop_seen_at && SteadyMs() - stop_seen_at >= options_.shutdown_grace_ms) {
+      return Cancelled("stopping while Redis writes fail (" + st.message() + "): " +
+                       std::to_string(event_ts_ms_.size()) +
+                       " event(s) not written; their offsets are not committed, so they will be "
+                       "consumed again");
+    }
+    // Wait out the backoff while serving the consumer (heartbeats, rebalances).
+    // Anything that still arrives joins the pending batch.
+    const int64_t until = SteadyMs() + backoff;
+    while (SteadyMs() < until) {
+      int wait = static_cast<int>(std::min<int64_t>(until - SteadyMs(), options_.poll_timeout_ms));
+      Status ps = source_.Poll(options_.batch_max_events, std::max(wait, 0), 0, &messages_);
+      if (!ps.ok() && ps.code() != StatusCode::kUnavailable) return ps;
+      if (!messages_.empty()) DecodeMessages(messages_);
+      if (stop.load() && !stop_seen_at) break;
+    }
+    backoff = std::min(backoff * 2, options_.backoff_max_ms);
+  }
+}
+
+Status Ingest::Step(const std::atomic<bool>& stop, size_t* got) {
+  Status st = source_.Poll(options_.batch_max_events, options_.poll_timeout_ms,
+                           options_.batch_max_wait_ms, &messages_);
+  if (got) *got = messages_.size();
+  if (!st.ok()) {
+    if (st.code() == StatusCode::kUnavailable) return Status::Ok();
+    return st;
+  }
+  if (!messages_.empty()) {
+    DecodeMessages(messages_);
+    EF_RETURN_IF_ERROR(WriteWithRetry(stop));
+    for (const auto& [tp, next] : pending_) {
+      int64_t& a = acked_[tp];
+      a = std::max(a, next);
+    }
+    pending_.clear();
+    event_ts_ms_.clear();
+    pending_items_ = 0;
+    coalescer_.Clear();
+  }
+  if (SteadyMs() - last_commit_ms_ >= options_.commit_interval_ms) {
+    Status cs = CommitAcked(false);
+    if (!cs.ok()) spdlog::warn("{}", cs.message());
+  }
+  return Status::Ok();
+}
+
+Status Ingest::CommitAcked(bool sync) {
+  last_commit_ms_ = SteadyMs();
+  std::vector<PartitionOffset> offsets;
+  for (const auto& [tp, next] : acked_) {
+    auto it = committed_.find(tp);
+    if (it == committed_.end() || it->second != next) offsets.push_back({tp, next});
+  }
+  if (offsets.empty()) return Status::Ok();
+  if (rejects_) {
+    Status fs = rejects_->Flush();
+    if (!fs.ok()) return fs.Prefixed("dead-letter flush before commit");
+  }
+  Status st = source_.Commit(offsets, sync);
+  if (!st.ok()) {
+    if (metrics_) metrics_->commits_failed->Increment();
+    return st;
+  }
+  // An async commit may still fail; its offsets are then committed again with
+  // the next sync commit (at revoke or shutdown) at the latest.
+  for (const auto& po : offsets) committed_[po.tp] = po.offset;
+  ++totals_.commits;
+  if (metrics_) metrics_->commits_ok->Increment();
+  return Status::Ok();
+}
+
+void Ingest::OnRevoke(const std::vector<TopicPartition>& partitions) {
+  std::vector<PartitionOffset> offsets;
+  for (const auto& tp : partitions) {
+    auto it = acked_.find(tp);
+    if (it != acked_.end()) offsets.push_back({tp, it->second});
+  }
+  if (!offsets.empty()) {
+    if (rejects_) rejects_->Flush().IgnoreError();
+    Status st = source_.Commit(offsets, true);
+    if (st.ok()) {
+      ++totals_.commits;
+      if (metrics_) metrics_->commits_ok->Increment();
+    } else {
+      spdlog::warn("commit on revoke: {} (the new owner re-reads from the last commit)",
+                   st.message());
+      if (metrics_) metrics_->commits_failed->Increment();
+    }
+  }
+  // The pending batch, if any, is still written (harmless: idempotent bits) but
+  // its offsets for these partitions are no longer ours to commit.
+  for (const auto& tp : partitions) {
+    acked_.erase(tp);
+    committed_.erase(tp);
+    pending_.erase(tp);
+  }
+}
+
+Status Ingest::Run(const std::atomic<bool>& stop) {
+  while (!stop.load()) {
+    Status st = Step(stop);
+    if (!st.ok()) {
+      if (st.code() == StatusCode::kCancelled) return st;
+      // Fatal: commit what Redis already acknowledged before giving up.
+      CommitAcked(true).IgnoreError();
+      return st;
+    }
+  }
+  Status st = CommitAcked(true);
+  if (!st.ok()) return st.Prefixed("final commit");
+  return Status::Ok();
+}
+
+}  // namespace ef

@@ -1,0 +1,113 @@
+// Ingest: the one-way pipeline of `run` and `replay`:
+//   source.Poll → decode → hash/coalesce per key → sink.Write (pipelined, acked)
+//   → offsets of the batch become committable → commit (async, every
+//   commit_interval; sync on revoke and at shutdown).
+// Guarantees:
+//  - an offset is committed only after every event before it in its partition
+//    was acknowledged by Redis or rejected as a bad event (at-least-once);
+//  - while the sink fails, the batch is kept and retried with capped exponential
+//    backoff; the source is paused (and polled, so the group stays alive); any
+//    message that still arrives joins the pending batch: nothing is dropped;
+//  - bad events are counted by reason (and sent to the dead-letter sink when
+//    configured); they never stop the partition.
+// Single-threaded: Run, Step and the revoke callback all run on the caller's thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "bloom/layout.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "event/decoder.h"
+#include "kafka/source.h"
+#include "metrics/ingest_metrics.h"
+#include "pipeline/coalescer.h"
+#include "pipeline/sink.h"
+
+namespace ef {
+
+struct IngestOptions {
+  size_t batch_max_events = 20000;
+  int batch_max_wait_ms = 20;
+  int poll_timeout_ms = 100;  // bounds how late a stop request is seen
+  int64_t commit_interval_ms = 1000;
+  int64_t backoff_min_ms = 100;
+  int64_t backoff_max_ms = 5000;
+  // After a stop request, how long to keep retrying a failing sink before giving
+  // up on the pending batch (its offsets stay uncommitted: nothing is lost).
+  int64_t shutdown_grace_ms = 10000;
+};
+
+// Where rejected messages go besides the counters (e.g. a dead-letter topic).
+class RejectSink {
+ public:
+  virtual ~RejectSink() = default;
+  virtual void Send(const Message& message, RejectReason reason) = 0;
+  // Called before offsets are committed: everything sent must be durable.
+  virtual Status Flush() = 0;
+};
+
+struct IngestTotals {
+  uint64_t messages = 0;
+  uint64_t events_written = 0;
+  uint64_t events_rejected = 0;
+  uint64_t items_written = 0;
+  uint64_t batches = 0;
+  uint64_t write_failures = 0;
+  uint64_t commits = 0;
+};
+
+class Ingest {
+ public:
+  Ingest(MessageSource& source, BitSink& sink, Decoder& decoder, const Layout& layout,
+         Clock& clock, IngestMetrics* metrics, IngestOptions options,
+         RejectSink* rejects = nullptr);
+
+  // Until `stop` is set: then the pending batch is flushed, offsets committed
+  // synchronously, and OK returned. Fatal source errors are returned at once;
+  // kCancelled if the sink still failed when the shutdown grace ran out.
+  Status Run(const std::atomic<bool>& stop);
+
+  // One cycle: poll a batch, decode, write (retrying until written or stopped),
+  // commit if due. *got is the number of messages polled.
+  Status Step(const std::atomic<bool>& stop, size_t* got = nullptr);
+
+  // Commits every acknowledged offset not yet committed.
+  Status CommitAcked(bool sync);
+
+  const IngestTotals& totals() const { return totals_; }
+  // Next offsets acknowledged so far (committed or not), per partition.
+  const std::map<TopicPartition, int64_t>& acked() const { return acked_; }
+
+ private:
+  void DecodeMessages(const std::vector<Message>& messages);
+  Status WriteWithRetry(const std::atomic<bool>& stop);
+  void OnRevoke(const std::vector<TopicPartition>& partitions);
+  void RecordWritten(const WriteStats& stats, int64_t write_start_ms);
+
+  MessageSource& source_;
+  BitSink& sink_;
+  Decoder& decoder_;
+  Clock& clock_;
+  IngestMetrics* metrics_;
+  IngestOptions options_;
+  RejectSink* rejects_;
+
+  Coalescer coalescer_;
+  Event event_;
+  std::vector<Message> messages_;
+  std::vector<int64_t> event_ts_ms_;      // event times of the pending batch
+  uint64_t pending_items_ = 0;
+  std::map<TopicPartition, int64_t> pending_;  // next offsets covered by the pending batch
+  std::map<TopicPartition, int64_t> acked_;
+  std::map<TopicPartition, int64_t> committed_;
+  int64_t last_commit_ms_ = 0;
+  bool sink_failing_ = false;
+  LocalHistogram e2e_;
+  IngestTotals totals_;
+};
+
+}  // namespace ef

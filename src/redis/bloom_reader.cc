@@ -1,0 +1,58 @@
+#include "redis/bloom_reader.h"
+
+#include "bloom/hash.h"
+#include "bloom/keys.h"
+#include "bloom/positions.h"
+
+namespace ef {
+
+CheckResult TestItems(const Layout& layout, const std::vector<std::string>& bucket_values,
+                      const std::vector<int64_t>& bucket_starts,
+                      const std::vector<std::string>& items) {
+  CheckResult r;
+  r.seen.assign(items.size(), false);
+  r.seen_bucket.assign(items.size(), -1);
+  for (const auto& v : bucket_values) r.buckets_present += v.empty() ? 0 : 1;
+  std::vector<uint32_t> pos(layout.k);
+  for (size_t i = 0; i < items.size(); ++i) {
+    ComputePositions(HashItem(items[i], layout.seed), layout.m, layout.k, pos.data());
+    for (size_t b = bucket_values.size(); b-- > 0;) {  // newest first
+      const std::string& v = bucket_values[b];
+      if (v.empty()) continue;
+      bool all = true;
+      for (uint32_t p : pos) {
+        if (!TestBit(v.data(), v.size(), p)) {
+          all = false;
+          break;
+        }
+      }
+      if (all) {
+        r.seen[i] = true;
+        r.seen_bucket[i] = bucket_starts[b];
+        break;
+      }
+    }
+  }
+  return r;
+}
+
+StatusOr<CheckResult> BloomReader::Check(std::string_view user,
+                                         const std::vector<std::string>& items,
+                                         int64_t now_seconds) {
+  std::vector<int64_t> starts =
+      LiveBuckets(now_seconds, layout_.window_seconds, layout_.bucket_seconds);
+  std::vector<std::string> args = {"MGET"};
+  for (int64_t s : starts) args.push_back(MakeKey(layout_.prefix, user, s, layout_.bucket_seconds));
+  auto reply = conn_.Command(args);
+  if (!reply.ok()) return reply.status();
+  if (reply->type == RedisReply::Type::kError)
+    return Unavailable("redis " + conn_.address() + ": MGET: " + reply->str);
+  if (reply->type != RedisReply::Type::kArray || reply->elements.size() != starts.size())
+    return Internal("redis " + conn_.address() + ": MGET: unexpected reply");
+  std::vector<std::string> values;
+  values.reserve(starts.size());
+  for (auto& e : reply->elements) values.push_back(std::move(e.str));
+  return TestItems(layout_, values, starts, items);
+}
+
+}  // namespace ef

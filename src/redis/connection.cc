@@ -1,0 +1,217 @@
+#include "redis/connection.h"
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+namespace ef {
+
+struct RedisConnection::Impl {
+  redisContext* ctx = nullptr;
+  ~Impl() {
+    if (ctx) redisFree(ctx);
+  }
+};
+
+namespace {
+
+timeval ToTimeval(int64_t ms) {
+  timeval tv;
+  tv.tv_sec = ms / 1000;
+  tv.tv_usec = (ms % 1000) * 1000;
+  return tv;
+}
+
+RedisReply Convert(const redisReply* r) {
+  RedisReply out;
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+      out.type = RedisReply::Type::kString;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_STATUS:
+      out.type = RedisReply::Type::kStatus;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ERROR:
+      out.type = RedisReply::Type::kError;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_INTEGER:
+      out.type = RedisReply::Type::kInteger;
+      out.integer = r->integer;
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = RedisReply::Type::kArray;
+      out.elements.reserve(r->elements);
+      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(Convert(r->element[i]));
+      break;
+    default:
+      out.type = RedisReply::Type::kNil;
+  }
+  return out;
+}
+
+bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+}  // namespace
+
+const char* RedisErrorKindName(RedisErrorKind k) {
+  switch (k) {
+    case RedisErrorKind::kNone: return "none";
+    case RedisErrorKind::kConnect: return "connect";
+    case RedisErrorKind::kIo: return "io";
+    case RedisErrorKind::kTimeout: return "timeout";
+    case RedisErrorKind::kProtocol: return "protocol";
+    case RedisErrorKind::kAuth: return "auth";
+    case RedisErrorKind::kOom: return "oom";
+    case RedisErrorKind::kBusy: return "busy";
+    case RedisErrorKind::kWrongType: return "wrongtype";
+    case RedisErrorKind::kReply: return "reply";
+    case RedisErrorKind::kCount_: break;
+  }
+  return "unknown";
+}
+
+RedisErrorKind RedisConnection::ClassifyErrorReply(std::string_view text) {
+  if (StartsWith(text, "OOM")) return RedisErrorKind::kOom;
+  if (StartsWith(text, "WRONGTYPE")) return RedisErrorKind::kWrongType;
+  if (StartsWith(text, "NOAUTH") || StartsWith(text, "WRONGPASS") || StartsWith(text, "NOPERM"))
+    return RedisErrorKind::kAuth;
+  if (StartsWith(text, "LOADING") || StartsWith(text, "BUSY") || StartsWith(text, "MASTERDOWN") ||
+      StartsWith(text, "READONLY") || StartsWith(text, "TRYAGAIN") ||
+      StartsWith(text, "CLUSTERDOWN"))
+    return RedisErrorKind::kBusy;
+  return RedisErrorKind::kReply;
+}
+
+RedisConnection::RedisConnection(RedisOptions options)
+    : options_(std::move(options)), impl_(std::make_unique<Impl>()) {}
+
+RedisConnection::~RedisConnection() = default;
+
+std::string RedisConnection::address() const {
+  return options_.host + ":" + std::to_string(options_.port);
+}
+
+Status RedisConnection::ConnectionError(const std::string& what) {
+  redisContext* c = impl_->ctx;
+  int err = c ? c->err : REDIS_ERR_OTHER;
+  std::string text = c ? c->errstr : "cannot allocate context";
+  if (err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT)) {
+    last_error_ = RedisErrorKind::kTimeout;
+    text = "timed out after " + std::to_string(options_.command_timeout_ms) + " ms";
+  } else if (err == REDIS_ERR_PROTOCOL) {
+    last_error_ = RedisErrorKind::kProtocol;
+  } else {
+    last_error_ = RedisErrorKind::kIo;
+  }
+  if (err == REDIS_ERR_EOF) text = "connection closed by server";
+  if (last_error_ == RedisErrorKind::kProtocol)
+    return Internal("redis " + address() + ": " + what + ": protocol error: " + text);
+  return Unavailable("redis " + address() + ": " + what + ": " + text);
+}
+
+StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(const RedisOptions& options) {
+  std::unique_ptr<RedisConnection> conn(new RedisConnection(options));
+  conn->impl_->ctx = redisConnectWithTimeout(options.host.c_str(), options.port,
+                                             ToTimeval(options.connect_timeout_ms));
+  if (!conn->impl_->ctx || conn->impl_->ctx->err) {
+    conn->last_error_ = RedisErrorKind::kConnect;
+    std::string why = conn->impl_->ctx ? conn->impl_->ctx->errstr : "out of memory";
+    return Unavailable("redis " + conn->address() + ": cannot connect: " + why);
+  }
+  redisSetTimeout(conn->impl_->ctx, ToTimeval(options.command_timeout_ms));
+  redisEnableKeepAlive(conn->impl_->ctx);
+  EF_RETURN_IF_ERROR(conn->Handshake());
+  return conn;
+}
+
+Status RedisConnection::Handshake() {
+  auto expect_ok = [&](const std::vector<std::string>& args, const std::string& what) -> Status {
+    auto r = Command(args);
+    if (!r.ok()) return r.status();
+    if (r->type == RedisReply::Type::kError) {
+      RedisErrorKind kind = ClassifyErrorReply(r->str);
+      last_error_ = kind;
+      std::string msg = "redis " + address() + ": " + what + ": " + r->str;
+      if (kind == RedisErrorKind::kAuth) return FailedPrecondition(msg);
+      if (kind == RedisErrorKind::kBusy) return Unavailable(msg);
+      return FailedPrecondition(msg);
+    }
+    return Status::Ok();
+  };
+  if (!options_.password.empty()) {
+    if (options_.username.empty()) {
+      EF_RETURN_IF_ERROR(expect_ok({"AUTH", options_.password}, "AUTH"));
+    } else {
+      EF_RETURN_IF_ERROR(
+          expect_ok({"AUTH", options_.username, options_.password}, "AUTH as " + options_.username));
+    }
+  }
+  if (options_.db != 0) EF_RETURN_IF_ERROR(expect_ok({"SELECT", std::to_string(options_.db)}, "SELECT"));
+  return expect_ok({"PING"}, "PING");
+}
+
+StatusOr<RedisReply> RedisConnection::Command(const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  argv.reserve(args.size());
+  lens.reserve(args.size());
+  for (const auto& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  void* raw = redisCommandArgv(impl_->ctx, static_cast<int>(args.size()), argv.data(), lens.data());
+  if (!raw) return ConnectionError(args.empty() ? "command" : args[0]);
+  RedisReply out = Convert(static_cast<redisReply*>(raw));
+  freeReplyObject(raw);
+  return out;
+}
+
+void RedisConnection::AppendFormatted(const char* data, size_t len) {
+  redisAppendFormattedCommand(impl_->ctx, data, len);
+}
+
+Status RedisConnection::ReadReplies(size_t count, std::vector<ReplyError>* errors) {
+  for (size_t i = 0; i < count; ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(impl_->ctx, &raw) != REDIS_OK || !raw) return ConnectionError("pipeline");
+    auto* r = static_cast<redisReply*>(raw);
+    if (r->type == REDIS_REPLY_ERROR && errors) {
+      std::string text(r->str, r->len);
+      errors->push_back({i, ClassifyErrorReply(text), std::move(text)});
+    }
+    freeReplyObject(raw);
+  }
+  return Status::Ok();
+}
+
+void AppendRespArrayHeader(size_t count, std::string* out) {
+  char buf[24];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, count);
+  out->push_back('*');
+  out->append(buf, p);
+  out->append("\r\n", 2);
+}
+
+void AppendRespBulk(std::string_view arg, std::string* out) {
+  char buf[24];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, arg.size());
+  out->push_back('$');
+  out->append(buf, p);
+  out->append("\r\n", 2);
+  out->append(arg.data(), arg.size());
+  out->append("\r\n", 2);
+}
+
+void AppendRespBulk(uint64_t number, std::string* out) {
+  char buf[24];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, number);
+  AppendRespBulk(std::string_view(buf, p - buf), out);
+}
+
+}  // namespace ef

@@ -1,0 +1,88 @@
+// RedisConnection: one blocking hiredis connection with pipelining. hiredis error
+// flags and error replies are mapped once into RedisErrorKind here; callers act
+// on Status codes: kUnavailable = retriable (I/O, timeout, LOADING, READONLY,
+// OOM, MASTERDOWN, ...), kFailedPrecondition = configuration (auth), kInternal =
+// protocol. Only src/redis includes hiredis. Thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "redis/options.h"
+
+namespace ef {
+
+enum class RedisErrorKind {
+  kNone = 0,
+  kConnect,    // could not connect
+  kIo,         // read/write failed, connection closed
+  kTimeout,    // command_timeout elapsed
+  kProtocol,
+  kAuth,       // NOAUTH / WRONGPASS / NOPERM
+  kOom,        // OOM reply: maxmemory reached
+  kBusy,       // LOADING, BUSY, MASTERDOWN, READONLY, TRYAGAIN: server not ready
+  kWrongType,  // WRONGTYPE: a key of ours holds another type
+  kReply,      // any other error reply
+  kCount_,
+};
+const char* RedisErrorKindName(RedisErrorKind k);  // "io", "timeout", ... (metric label)
+
+// A reply converted to plain values (for the non-hot paths).
+struct RedisReply {
+  enum class Type { kNil, kString, kStatus, kInteger, kArray, kError };
+  Type type = Type::kNil;
+  std::string str;  // string, status or error text
+  long long integer = 0;
+  std::vector<RedisReply> elements;
+};
+
+class RedisConnection {
+ public:
+  // Connects, AUTHs (username + password, or password alone), SELECTs db and
+  // PINGs. Errors name the address.
+  static StatusOr<std::unique_ptr<RedisConnection>> Connect(const RedisOptions& options);
+  ~RedisConnection();
+
+  const RedisOptions& options() const { return options_; }
+  std::string address() const;
+
+  // One command, one round trip. An error reply is returned as a reply of type
+  // kError (not a failed status); failed status only for connection problems.
+  StatusOr<RedisReply> Command(const std::vector<std::string>& args);
+
+  // Pipelining: append pre-formatted RESP commands, then read their replies.
+  void AppendFormatted(const char* data, size_t len);
+  // Reads `count` replies. Error replies are classified; for each one the
+  // callback gets (index, kind, text). Returns non-OK only when the connection
+  // failed (then the connection is unusable: reconnect).
+  struct ReplyError {
+    size_t index;
+    RedisErrorKind kind;
+    std::string text;
+  };
+  Status ReadReplies(size_t count, std::vector<ReplyError>* errors);
+
+  RedisErrorKind last_error_kind() const { return last_error_; }
+  static RedisErrorKind ClassifyErrorReply(std::string_view text);
+
+  struct Impl;
+
+ private:
+  explicit RedisConnection(RedisOptions options);
+  Status Handshake();
+  Status ConnectionError(const std::string& what);
+  RedisOptions options_;
+  std::unique_ptr<Impl> impl_;
+  RedisErrorKind last_error_ = RedisErrorKind::kNone;
+};
+
+// Appends one command in RESP (the Redis wire protocol) to *out.
+void AppendRespArrayHeader(size_t count, std::string* out);
+void AppendRespBulk(std::string_view arg, std::string* out);
+void AppendRespBulk(uint64_t number, std::string* out);
+
+}  // namespace ef

@@ -1,0 +1,17 @@
+// The `<prefix>meta` hash of contract v1, rule 7.
+#pragma once
+
+#include "bloom/layout.h"
+#include "common/status.h"
+#include "redis/connection.h"
+
+namespace ef {
+
+// Writers: stores the layout if no meta exists (atomically, one Lua script), else
+// compares. kFailedPrecondition names each differing field with both values.
+Status EnsureMeta(RedisConnection& conn, const Layout& layout);
+
+// Readers: compares when meta exists; *stored_found tells whether it did.
+Status CheckMeta(RedisConnection& conn, const Layout& layout, bool* stored_found);
+
+}  // namespace ef

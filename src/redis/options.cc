@@ -1,0 +1,29 @@
+#include "redis/options.h"
+
+#include <charconv>
+
+namespace ef {
+
+StatusOr<RedisOptions> RedisOptionsFromConfig(const RedisConfig& config) {
+  RedisOptions o;
+  const std::string& a = config.address;
+  size_t colon = a.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == a.size())
+    return InvalidArgument("redis.address: expected host:port, got '" + a + "'");
+  o.host = a.substr(0, colon);
+  if (o.host.size() > 2 && o.host.front() == '[' && o.host.back() == ']')
+    o.host = o.host.substr(1, o.host.size() - 2);
+  int port = 0;
+  auto [p, ec] = std::from_chars(a.data() + colon + 1, a.data() + a.size(), port);
+  if (ec != std::errc() || p != a.data() + a.size() || port < 1 || port > 65535)
+    return InvalidArgument("redis.address: bad port in '" + a + "'");
+  o.port = port;
+  o.username = config.username;
+  o.password = config.password;
+  o.db = config.db;
+  o.connect_timeout_ms = config.connect_timeout_ms;
+  o.command_timeout_ms = config.command_timeout_ms;
+  return o;
+}
+
+}  // namespace ef

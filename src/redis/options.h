@@ -1,0 +1,25 @@
+// Connection options for one Redis server.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "config/config.h"
+
+namespace ef {
+
+struct RedisOptions {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  std::string username;  // "" = AUTH with password only (or none)
+  std::string password;  // "" = no AUTH
+  int db = 0;
+  int64_t connect_timeout_ms = 2000;
+  int64_t command_timeout_ms = 5000;  // read/write timeout of a command round trip
+};
+
+// From redis.* config keys; errors name redis.address.
+StatusOr<RedisOptions> RedisOptionsFromConfig(const RedisConfig& config);
+
+}  // namespace ef

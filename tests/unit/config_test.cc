@@ -1,0 +1,570 @@
+#include "config/config.h"
+
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config/fields.h"
+#include "config/loader.h"
+
+namespace ef {
+namespace {
+
+const char* const kEnvVars[] = {
+    "EXPOSURE_FILTER_REDIS_PASSWORD",      "EXPOSURE_FILTER_REDIS_USERNAME",
+    "EXPOSURE_FILTER_KAFKA_SASL_PASSWORD", "EXPOSURE_FILTER_KAFKA_BOOTSTRAP_SERVERS",
+    "EXPOSURE_FILTER_REDIS_ADDRESS",
+};
+
+// The loaders read the environment; a developer's shell must not change results.
+struct CleanEnv {
+  CleanEnv() { Clear(); }
+  ~CleanEnv() { Clear(); }
+  static void Clear() {
+    for (const char* name : kEnvVars) unsetenv(name);
+  }
+};
+
+// Member by member, independent of the field table, so a field missing from the
+// table shows up as a difference.
+void CheckSameConfig(const Config& a, const Config& b) {
+  CHECK(a.kafka.bootstrap_servers == b.kafka.bootstrap_servers);
+  CHECK(a.kafka.topics == b.kafka.topics);
+  CHECK(a.kafka.group_id == b.kafka.group_id);
+  CHECK(a.kafka.auto_offset_reset == b.kafka.auto_offset_reset);
+  CHECK(a.kafka.properties == b.kafka.properties);
+  CHECK(a.kafka.dead_letter_topic == b.kafka.dead_letter_topic);
+  CHECK(a.redis.address == b.redis.address);
+  CHECK(a.redis.username == b.redis.username);
+  CHECK(a.redis.password == b.redis.password);
+  CHECK(a.redis.db == b.redis.db);
+  CHECK(a.redis.connect_timeout_ms == b.redis.connect_timeout_ms);
+  CHECK(a.redis.command_timeout_ms == b.redis.command_timeout_ms);
+  CHECK(a.redis.retry_backoff_min_ms == b.redis.retry_backoff_min_ms);
+  CHECK(a.redis.retry_backoff_max_ms == b.redis.retry_backoff_max_ms);
+  CHECK(a.redis.write_mode == b.redis.write_mode);
+  CHECK(a.filter.key_prefix == b.filter.key_prefix);
+  CHECK(a.filter.window_seconds == b.filter.window_seconds);
+  CHECK(a.filter.bucket_seconds == b.filter.bucket_seconds);
+  CHECK(a.filter.items_per_bucket == b.filter.items_per_bucket);
+  CHECK(a.filter.fpr == b.filter.fpr);
+  CHECK(a.filter.seed == b.filter.seed);
+  CHECK(a.events.format == b.events.format);
+  CHECK(a.events.user_field == b.events.user_field);
+  CHECK(a.events.item_field == b.events.item_field);
+  CHECK(a.events.items_field == b.events.items_field);
+  CHECK(a.events.time_field == b.events.time_field);
+  CHECK(a.events.time_unit == b.events.time_unit);
+  CHECK(a.events.max_id_bytes == b.events.max_id_bytes);
+  CHECK(a.events.max_items_per_event == b.events.max_items_per_event);
+  CHECK(a.events.max_future_ms == b.events.max_future_ms);
+  CHECK(a.pipeline.batch_max_events == b.pipeline.batch_max_events);
+  CHECK(a.pipeline.batch_max_wait_ms == b.pipeline.batch_max_wait_ms);
+  CHECK(a.pipeline.commit_interval_ms == b.pipeline.commit_interval_ms);
+  CHECK(a.metrics.listen == b.metrics.listen);
+  CHECK(a.log.level == b.log.level);
+}
+
+Config Load(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  StatusOr<Config> c = LoadConfigFromString(yaml, "t.yaml", overrides);
+  INFO(c.status().ToString());
+  REQUIRE(c.ok());
+  return *c;
+}
+
+std::string LoadError(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  StatusOr<Config> c = LoadConfigFromString(yaml, "t.yaml", overrides);
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.status().code() == StatusCode::kInvalidArgument);
+  return c.status().message();
+}
+
+std::string OverrideError(const std::string& kv) { return LoadError("", {kv}); }
+
+std::string ValidateError(const Config& c) {
+  Status st = Validate(c);
+  REQUIRE_FALSE(st.ok());
+  return st.message();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text) {
+    path_ =
+        (std::filesystem::temp_directory_path() / ("ef_config_test_" + std::to_string(getpid()) +
+                                                   "_" + std::to_string(counter_++) + ".yaml"))
+            .string();
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() { std::filesystem::remove(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  std::string path_;
+};
+
+// Every field changed from its default, secrets included.
+Config NonDefaultConfig() {
+  Config c;
+  c.kafka.bootstrap_servers = "k1:9093,k2:9093";
+  c.kafka.topics = {"a", "b c", "123"};
+  c.kafka.group_id = "g: 1";
+  c.kafka.auto_offset_reset = "latest";
+  c.kafka.properties = {{"security.protocol", "SASL_SSL"},
+                        {"fetch.wait.max.ms", "10"},
+                        {"enable.partition.eof", "true"},
+                        {"client.id", "null"}};
+  c.kafka.dead_letter_topic = "dlq";
+  c.redis.address = "[::1]:6380";
+  c.redis.username = "ef";
+  c.redis.db = 3;
+  c.redis.connect_timeout_ms = 1500;
+  c.redis.command_timeout_ms = 90000;
+  c.redis.retry_backoff_min_ms = 50;
+  c.redis.retry_backoff_max_ms = 7000;
+  c.redis.write_mode = "setbit";
+  c.filter.key_prefix = "#x: ";
+  c.filter.window_seconds = 7 * 86400;
+  c.filter.bucket_seconds = 6 * 3600;
+  c.filter.items_per_bucket = 77;
+  c.filter.fpr = 0.001234567890123;
+  c.filter.seed = 4294967295u;
+  c.events.user_field = "uid";
+  c.events.item_field = "iid";
+  c.events.items_field = "page";
+  c.events.time_field = "~";
+  c.events.time_unit = "s";
+  c.events.max_id_bytes = 64;
+  c.events.max_items_per_event = 5;
+  c.events.max_future_ms = 0;
+  c.pipeline.batch_max_events = 1;
+  c.pipeline.batch_max_wait_ms = 0;
+  c.pipeline.commit_interval_ms = 250;
+  c.metrics.listen = "";
+  c.log.level = "debug";
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("defaults: empty input, comments only, empty sections, no path", "[config]") {
+  CleanEnv env;
+  REQUIRE(Validate(Config{}).ok());
+  CheckSameConfig(Load(""), Config{});
+  CheckSameConfig(Load("# nothing here\n\n"), Config{});
+  CheckSameConfig(Load("kafka:\nredis:\n# all commented out\nfilter:\n"), Config{});
+  StatusOr<Config> c = LoadConfig("", {});
+  REQUIRE(c.ok());
+  CheckSameConfig(*c, Config{});
+}
+
+TEST_CASE("every type is read from YAML", "[config]") {
+  CleanEnv env;
+  Config c = Load(
+      "kafka:\n"
+      "  bootstrap_servers: b1:9092,b2:9092\n"
+      "  topics: [t1, t2]\n"
+      "  group_id: 42\n"
+      "  properties:\n"
+      "    fetch.wait.max.ms: 10\n"
+      "    enable.partition.eof: false\n"
+      "    security.protocol: \"SASL_SSL\"\n"
+      "    empty.one:\n"
+      "  dead_letter_topic:\n"
+      "redis:\n"
+      "  db: +2\n"
+      "  connect_timeout: 500ms\n"
+      "  command_timeout: 7\n"
+      "filter:\n"
+      "  key_prefix: 'ef2:'\n"
+      "  window: 2d\n"
+      "  bucket: 12h\n"
+      "  fpr: 1e-3\n"
+      "  seed: 4294967295\n");
+  CHECK(c.kafka.bootstrap_servers == "b1:9092,b2:9092");
+  CHECK(c.kafka.topics == std::vector<std::string>{"t1", "t2"});
+  CHECK(c.kafka.group_id == "42");
+  CHECK(c.kafka.properties == std::map<std::string, std::string>{{"fetch.wait.max.ms", "10"},
+                                                                 {"enable.partition.eof", "false"},
+                                                                 {"security.protocol", "SASL_SSL"},
+                                                                 {"empty.one", ""}});
+  CHECK(c.kafka.dead_letter_topic.empty());
+  CHECK(c.redis.db == 2);
+  CHECK(c.redis.connect_timeout_ms == 500);
+  CHECK(c.redis.command_timeout_ms == 7000);  // a bare number is seconds
+  CHECK(c.filter.key_prefix == "ef2:");
+  CHECK(c.filter.window_seconds == 2 * 86400);
+  CHECK(c.filter.bucket_seconds == 12 * 3600);
+  CHECK(c.filter.fpr == 0.001);
+  CHECK(c.filter.seed == 4294967295u);
+
+  CHECK(Load("kafka:\n  topic: one\n").kafka.topics == std::vector<std::string>{"one"});
+  CHECK(Load("kafka:\n  topics:\n    - x\n    - y\n").kafka.topics ==
+        std::vector<std::string>{"x", "y"});
+}
+
+TEST_CASE("unknown keys fail with the line and a suggestion", "[config]") {
+  CleanEnv env;
+  CHECK(LoadError("kafka:\n  group_id: g\nfilter:\n  fprr: 0.01\n") ==
+        "t.yaml:4: unknown key 'filter.fprr' (did you mean 'filter.fpr'?)");
+  CHECK(LoadError("\n\nfiltr:\n  fpr: 0.01\n") ==
+        "t.yaml:3: unknown key 'filtr' (did you mean 'filter'?)");
+  CHECK(LoadError("redis:\n  key_prefix: x\n") ==
+        "t.yaml:2: unknown key 'redis.key_prefix' (did you mean 'filter.key_prefix'?)");
+  CHECK(LoadError("kafka:\n  group-id: g\n") ==
+        "t.yaml:2: unknown key 'kafka.group-id' (did you mean 'kafka.group_id'?)");
+  CHECK(LoadError("filter:\n  completely_unrelated: 1\n") ==
+        "t.yaml:2: unknown key 'filter.completely_unrelated'");
+  CHECK(LoadError("fpr: 0.1\n") == "t.yaml:1: unknown key 'fpr' (did you mean 'filter.fpr'?)");
+  CHECK(LoadError("filter.fpr: 0.1\n") ==
+        "t.yaml:1: unknown key 'filter.fpr': keys are nested, write 'filter:' and under it "
+        "'  fpr: ...'");
+}
+
+TEST_CASE("wrong types fail naming key, line and expected type", "[config]") {
+  CleanEnv env;
+  CHECK(LoadError("filter:\n  items_per_bucket: abc\n") ==
+        "t.yaml:2: filter.items_per_bucket: expected an integer, got 'abc'");
+  CHECK(LoadError("filter:\n  seed: 1.5\n") ==
+        "t.yaml:2: filter.seed: expected an integer, got '1.5'");
+  CHECK(LoadError("filter:\n  seed:\n") ==
+        "t.yaml:2: filter.seed: expected an integer, got nothing");
+  CHECK(LoadError("filter:\n  fpr: [1]\n") ==
+        "t.yaml:2: filter.fpr: expected a number, got a list");
+  CHECK(LoadError("filter:\n  fpr: .nan\n") ==
+        "t.yaml:2: filter.fpr: expected a number, got '.nan'");
+  CHECK(LoadError("redis:\n  address:\n    host: x\n") ==
+        "t.yaml:3: redis.address: expected a string, got a map");
+  CHECK(LoadError("kafka:\n  topics: exposures\n") ==
+        "t.yaml:2: kafka.topics: expected a list of strings such as [a, b], got 'exposures'");
+  CHECK(LoadError("kafka:\n  topics:\n    - a\n    - [b]\n") ==
+        "t.yaml:4: kafka.topics: item 2: expected a string, got a list");
+  CHECK(LoadError("kafka:\n  properties: [a]\n") ==
+        "t.yaml:2: kafka.properties: expected a map of strings, got a list");
+  CHECK(LoadError("kafka:\n  properties:\n    a: b\n    sasl:\n      mechanism: PLAIN\n") ==
+        "t.yaml:4: kafka.properties: entry 'sasl': expected a string, got a map (write dotted "
+        "names, e.g. sasl.mechanism: PLAIN)");
+  CHECK(LoadError("filter:\n  window: 30x\n") ==
+        "t.yaml:2: filter.window: duration \"30x\" has unknown unit \"x\" (use ms, s, m, h or d)");
+  CHECK(LoadError("filter:\n  window: [30d]\n") ==
+        "t.yaml:2: filter.window: expected a duration such as 500ms, 10s, 5m, 1h or 30d, got a "
+        "list");
+  CHECK(LoadError("kafka: 5\n") == "t.yaml:1: kafka: expected a map of keys, got '5'");
+  CHECK(LoadError("- a\n- b\n") ==
+        "t.yaml:1: expected a map of sections (kafka, redis, filter, ...) at the top level, got a "
+        "list");
+}
+
+TEST_CASE("out-of-range values fail naming key, line, range and value", "[config]") {
+  CleanEnv env;
+  CHECK(LoadError("filter:\n  fpr: 1.5\n") == "t.yaml:2: filter.fpr: must be in (0, 1), got 1.5");
+  CHECK(LoadError("filter:\n  fpr: 0\n") == "t.yaml:2: filter.fpr: must be in (0, 1), got 0");
+  CHECK(LoadError("redis:\n  db: -1\n") ==
+        "t.yaml:2: redis.db: must be in [0, 2147483647], got -1");
+  CHECK(LoadError("filter:\n  seed: 4294967296\n") ==
+        "t.yaml:2: filter.seed: must be in [0, 4294967295], got 4294967296");
+  CHECK(LoadError("redis:\n  connect_timeout: 0s\n") ==
+        "t.yaml:2: redis.connect_timeout: must be in [1ms, 10m], got 0s");
+  CHECK(LoadError("redis:\n  write_mode: bitmap\n") ==
+        "t.yaml:2: redis.write_mode: must be one of bitfield, setbit, got 'bitmap'");
+  CHECK(LoadError("redis:\n  address: localhost\n") ==
+        "t.yaml:2: redis.address: must be host:port, got 'localhost'");
+  CHECK(LoadError("redis:\n  address: localhost:70000\n") ==
+        "t.yaml:2: redis.address: port must be in [1, 65535], got 'localhost:70000'");
+  CHECK(LoadError("metrics:\n  listen: 9464\n") ==
+        "t.yaml:2: metrics.listen: must be \"\" (off) or host:port, got '9464'");
+  CHECK(LoadError("filter:\n  bucket: 5h\n") ==
+        "t.yaml:2: filter.bucket: must be a whole number of hours that divides a day (1h, 2h, "
+        "3h, 4h, 6h, 8h, 12h) or a whole number of days, got 5h");
+  CHECK(LoadError("filter:\n  window: 1500s\n") ==
+        "t.yaml:2: filter.window: must be in [1h, 3650d], got 25m");
+  CHECK(LoadError("filter:\n  key_prefix: 'a{b'\n") ==
+        "t.yaml:2: filter.key_prefix: must not contain '{' or '}' (they would change the Redis "
+        "Cluster hash tag), got 'a{b'");
+  CHECK(LoadError("pipeline:\n  batch_max_events: 0\n") ==
+        "t.yaml:2: pipeline.batch_max_events: must be in [1, 10000000], got 0");
+  CHECK(LoadError("kafka:\n  topics: []\n") ==
+        "t.yaml:2: kafka.topics: must name at least one topic");
+  CHECK(LoadError("kafka:\n  topic: ''\n") == "t.yaml:2: kafka.topic: must not be empty");
+  CHECK(LoadError("log:\n  level: verbose\n") ==
+        "t.yaml:2: log.level: must be one of trace, debug, info, warn, error, got 'verbose'");
+
+  // Valid corner values.
+  CHECK(Load("redis:\n  address: '[::1]:1'\n").redis.address == "[::1]:1");
+  CHECK(Load("metrics:\n  listen: ''\n").metrics.listen.empty());
+  CHECK(Load("filter:\n  bucket: 1h\n  window: 1h\n").filter.bucket_seconds == 3600);
+  CHECK(Load("filter:\n  bucket: 2d\n  window: 30d\n").filter.bucket_seconds == 2 * 86400);
+}
+
+TEST_CASE("duplicates, topic/topics conflict, bad documents", "[config]") {
+  CleanEnv env;
+  CHECK(LoadError("filter:\n  fpr: 0.1\n  seed: 1\n  fpr: 0.2\n") ==
+        "t.yaml:4: duplicate key 'filter.fpr' (first at line 2)");
+  CHECK(LoadError("log:\n  level: info\nlog:\n  level: info\n") ==
+        "t.yaml:3: duplicate key 'log' (first at line 1)");
+  CHECK(LoadError("kafka:\n  topic: a\n  group_id: g\n  topics: [b]\n") ==
+        "t.yaml:4: kafka.topics: conflicts with kafka.topic at line 2; use one of them");
+  CHECK(LoadError("kafka:\n  properties:\n    a: 1\n    a: 2\n") ==
+        "t.yaml:4: kafka.properties: duplicate entry 'a'");
+
+  std::string bad = LoadError("filter:\n  fpr: [0.1\nlog: {}\n");
+  CHECK_THAT(bad, Catch::StartsWith("t.yaml:3:") && Catch::Contains(": invalid YAML: "));
+  CHECK(bad.find('\n') == std::string::npos);
+  CHECK(LoadError("log:\n  level: info\n---\nlog:\n  level: warn\n") ==
+        "t.yaml:4: more than one YAML document; use a single one");
+}
+
+TEST_CASE("files: read, unreadable, directory, errors name the path", "[config]") {
+  CleanEnv env;
+  TempFile good("filter:\n  fpr: 0.05\n");
+  StatusOr<Config> c = LoadConfig(good.path(), {});
+  REQUIRE(c.ok());
+  CHECK(c->filter.fpr == 0.05);
+
+  TempFile empty("");
+  REQUIRE(LoadConfig(empty.path(), {}).ok());
+
+  TempFile wrong("\nfilter:\n  fpr: 2\n");
+  StatusOr<Config> w = LoadConfig(wrong.path(), {});
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.status().message() == wrong.path() + ":3: filter.fpr: must be in (0, 1), got 2");
+
+  StatusOr<Config> missing = LoadConfig("/nonexistent/ef.yaml", {});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message() ==
+        "/nonexistent/ef.yaml: cannot read config file: No such file or directory");
+
+  StatusOr<Config> dir = LoadConfig(std::filesystem::temp_directory_path().string(), {});
+  REQUIRE_FALSE(dir.ok());
+  CHECK_THAT(dir.status().message(), Catch::EndsWith(": cannot read config file: is a directory"));
+}
+
+TEST_CASE("--set overrides use the same field table", "[config]") {
+  CleanEnv env;
+  Config c =
+      Load("filter:\n  fpr: 0.05\nkafka:\n  topics: [x]\n",
+           {"filter.fpr=0.02", "kafka.topics=[a, b]", "kafka.properties.fetch.wait.max.ms=10",
+            "kafka.properties.security.protocol=SSL", "filter.window=7d", "filter.key_prefix=ef2:",
+            "redis.password=p#1 *x: [y]", "redis.db=5", "kafka.dead_letter_topic="});
+  CHECK(c.filter.fpr == 0.02);
+  CHECK(c.kafka.topics == std::vector<std::string>{"a", "b"});
+  CHECK(c.kafka.properties == std::map<std::string, std::string>{{"fetch.wait.max.ms", "10"},
+                                                                 {"security.protocol", "SSL"}});
+  CHECK(c.filter.window_seconds == 7 * 86400);
+  CHECK(c.filter.key_prefix == "ef2:");  // strings are verbatim, no YAML quoting needed
+  CHECK(c.redis.password == "p#1 *x: [y]");
+  CHECK(c.redis.db == 5);
+  CHECK(c.kafka.dead_letter_topic.empty());
+
+  CHECK(Load("", {"kafka.topic=one"}).kafka.topics == std::vector<std::string>{"one"});
+  CHECK(Load("", {"kafka.topics=[a]", "kafka.topic=b"}).kafka.topics ==
+        std::vector<std::string>{"b"});  // in order: the last one wins
+  CHECK(Load("kafka:\n  properties: {a: '1'}\n", {"kafka.properties={b: 2}"}).kafka.properties ==
+        std::map<std::string, std::string>{{"b", "2"}});
+  CHECK(Load("", {"filter.fpr=0.5", "filter.fpr=0.25"}).filter.fpr == 0.25);
+
+  CHECK(OverrideError("filter.fpr=2") == "--set filter.fpr: must be in (0, 1), got 2");
+  CHECK(OverrideError("filter.fprr=2") ==
+        "--set filter.fprr: unknown key 'filter.fprr' (did you mean 'filter.fpr'?)");
+  CHECK(OverrideError("filter.fpr") == "--set filter.fpr: expected key=value");
+  CHECK(OverrideError("=1") == "--set =1: expected key=value");
+  CHECK(OverrideError("filter.seed=x") == "--set filter.seed: expected an integer, got 'x'");
+  CHECK(OverrideError("kafka.topics=a") ==
+        "--set kafka.topics: expected a list of strings such as [a, b], got 'a'");
+  CHECK_THAT(OverrideError("kafka.topics=[a,"),
+             Catch::StartsWith("--set kafka.topics: invalid YAML value '[a,': "));
+  CHECK(OverrideError("filter=1") ==
+        "--set filter: 'filter' is a section; set one of its keys, e.g. filter.<key>=<value>");
+  CHECK(OverrideError("redis.write_mode=x") ==
+        "--set redis.write_mode: must be one of bitfield, setbit, got 'x'");
+}
+
+TEST_CASE("environment secrets are applied last", "[config]") {
+  CleanEnv env;
+  setenv("EXPOSURE_FILTER_REDIS_PASSWORD", "s3cret", 1);
+  setenv("EXPOSURE_FILTER_REDIS_USERNAME", "ef-user", 1);
+  setenv("EXPOSURE_FILTER_KAFKA_SASL_PASSWORD", "kpw", 1);
+  setenv("EXPOSURE_FILTER_KAFKA_BOOTSTRAP_SERVERS", "broker:9094", 1);
+  setenv("EXPOSURE_FILTER_REDIS_ADDRESS", "redis.internal:6390", 1);
+  Config c = Load("redis:\n  password: from-file\n",
+                  {"redis.password=from-set", "kafka.properties.sasl.username=u"});
+  CHECK(c.redis.password == "s3cret");
+  CHECK(c.redis.username == "ef-user");
+  CHECK(c.kafka.properties ==
+        std::map<std::string, std::string>{{"sasl.password", "kpw"}, {"sasl.username", "u"}});
+  CHECK(c.kafka.bootstrap_servers == "broker:9094");
+  CHECK(c.redis.address == "redis.internal:6390");
+
+  StatusOr<Config> no_file = LoadConfig("", {});
+  REQUIRE(no_file.ok());
+  CHECK(no_file->redis.password == "s3cret");
+
+  // Empty means unset.
+  setenv("EXPOSURE_FILTER_REDIS_PASSWORD", "", 1);
+  CHECK(Load("redis:\n  password: from-file\n").redis.password == "from-file");
+
+  setenv("EXPOSURE_FILTER_REDIS_ADDRESS", "no-port", 1);
+  CHECK(LoadError("") ==
+        "environment EXPOSURE_FILTER_REDIS_ADDRESS (redis.address): must be host:port, got "
+        "'no-port'");
+}
+
+TEST_CASE("cross-field checks name the keys", "[config]") {
+  CleanEnv env;
+  CHECK(LoadError("filter:\n  window: 36h\n") ==
+        "filter.window (36h) must be a positive multiple of filter.bucket (1d)");
+  CHECK(LoadError("filter:\n  bucket: 2d\n  window: 1d\n") ==
+        "filter.window (1d) must be a positive multiple of filter.bucket (2d)");
+  CHECK(Load("filter:\n  bucket: 8h\n  window: 30d\n").filter.window_seconds == 30 * 86400);
+  CHECK(LoadError("redis:\n  retry_backoff_min: 10s\n  retry_backoff_max: 5s\n") ==
+        "redis.retry_backoff_min (10s) must be <= redis.retry_backoff_max (5s)");
+  CHECK_THAT(LoadError("filter:\n  items_per_bucket: 1000000000\n  fpr: 1e-12\n"),
+             Catch::StartsWith("filter.items_per_bucket (1000000000), filter.fpr (1e-12), "
+                               "filter.window (30d), filter.bucket (1d): no usable Bloom filter "
+                               "size: "));
+
+  // Validate also checks single fields of a config built in code.
+  Config c;
+  c.redis.write_mode = "x";
+  CHECK(ValidateError(c) == "redis.write_mode: must be one of bitfield, setbit, got 'x'");
+  c = Config{};
+  c.events.time_unit = "us";
+  CHECK(ValidateError(c) == "events.time_unit: must be one of ms, s, got 'us'");
+  c = Config{};
+  c.events.format = "avro";
+  CHECK(ValidateError(c) == "events.format: must be one of json, got 'avro'");
+  c = Config{};
+  c.kafka.auto_offset_reset = "smallest";
+  CHECK(ValidateError(c) ==
+        "kafka.auto_offset_reset: must be one of earliest, latest, got 'smallest'");
+  c = Config{};
+  c.log.level = "loud";
+  CHECK_THAT(ValidateError(c), Catch::StartsWith("log.level: must be one of"));
+  c = Config{};
+  c.metrics.listen = "host:0";
+  CHECK(ValidateError(c) == "metrics.listen: port must be in [1, 65535], got 'host:0'");
+  c = Config{};
+  c.pipeline.batch_max_events = 0;
+  CHECK_THAT(ValidateError(c), Catch::StartsWith("pipeline.batch_max_events: must be in [1,"));
+  c = Config{};
+  c.filter.bucket_seconds = 5400;
+  CHECK_THAT(ValidateError(c), Catch::StartsWith("filter.bucket: must be a whole number of hours"));
+  c = Config{};
+  c.kafka.topics.clear();
+  CHECK(ValidateError(c) == "kafka.topics: must name at least one topic");
+}
+
+TEST_CASE("DumpConfig round-trips every key", "[config]") {
+  CleanEnv env;
+  const std::string defaults_dump = DumpConfig(Config{});
+  CheckSameConfig(Load(defaults_dump), Config{});
+
+  const Config original = NonDefaultConfig();
+  REQUIRE(Validate(original).ok());
+  const std::string dump = DumpConfig(original);
+  INFO(dump);
+  CheckSameConfig(Load(dump), original);
+  CHECK(DumpConfig(Load(dump)) == dump);  // stable
+
+  // Every key of the table is present, nested under its section.
+  YAML::Node root = YAML::Load(dump);
+  for (const auto& field : config_internal::Fields()) {
+    if (!field.canonical) continue;
+    INFO(field.key);
+    CHECK(root[std::string(field.section())][std::string(field.name())].IsDefined());
+  }
+  CHECK_FALSE(root["kafka"]["topic"].IsDefined());  // the alias is never dumped
+}
+
+TEST_CASE("DumpConfig masks secrets", "[config]") {
+  CleanEnv env;
+  Config c = NonDefaultConfig();
+  c.redis.password = "hunter2";
+  c.kafka.properties["sasl.password"] = "kafka-pw";
+  c.kafka.properties["ssl.key.password"] = "key-pw";
+  c.kafka.properties["sasl.oauthbearer.client.SECRET"] = "oauth-value";
+  c.kafka.properties["sasl.username"] = "alice";
+  const std::string dump = DumpConfig(c);
+  INFO(dump);
+  for (const char* secret : {"hunter2", "kafka-pw", "key-pw", "oauth-value"}) {
+    CHECK(dump.find(secret) == std::string::npos);
+  }
+  Config back = Load(dump);
+  CHECK(back.redis.password == "***");
+  CHECK(back.kafka.properties["sasl.password"] == "***");
+  CHECK(back.kafka.properties["ssl.key.password"] == "***");
+  CHECK(back.kafka.properties["sasl.oauthbearer.client.SECRET"] == "***");
+  CHECK(back.kafka.properties["sasl.username"] == "alice");
+
+  // Equal apart from the masked values.
+  back.redis.password = c.redis.password;
+  for (const auto& [name, value] : c.kafka.properties) {
+    if (config_internal::IsSecretPropertyName(name)) back.kafka.properties[name] = value;
+  }
+  CheckSameConfig(back, c);
+
+  // An empty secret is not a secret: it stays empty, so "no password" is visible.
+  CHECK(Load(DumpConfig(Config{})).redis.password.empty());
+}
+
+TEST_CASE("the shipped config file loads to the defaults and has every key", "[config]") {
+  CleanEnv env;
+  const std::string path = EF_SOURCE_DIR "/config/exposure-filter.yaml";
+  StatusOr<Config> c = LoadConfig(path, {});
+  INFO(c.status().ToString());
+  REQUIRE(c.ok());
+  CheckSameConfig(*c, Config{});
+
+  YAML::Node root = YAML::LoadFile(path);
+  const std::string docs = ReadFile(EF_SOURCE_DIR "/docs/CONFIG.md");
+  for (const auto& field : config_internal::Fields()) {
+    INFO(field.key);
+    if (field.canonical) {
+      CHECK(root[std::string(field.section())][std::string(field.name())].IsDefined());
+    }
+    CHECK(docs.find("`" + field.key + "`") != std::string::npos);
+  }
+}
+
+TEST_CASE("field table helpers", "[config]") {
+  using config_internal::FieldType;
+  using config_internal::ParseNode;
+  int line = -1;
+  for (const char* t : {"true", "True", "yes", "on"}) {
+    auto v = ParseNode(FieldType::kBool, YAML::Load(t), &line);
+    REQUIRE(v.ok());
+    CHECK(std::get<bool>(*v));
+  }
+  auto f = ParseNode(FieldType::kBool, YAML::Load("off"), &line);
+  REQUIRE(f.ok());
+  CHECK_FALSE(std::get<bool>(*f));
+  CHECK(ParseNode(FieldType::kBool, YAML::Load("2"), &line).status().message() ==
+        "expected true or false, got '2'");
+  CHECK(ParseNode(FieldType::kInt, YAML::Load("99999999999999999999"), &line).status().message() ==
+        "expected an integer, got '99999999999999999999'");
+
+  CHECK(config_internal::EditDistance("kitten", "sitting") == 3);
+  CHECK(config_internal::SuggestKey("redis.adress") == "redis.address");
+  CHECK(config_internal::SuggestKey("xyz.abc").empty());
+  std::string entry;
+  CHECK(config_internal::FindMapEntry("kafka.properties.a.b", &entry) != nullptr);
+  CHECK(entry == "a.b");
+  CHECK(config_internal::FindMapEntry("kafka.properties", &entry) == nullptr);
+}
+
+}  // namespace ef
