@@ -79,6 +79,7 @@ int Check(CheckArgs& a) {
       std::printf("unseen  %s\n", a.items[i].c_str());
     }
   }
+  std::fflush(stdout);
   if (!a.only_unseen)
     std::fprintf(stderr, "%zu of %zu item(s) seen by user %s (%zu of %zu live bucket(s) present)\n",
                  seen, a.items.size(), a.user.c_str(), result->buckets_present,

@@ -35,8 +35,10 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
                       .Name("exposure_filter_events_rejected_total")
                       .Help("Messages rejected as bad events, by reason")
                       .Register(r);
-  for (size_t i = 0; i < rejected_by_reason.size(); ++i)
+  // Index 0 (kNone) is not a rejection: it gets no series of its own.
+  for (size_t i = 1; i < rejected_by_reason.size(); ++i)
     rejected_by_reason[i] = &rejects.Add({{"reason", RejectReasonName(static_cast<RejectReason>(i))}});
+  rejected_by_reason[0] = rejected_by_reason[static_cast<size_t>(RejectReason::kNotJson)];
   auto counter = [&](const char* name, const char* help) {
     return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
   };
