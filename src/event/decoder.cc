@@ -112,6 +112,22 @@ enum class TsParse { kOk, kBad, kNotJson };
 // any fraction of a millisecond. Works on the decimal digits rather than a double
 // so that 1763800000.123 s is exactly 1763800000123 ms (a double would give ...122.99).
 TsParse ParseTimestamp(std::string_view token, int unit_shift, int64_t* ms) {
+  // Fast path for the common plain integer: 1..15 digits, no sign, no leading zero,
+  // so at most 999999999999999, and the year-9999 check below cannot overflow.
+  if (token.size() <= 15 && token[0] >= '1' && token[0] <= '9') {
+    int64_t v = 0;
+    size_t i = 0;
+    for (; i < token.size() && IsDigit(token[i]); ++i) v = v * 10 + (token[i] - '0');
+    if (i == token.size()) {
+      if (unit_shift == 3) {
+        if (v > kMaxTsMs / 1000) return TsParse::kBad;
+        v *= 1000;
+      }
+      if (v > kMaxTsMs) return TsParse::kBad;
+      *ms = v;
+      return TsParse::kOk;
+    }
+  }
   const NumberToken n = SplitNumber(token);
   if (!n.valid) return TsParse::kNotJson;
   const auto digit_at = [&n](int64_t k) -> int {
@@ -162,9 +178,11 @@ enum Slot : int {
   kSlotCount
 };
 
-// Same limit as simdjson's DOM parser: deeper documents are refused, which also
-// bounds the recursion of Validate.
-constexpr int kMaxDepth = 1024;
+// Nesting limit, the top-level object being depth 1. simdjson's parser tracks at most
+// DEFAULT_MAX_DEPTH (1024) open containers, the document root included, and checks
+// that in debug builds only: staying below it keeps the behaviour the same in every
+// build and bounds the recursion of Validate.
+constexpr int kMaxDepth = simdjson::DEFAULT_MAX_DEPTH - 1;
 constexpr int kFieldDepth = 2;  // a value of the top-level object (which is depth 1)
 constexpr int kItemDepth = 3;   // an element of the items array
 
@@ -188,6 +206,9 @@ struct Decoder::Impl {
   void CopyIn(const char* data, size_t len);
   Slot MatchKey(od::field& field);
   bool Validate(od::value& v, int depth);
+  // Consumes the string value v whose raw body (between the quotes) is `raw`; sets
+  // *out (if not null) to the unescaped text. False if an escape is invalid.
+  bool ConsumeString(od::value& v, std::string_view raw, std::string_view* out);
   RejectReason ReadId(od::value& v, int depth, RejectReason missing, RejectReason empty,
                       std::string_view* id);
   RejectReason ReadItems(od::value& v, std::vector<std::string_view>* items);
@@ -200,6 +221,11 @@ struct Decoder::Impl {
   const int unit_shift;
   const int64_t bucket_seconds;
   const int64_t window_seconds;
+
+  // Start of the oldest bucket not yet expired at now_s, cached per second.
+  int64_t OldestLiveBucket(int64_t now_s);
+  int64_t cached_now_s = std::numeric_limits<int64_t>::min();
+  int64_t cached_oldest_live = 0;
 
   // The payload copy with SIMDJSON_PADDING readable bytes after it; grows, never
   // shrinks, so the steady state allocates nothing.
@@ -227,14 +253,30 @@ void Decoder::Impl::CopyIn(const char* data, size_t len) {
   buf_end = buf.get() + len;
 }
 
+// ExpireAt(BucketStart(ts_s)) <= now_s, the contract's test, holds exactly when
+// BucketStart(ts_s) < L, the first bucket start above now_s - bucket - window; as
+// bucket starts are aligned, that is ts_s < L. One BucketStart per second instead of
+// one per event.
+int64_t Decoder::Impl::OldestLiveBucket(int64_t now_s) {
+  if (now_s != cached_now_s) {
+    cached_now_s = now_s;
+    const int64_t expired_before =
+        SaturatingAdd(now_s, -SaturatingAdd(bucket_seconds, window_seconds));
+    cached_oldest_live = BucketStart(expired_before, bucket_seconds) + bucket_seconds;
+  }
+  return cached_oldest_live;
+}
+
 Slot Decoder::Impl::MatchKey(od::field& field) {
   const char* key = field.key().raw();  // just past the opening quote
   for (int s = 0; s < kSlotCount; ++s) {
     const FieldName& n = names[s];
     // A raw_comparable name cannot contain the closing quote, so a match of all its
     // bytes followed by '"' is exactly this key.
-    if (n.raw_comparable && key + n.name.size() < buf_end &&
-        std::memcmp(key, n.name.data(), n.name.size()) == 0 && key[n.name.size()] == '"') {
+    // The last byte first: it is in bounds exactly when the whole comparison is, and
+    // it rejects most other keys without a memcmp call.
+    if (n.raw_comparable && key + n.name.size() < buf_end && key[n.name.size()] == '"' &&
+        std::memcmp(key, n.name.data(), n.name.size()) == 0) {
       return static_cast<Slot>(s);
     }
   }
@@ -260,6 +302,24 @@ Slot Decoder::Impl::MatchKey(od::field& field) {
 // "[1 2]" or "tru" would pass. Values the event does not use are walked here so
 // that not_json means exactly "not one valid JSON object". Events made only of the
 // configured fields never get here.
+bool Decoder::Impl::ConsumeString(od::value& v, std::string_view raw, std::string_view* out) {
+  if (std::memchr(raw.data(), '\\', raw.size()) != nullptr) {
+    // Unescaping also checks the escapes; the result lives in the parser's string
+    // buffer until the next iterate().
+    std::string_view unescaped;
+    if (v.get_string().get(unescaped) != simdjson::SUCCESS) return false;
+    if (out != nullptr) *out = unescaped;
+    return true;
+  }
+  // Plain strings are used in place, but must still be consumed: when simdjson skips
+  // an unconsumed string it takes a following ':' for the end of a key, so
+  // {"a":"b":[1],...} would be accepted.
+  simdjson::ondemand::raw_json_string ignored;
+  if (v.get_raw_json_string().get(ignored) != simdjson::SUCCESS) return false;
+  if (out != nullptr) *out = raw;
+  return true;
+}
+
 bool Decoder::Impl::Validate(od::value& v, int depth) {
   if (depth > kMaxDepth) return false;
   const std::string_view token = TrimRight(v.raw_json_token());
@@ -267,9 +327,7 @@ bool Decoder::Impl::Validate(od::value& v, int depth) {
   switch (token[0]) {
     case '"': {
       if (token.size() < 2 || token.back() != '"') return false;
-      if (std::memchr(token.data(), '\\', token.size()) == nullptr) return true;
-      std::string_view unescaped;  // to check the escapes
-      return v.get_string().get(unescaped) == simdjson::SUCCESS;
+      return ConsumeString(v, token.substr(1, token.size() - 2), nullptr);
     }
     case 't':
       return token == "true";
@@ -322,9 +380,7 @@ RejectReason Decoder::Impl::ReadId(od::value& v, int depth, RejectReason missing
     case '"': {
       if (token.size() < 2 || token.back() != '"') return RejectReason::kNotJson;
       std::string_view body = token.substr(1, token.size() - 2);
-      if (std::memchr(body.data(), '\\', body.size()) != nullptr) {
-        if (v.get_string().get(body) != simdjson::SUCCESS) return RejectReason::kNotJson;
-      }
+      if (!ConsumeString(v, body, &body)) return RejectReason::kNotJson;
       if (body.empty()) return empty;
       if (body.size() > max_id_bytes) return RejectReason::kIdTooLong;
       *id = body;
@@ -524,8 +580,7 @@ RejectReason Decoder::Impl::Decode(const char* data, size_t len, int64_t kafka_t
     return ts_reason;
   }
   if (ts_ms > SaturatingAdd(now_ms, max_future_ms)) return RejectReason::kFutureTimestamp;
-  const int64_t bucket_start = BucketStart(FloorDiv(ts_ms, 1000), bucket_seconds);
-  if (ExpireAt(bucket_start, bucket_seconds, window_seconds) <= FloorDiv(now_ms, 1000)) {
+  if (FloorDiv(ts_ms, 1000) < OldestLiveBucket(FloorDiv(now_ms, 1000))) {
     return RejectReason::kTooOld;
   }
   out->ts_ms = ts_ms;

@@ -376,6 +376,33 @@ TEST_CASE("future and too-old boundaries", "[event]") {
         RejectReason::kNone);
 }
 
+TEST_CASE("too_old is exactly ExpireAt(BucketStart(ts)) <= now", "[event]") {
+  std::mt19937_64 rng(99);
+  const std::vector<std::pair<int64_t, int64_t>> layouts = {
+      {86400, 30 * 86400}, {3600, 7 * 86400}, {2 * 86400, 9 * 86400}, {3 * 3600, 3600}};
+  for (const auto& [bucket, window] : layouts) {
+    FilterConfig f;
+    f.bucket_seconds = bucket;
+    f.window_seconds = window;
+    EventsConfig e;
+    e.max_future_ms = std::numeric_limits<int64_t>::max();
+    Harness h(e, f);
+    const std::string payload = R"({"user_id":"u","item_id":"i"})";
+    for (int i = 0; i < 20000; ++i) {
+      const int64_t now_ms = kNowMs + static_cast<int64_t>(rng() % (400LL * 86400 * 1000));
+      // Mostly near the expiry edge, where an off-by-one would show.
+      const int64_t edge_ms = (now_ms / 1000 - bucket - window) * 1000;
+      const int64_t ts_ms =
+          edge_ms + static_cast<int64_t>(rng() % (4 * bucket * 1000)) - 2 * bucket * 1000;
+      const bool want_old =
+          ExpireAt(BucketStart(ts_ms / 1000, bucket), bucket, window) <= now_ms / 1000;
+      const RejectReason r = h.Decode(payload, ts_ms, now_ms);
+      INFO("bucket " << bucket << " window " << window << " ts " << ts_ms << " now " << now_ms);
+      REQUIRE(r == (want_old ? RejectReason::kTooOld : RejectReason::kNone));
+    }
+  }
+}
+
 TEST_CASE("field order does not matter", "[event]") {
   std::vector<std::string> fields = {R"("user_id":"u1")", R"("item_id":"i9")",
                                      R"("ts":1763800000123)", R"("extra":{"a":[1,{"b":null}]})"};
@@ -472,6 +499,13 @@ TEST_CASE("not JSON", "[event]") {
       "{\"user_id\":\"u\",\"item_id\":\"i\",\"ts\":0x10}",
       "{\"user_id\":\"u\",\"item_id\":\"i\",\"ts\":nan}",
       // Malformed values in fields the event does not use, or in later duplicates.
+      "{\"x\":\"a\":[1]," + kFields + "}",
+      "{\"x\":\"a\":\"b\"," + kFields + "}",
+      "{\"x\":[\"a\":1]," + kFields + "}",
+      "{\"x\":1:2," + kFields + "}",
+      "{\"user_id\":\"a\":[1],\"item_id\":\"i\",\"ts\":1}",
+      "{\"user_id\":\"u\",\"items\":[\"a\":1],\"ts\":1}",
+      "{\"user_id\":\"u\",\"item_id\":\"i\":\"j\",\"ts\":1}",
       "{\"x\":[1,2}," + kFields + "}",
       "{\"x\":{\"a\"]," + kFields + "}",
       "{\"x\":[1 2]," + kFields + "}",
@@ -586,13 +620,17 @@ TEST_CASE("huge payloads", "[event]") {
   CHECK(h.event.items.back() == "item-9999");
   CHECK(h.Decode(List("\"u\"", items + ",\"one-more\"]")) == RejectReason::kTooManyItems);
 
-  // Nesting: 1024 levels (simdjson's limit) are accepted in unknown fields and as
-  // the wrong type of ID; deeper documents are not_json, and nothing recurses
-  // without bound.
+  // Nesting: 1023 levels in all, the top-level object included, are accepted in
+  // unknown fields and as the wrong type of ID; deeper documents are not_json, and
+  // nothing recurses without bound.
   auto nested = [](int levels) { return std::string(levels, '[') + std::string(levels, ']'); };
-  CHECK(h.Decode(R"({"x":)" + nested(1023) + R"(,"user_id":"u","item_id":"i","ts":)" + kTs + "}") ==
+  CHECK(h.Decode(R"({"x":)" + nested(1022) + R"(,"user_id":"u","item_id":"i","ts":)" + kTs + "}") ==
         RejectReason::kNone);
-  CHECK(h.Decode(R"({"x":)" + nested(1024) + R"(,"user_id":"u","item_id":"i","ts":)" + kTs + "}") ==
+  CHECK(h.Decode(R"({"x":)" + nested(1023) + R"(,"user_id":"u","item_id":"i","ts":)" + kTs + "}") ==
+        RejectReason::kNotJson);
+  CHECK(h.Decode(R"({"x":)" + nested(1021) + R"(,"user_id":"u","items":[)" + nested(1021) +
+                 R"(],"ts":)" + kTs + "}") == RejectReason::kMissingItem);
+  CHECK(h.Decode(R"({"user_id":"u","items":[)" + nested(1022) + R"(],"ts":)" + kTs + "}") ==
         RejectReason::kNotJson);
   CHECK(h.Decode(Single(nested(1000), "\"i\"")) == RejectReason::kMissingUser);
   CHECK(h.Decode(List("\"u\"", "[" + nested(1000) + "]")) == RejectReason::kMissingItem);

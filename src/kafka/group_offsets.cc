@@ -1,0 +1,69 @@
+#include "kafka/group_offsets.h"
+
+#include <algorithm>
+
+#include "kafka/consumer.h"
+#include "kafka/handles.h"
+#include "kafka/log.h"
+
+namespace ef {
+
+int64_t PartitionOffsets::LagMessages() const {
+  if (high < 0) return 0;
+  int64_t from = std::max(committed, low);
+  return std::max<int64_t>(0, high - std::max<int64_t>(from, 0));
+}
+
+StatusOr<std::vector<PartitionOffsets>> ReadGroupOffsets(const KafkaConfig& config, int timeout_ms) {
+  kafka::ConfPtr conf(rd_kafka_conf_new());
+  for (const auto& [k, v] : ConsumerDefaults(config)) EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), k, v));
+  for (const auto& [k, v] : config.properties)
+    EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), k, v).Prefixed("kafka.properties"));
+  kafka::InstallLogging(conf.get());
+  char err[512];
+  kafka::HandlePtr rk(rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), err, sizeof err));
+  if (!rk) return InvalidArgument(std::string("kafka: ") + err);
+  conf.release();
+
+  std::vector<PartitionOffsets> out;
+  kafka::PartitionListPtr list(rd_kafka_topic_partition_list_new(16));
+  for (const auto& topic : config.topics) {
+    rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk.get(), topic.c_str(), nullptr);
+    const rd_kafka_metadata_t* md = nullptr;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(rk.get(), 0, rkt, &md, timeout_ms);
+    rd_kafka_topic_destroy(rkt);
+    if (e) return kafka::FromKafkaError(e, "kafka " + config.bootstrap_servers + ": metadata for " + topic);
+    Status st;
+    if (md->topic_cnt != 1 || md->topics[0].err) {
+      st = NotFound("kafka: topic " + topic + ": " +
+                    (md->topic_cnt ? rd_kafka_err2str(md->topics[0].err) : "not found"));
+    } else {
+      for (int p = 0; p < md->topics[0].partition_cnt; ++p) {
+        int32_t id = md->topics[0].partitions[p].id;
+        out.push_back({{topic, id}});
+        rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), id);
+      }
+    }
+    rd_kafka_metadata_destroy(md);
+    EF_RETURN_IF_ERROR(st);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.tp < b.tp; });
+  rd_kafka_resp_err_t e = rd_kafka_committed(rk.get(), list.get(), timeout_ms);
+  if (e) return kafka::FromKafkaError(e, "kafka: committed offsets of group " + config.group_id);
+  for (int i = 0; i < list->cnt; ++i) {
+    for (auto& po : out) {
+      if (po.tp.topic == list->elems[i].topic && po.tp.partition == list->elems[i].partition)
+        po.committed = list->elems[i].offset >= 0 ? list->elems[i].offset : -1;
+    }
+  }
+  for (auto& po : out) {
+    e = rd_kafka_query_watermark_offsets(rk.get(), po.tp.topic.c_str(), po.tp.partition, &po.low,
+                                         &po.high, timeout_ms);
+    if (e)
+      return kafka::FromKafkaError(e, "kafka: watermarks of " + po.tp.topic + "/" +
+                                          std::to_string(po.tp.partition));
+  }
+  return out;
+}
+
+}  // namespace ef

@@ -1,0 +1,29 @@
+// Reads a consumer group's committed offsets and the partitions' watermarks from
+// outside the group (no join, no commit): what `lag` and the tests need, and it
+// works while the daemon is down.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "config/config.h"
+#include "kafka/source.h"
+
+namespace ef {
+
+struct PartitionOffsets {
+  TopicPartition tp;
+  int64_t committed = -1;  // -1: the group has no commit for the partition
+  int64_t low = -1;        // low watermark (oldest retained offset)
+  int64_t high = -1;       // high watermark (next offset to be written)
+  // Messages not yet committed: high - max(committed, low), never negative.
+  int64_t LagMessages() const;
+};
+
+// For every partition of config.topics. Errors: kUnavailable when the cluster
+// does not answer within timeout_ms, kNotFound for a missing topic.
+StatusOr<std::vector<PartitionOffsets>> ReadGroupOffsets(const KafkaConfig& config, int timeout_ms);
+
+}  // namespace ef

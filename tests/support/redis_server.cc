@@ -1,0 +1,55 @@
+#include "support/redis_server.h"
+
+#include <signal.h>
+
+#include <stdexcept>
+
+#include "support/wait.h"
+
+namespace ef::test {
+
+RedisServer::RedisServer() : port_(FreePort()) { Start(); }
+
+RedisServer::~RedisServer() {
+  if (process_) process_->Stop(SIGKILL, std::chrono::seconds(5));
+}
+
+void RedisServer::Start() {
+  dir_.Write("redis.conf", "port " + std::to_string(port_) +
+                               "\nbind 127.0.0.1\ndir " + dir_.path() +
+                               "\nappendonly yes\nappendfsync always\nsave \"\"\n"
+                               "daemonize no\nlogfile \"\"\n");
+  process_ = std::make_unique<Process>(
+      std::vector<std::string>{"redis-server", dir_.File("redis.conf")}, dir_.File("redis.log"));
+  bool up = WaitFor(
+      [&] {
+        RedisOptions o;
+        o.port = port_;
+        o.connect_timeout_ms = 200;
+        return RedisConnection::Connect(o).ok();
+      },
+      std::chrono::seconds(10));
+  if (!up) throw std::runtime_error("redis-server did not start on port " + std::to_string(port_) +
+                                    ": " + process_->Output());
+}
+
+void RedisServer::Stop() {
+  if (process_) process_->Stop(SIGTERM, std::chrono::seconds(10));
+  process_.reset();
+}
+
+std::unique_ptr<RedisConnection> RedisServer::Connect() const {
+  RedisOptions o;
+  o.port = port_;
+  auto c = RedisConnection::Connect(o);
+  if (!c.ok()) throw std::runtime_error(c.status().message());
+  return std::move(c.value());
+}
+
+RedisReply RedisServer::Command(const std::vector<std::string>& args) const {
+  auto r = Connect()->Command(args);
+  if (!r.ok()) throw std::runtime_error(r.status().message());
+  return r.value();
+}
+
+}  // namespace ef::test

@@ -1,0 +1,137 @@
+#include "support/stack.h"
+
+#include "support/wait.h"
+
+#include <nlohmann/json.hpp>
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+
+namespace ef::test {
+
+std::string TestEvent::Json() const {
+  nlohmann::json j;
+  j["user_id"] = user;
+  if (items.size() == 1) {
+    j["item_id"] = items[0];
+  } else {
+    j["items"] = items;
+  }
+  j["ts"] = ts_ms;
+  return j.dump();
+}
+
+Stack::Stack(int partitions, const std::string& topic) : topic_(topic) {
+  static int counter = 0;
+  group_ = "ef-test-" + std::to_string(getpid()) + "-" + std::to_string(++counter);
+  auto mc = MockCluster::Create(1);
+  if (!mc.ok()) throw std::runtime_error(mc.status().message());
+  kafka_ = std::move(mc.value());
+  Status st = kafka_->CreateTopic(topic_, partitions);
+  if (!st.ok()) throw std::runtime_error(st.message());
+  ProducerOptions po;
+  po.bootstrap_servers = kafka_->bootstrap_servers();
+  auto p = KafkaProducer::Create(po);
+  if (!p.ok()) throw std::runtime_error(p.status().message());
+  producer_ = std::move(p.value());
+}
+
+std::string Stack::WriteConfig(const std::string& name, const std::string& extra) {
+  std::string yaml =
+      "kafka:\n"
+      "  bootstrap_servers: \"" + kafka_->bootstrap_servers() + "\"\n"
+      "  topic: " + topic_ + "\n"
+      "  group_id: " + group_ + "\n"
+      "  properties:\n"
+      "    session.timeout.ms: 6000\n"
+      "    fetch.wait.max.ms: 10\n"
+      "redis:\n"
+      "  address: \"" + redis_.address() + "\"\n"
+      "  retry_backoff_min: 50ms\n"
+      "  retry_backoff_max: 500ms\n"
+      "metrics:\n"
+      "  listen: \"\"\n" + extra;
+  dir_.Write(name, yaml);
+  return dir_.File(name);
+}
+
+std::unique_ptr<Process> Stack::StartDaemon(const std::string& config_path, const std::string& log) {
+  return std::make_unique<Process>(
+      std::vector<std::string>{EF_BINARY, "run", "-c", config_path, "--set",
+                               "pipeline.commit_interval=200ms"},
+      dir_.File(log));
+}
+
+void Stack::Produce(const std::vector<TestEvent>& events) {
+  for (const auto& e : events) {
+    Status st = producer_->Produce(topic_, -1, e.user, e.Json(), e.ts_ms);
+    if (!st.ok()) throw std::runtime_error(st.message());
+  }
+  Status st = producer_->Flush(30000);
+  if (!st.ok()) throw std::runtime_error(st.message());
+}
+
+void Stack::ProduceRaw(const std::vector<std::string>& payloads, int64_t timestamp_ms) {
+  for (const auto& p : payloads) {
+    Status st = producer_->Produce(topic_, -1, "raw", p, timestamp_ms);
+    if (!st.ok()) throw std::runtime_error(st.message());
+  }
+  Status st = producer_->Flush(30000);
+  if (!st.ok()) throw std::runtime_error(st.message());
+}
+
+std::vector<PartitionOffsets> Stack::Offsets() {
+  KafkaConfig kc;
+  kc.bootstrap_servers = kafka_->bootstrap_servers();
+  kc.topics = {topic_};
+  kc.group_id = group_;
+  auto r = ReadGroupOffsets(kc, 5000);
+  if (!r.ok()) throw std::runtime_error(r.status().message());
+  return r.value();
+}
+
+bool Stack::AllCommitted() {
+  int64_t total = 0;
+  for (const auto& po : Offsets()) {
+    if (po.high > 0 && po.committed != po.high) return false;
+    total += po.high;
+  }
+  return total > 0;
+}
+
+bool Stack::AwaitCommitted(Process& daemon, std::chrono::milliseconds timeout) {
+  if (WaitFor([&] { return !daemon.Running() || AllCommitted(); }, timeout) && daemon.Running())
+    return true;
+  // Show why in the test output: the daemon's log.
+  std::fprintf(stderr, "--- daemon log (not all committed) ---\n%s\n---\n", daemon.Output().c_str());
+  return false;
+}
+
+int64_t Stack::TotalCommitted() {
+  int64_t total = 0;
+  for (const auto& po : Offsets()) total += std::max<int64_t>(po.committed, 0);
+  return total;
+}
+
+std::vector<TestEvent> MakeEvents(const std::string& tag, int users, int per_user, int days,
+                                  int64_t now_ms, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> age(0, std::max<int64_t>(int64_t{days} * 86400000 - 1, 0));
+  std::uniform_int_distribution<int> list(1, 5);
+  std::vector<TestEvent> out;
+  int n = 0;
+  for (int u = 0; u < users; ++u) {
+    for (int e = 0; e < per_user; ++e) {
+      TestEvent ev;
+      ev.user = tag + "-u" + std::to_string(u);
+      int count = (e % 4 == 0) ? list(rng) : 1;
+      for (int i = 0; i < count; ++i) ev.items.push_back(tag + "-i" + std::to_string(n++));
+      ev.ts_ms = now_ms - age(rng);
+      out.push_back(std::move(ev));
+    }
+  }
+  std::shuffle(out.begin(), out.end(), rng);
+  return out;
+}
+
+}  // namespace ef::test

@@ -1,0 +1,70 @@
+// The real parts an integration test needs, started on free ports: a
+// redis-server, a librdkafka mock cluster with one topic, and helpers to write
+// a daemon config, run `exposure-filter`, produce events and read the group's
+// committed offsets.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kafka/group_offsets.h"
+#include "kafka/mock_cluster.h"
+#include "kafka/producer.h"
+#include "support/process.h"
+#include "support/redis_server.h"
+#include "support/temp_dir.h"
+
+namespace ef::test {
+
+struct TestEvent {
+  std::string user;
+  std::vector<std::string> items;
+  int64_t ts_ms = 0;
+  std::string Json() const;
+};
+
+class Stack {
+ public:
+  explicit Stack(int partitions = 4, const std::string& topic = "exposures");
+
+  RedisServer& redis() { return redis_; }
+  MockCluster& kafka() { return *kafka_; }
+  const std::string& topic() const { return topic_; }
+  const std::string& group() const { return group_; }
+  TempDir& dir() { return dir_; }
+
+  // A daemon config (YAML) for this stack; `extra` lines are appended under the
+  // given top-level sections verbatim, e.g. "filter:\n  items_per_bucket: 50\n".
+  std::string WriteConfig(const std::string& name = "ef.yaml", const std::string& extra = "");
+  // `exposure-filter run -c <config>` in the background, output to <dir>/<log>.
+  std::unique_ptr<Process> StartDaemon(const std::string& config_path,
+                                       const std::string& log = "daemon.log");
+
+  // Produces events (key = user) and waits for delivery.
+  void Produce(const std::vector<TestEvent>& events);
+  void ProduceRaw(const std::vector<std::string>& payloads, int64_t timestamp_ms = 0);
+
+  std::vector<PartitionOffsets> Offsets();
+  // Committed == high watermark on every partition (and high > 0 somewhere).
+  bool AllCommitted();
+  int64_t TotalCommitted();
+  // Waits until AllCommitted(); false at once if the daemon exits meanwhile.
+  bool AwaitCommitted(Process& daemon, std::chrono::milliseconds timeout);
+
+ private:
+  TempDir dir_;
+  RedisServer redis_;
+  std::unique_ptr<MockCluster> kafka_;
+  std::unique_ptr<KafkaProducer> producer_;
+  std::string topic_;
+  std::string group_;
+};
+
+// Events for `users` users with `per_user` single- or list-form events each,
+// item IDs "<tag>-i<n>", times spread over the last `days` days (not in the future).
+std::vector<TestEvent> MakeEvents(const std::string& tag, int users, int per_user, int days,
+                                  int64_t now_ms, uint64_t seed);
+
+}  // namespace ef::test
