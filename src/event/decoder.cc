@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "bloom/keys.h"
 
@@ -104,6 +107,22 @@ NumberToken SplitNumber(std::string_view t) {
   }
   n.valid = i == size;
   return n;
+}
+
+// Plain strings are used in place, but must still be consumed: when simdjson skips
+// an unconsumed string it takes a following ':' for the end of a key, so
+// {"a":"b":[1],...} would be accepted.
+inline bool ConsumePlainString(od::value& v) {
+  return v.get_raw_json_string().error() == simdjson::SUCCESS;
+}
+
+// Whether the key starting at `key` (just past its opening quote) has an escape.
+// Stage 1 guarantees the closing quote; `end` only guards against a broken index.
+inline bool KeyHasEscape(const char* key, const char* end) {
+  for (const char* p = key; p < end && *p != '"'; ++p) {
+    if (*p == '\\') return true;
+  }
+  return false;
 }
 
 enum class TsParse { kOk, kBad, kNotJson };
@@ -206,11 +225,9 @@ struct Decoder::Impl {
   void CopyIn(const char* data, size_t len);
   Slot MatchKey(od::field& field);
   bool Validate(od::value& v, int depth);
-  // Consumes the string value v whose raw body (between the quotes) is `raw`; sets
-  // *out (if not null) to the unescaped text. False if an escape is invalid.
-  bool ConsumeString(od::value& v, std::string_view raw, std::string_view* out);
   RejectReason ReadId(od::value& v, int depth, RejectReason missing, RejectReason empty,
                       std::string_view* id);
+  RejectReason CheckId(std::string_view body, RejectReason empty, std::string_view* id) const;
   RejectReason ReadItems(od::value& v, std::vector<std::string_view>* items);
   RejectReason ReadTimestamp(od::value& v, bool* is_null, int64_t* ms);
 
@@ -275,20 +292,13 @@ Slot Decoder::Impl::MatchKey(od::field& field) {
     // bytes followed by '"' is exactly this key.
     // The last byte first: it is in bounds exactly when the whole comparison is, and
     // it rejects most other keys without a memcmp call.
-    if (n.raw_comparable && key + n.name.size() < buf_end && key[n.name.size()] == '"' &&
-        std::memcmp(key, n.name.data(), n.name.size()) == 0) {
+    if (n.raw_comparable && static_cast<size_t>(buf_end - key) > n.name.size() &&
+        key[n.name.size()] == '"' && std::memcmp(key, n.name.data(), n.name.size()) == 0) {
       return static_cast<Slot>(s);
     }
   }
   // Slow path, only for keys written with escapes (e.g. "user\u005fid").
-  bool escaped = false;
-  for (const char* p = key; p < buf_end && *p != '"'; ++p) {
-    if (*p == '\\') {
-      escaped = true;
-      break;
-    }
-  }
-  if (!escaped) return kSlotNone;
+  if (!KeyHasEscape(key, buf_end)) return kSlotNone;
   std::string_view unescaped;
   if (field.unescaped_key().get(unescaped) != simdjson::SUCCESS) return kSlotBadKey;
   for (int s = 0; s < kSlotCount; ++s) {
@@ -302,24 +312,6 @@ Slot Decoder::Impl::MatchKey(od::field& field) {
 // "[1 2]" or "tru" would pass. Values the event does not use are walked here so
 // that not_json means exactly "not one valid JSON object". Events made only of the
 // configured fields never get here.
-bool Decoder::Impl::ConsumeString(od::value& v, std::string_view raw, std::string_view* out) {
-  if (std::memchr(raw.data(), '\\', raw.size()) != nullptr) {
-    // Unescaping also checks the escapes; the result lives in the parser's string
-    // buffer until the next iterate().
-    std::string_view unescaped;
-    if (v.get_string().get(unescaped) != simdjson::SUCCESS) return false;
-    if (out != nullptr) *out = unescaped;
-    return true;
-  }
-  // Plain strings are used in place, but must still be consumed: when simdjson skips
-  // an unconsumed string it takes a following ':' for the end of a key, so
-  // {"a":"b":[1],...} would be accepted.
-  simdjson::ondemand::raw_json_string ignored;
-  if (v.get_raw_json_string().get(ignored) != simdjson::SUCCESS) return false;
-  if (out != nullptr) *out = raw;
-  return true;
-}
-
 bool Decoder::Impl::Validate(od::value& v, int depth) {
   if (depth > kMaxDepth) return false;
   const std::string_view token = TrimRight(v.raw_json_token());
@@ -327,7 +319,9 @@ bool Decoder::Impl::Validate(od::value& v, int depth) {
   switch (token[0]) {
     case '"': {
       if (token.size() < 2 || token.back() != '"') return false;
-      return ConsumeString(v, token.substr(1, token.size() - 2), nullptr);
+      if (std::memchr(token.data(), '\\', token.size()) == nullptr) return ConsumePlainString(v);
+      std::string_view unescaped;  // unescaping checks the escapes
+      return v.get_string().get(unescaped) == simdjson::SUCCESS;
     }
     case 't':
       return token == "true";
@@ -351,16 +345,11 @@ bool Decoder::Impl::Validate(od::value& v, int depth) {
       for (auto field_result : object) {
         od::field field;
         if (std::move(field_result).get(field) != simdjson::SUCCESS) return false;
-        const char* key = field.key().raw();
-        bool escaped = false;
-        for (const char* p = key; p < buf_end && *p != '"'; ++p) {
-          if (*p == '\\') {
-            escaped = true;
-            break;
-          }
+        std::string_view unescaped;  // unescaping checks the escapes
+        if (KeyHasEscape(field.key().raw(), buf_end) &&
+            field.unescaped_key().get(unescaped) != simdjson::SUCCESS) {
+          return false;
         }
-        std::string_view unescaped;
-        if (escaped && field.unescaped_key().get(unescaped) != simdjson::SUCCESS) return false;
         if (!Validate(field.value(), depth + 1)) return false;
       }
       return true;
@@ -368,6 +357,14 @@ bool Decoder::Impl::Validate(od::value& v, int depth) {
     default:
       return SplitNumber(token).valid;
   }
+}
+
+inline RejectReason Decoder::Impl::CheckId(std::string_view body, RejectReason empty,
+                                           std::string_view* id) const {
+  if (body.empty()) return empty;
+  if (body.size() > max_id_bytes) return RejectReason::kIdTooLong;
+  *id = body;
+  return RejectReason::kNone;
 }
 
 RejectReason Decoder::Impl::ReadId(od::value& v, int depth, RejectReason missing,
@@ -379,12 +376,17 @@ RejectReason Decoder::Impl::ReadId(od::value& v, int depth, RejectReason missing
   switch (token[0]) {
     case '"': {
       if (token.size() < 2 || token.back() != '"') return RejectReason::kNotJson;
-      std::string_view body = token.substr(1, token.size() - 2);
-      if (!ConsumeString(v, body, &body)) return RejectReason::kNotJson;
-      if (body.empty()) return empty;
-      if (body.size() > max_id_bytes) return RejectReason::kIdTooLong;
-      *id = body;
-      return RejectReason::kNone;
+      const std::string_view raw = token.substr(1, token.size() - 2);
+      if (std::memchr(raw.data(), '\\', raw.size()) == nullptr) {
+        if (!ConsumePlainString(v)) return RejectReason::kNotJson;
+        return CheckId(raw, empty, id);
+      }
+      // Unescaped into the parser's string buffer, valid until the next iterate().
+      // A separate variable from `raw`: taking the address of one view for both
+      // paths made the fast path reload it through memory (a store-forwarding stall).
+      std::string_view unescaped;
+      if (v.get_string().get(unescaped) != simdjson::SUCCESS) return RejectReason::kNotJson;
+      return CheckId(unescaped, empty, id);
     }
     case '-':
     case '0':
@@ -594,7 +596,10 @@ Decoder::~Decoder() = default;
 
 RejectReason Decoder::Decode(const char* data, size_t len, int64_t kafka_ts_ms, int64_t now_ms,
                              Event* out) {
-  return impl_->Decode(data, len, kafka_ts_ms, now_ms, out);
+  const RejectReason r = impl_->Decode(data, len, kafka_ts_ms, now_ms, out);
+  // Items are appended while the list is read, before the event is known to be good.
+  if (r != RejectReason::kNone) out->items.clear();
+  return r;
 }
 
 }  // namespace ef

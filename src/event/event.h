@@ -31,6 +31,8 @@ enum class RejectReason {
   kCount_,
 };
 
-const char* RejectReasonName(RejectReason r);  // "not_json", "missing_user", ...
+// "not_json", "missing_user", ... (docs/EVENTS.md); "none" for kNone and "unknown"
+// for anything out of range.
+const char* RejectReasonName(RejectReason r);
 
 }  // namespace ef

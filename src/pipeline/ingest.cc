@@ -150,7 +150,8 @@ Status Ingest::Step(const std::atomic<bool>& stop, size_t* got) {
   }
   if (!messages_.empty()) {
     DecodeMessages(messages_);
-    EF_RETURN_IF_ERROR(WriteWithRetry(stop));
+    // A batch of bad events only has nothing to write: it must not wait for Redis.
+    if (!coalescer_.empty()) EF_RETURN_IF_ERROR(WriteWithRetry(stop));
     for (const auto& [tp, next] : pending_) {
       int64_t& a = acked_[tp];
       a = std::max(a, next);
@@ -172,7 +173,9 @@ Status Ingest::CommitAcked(bool sync) {
   std::vector<PartitionOffset> offsets;
   for (const auto& [tp, next] : acked_) {
     auto it = committed_.find(tp);
-    if (it == committed_.end() || it->second != next) offsets.push_back({tp, next});
+    // A sync commit re-sends everything: an earlier async commit of the same
+    // offsets may have failed after it was queued.
+    if (sync || it == committed_.end() || it->second != next) offsets.push_back({tp, next});
   }
   if (offsets.empty()) return Status::Ok();
   if (rejects_) {
@@ -223,8 +226,7 @@ Status Ingest::Run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     Status st = Step(stop);
     if (!st.ok()) {
-      if (st.code() == StatusCode::kCancelled) return st;
-      // Fatal: commit what Redis already acknowledged before giving up.
+      // Fatal or cancelled: commit what Redis already acknowledged before giving up.
       CommitAcked(true).IgnoreError();
       return st;
     }

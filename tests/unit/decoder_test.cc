@@ -1,6 +1,7 @@
 // Decoder: event forms, ID and timestamp rules, every reject reason, robustness.
 #include "event/decoder.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <limits>
@@ -241,7 +242,7 @@ TEST_CASE("length limits", "[event]") {
   CHECK(h.Decode(List("\"u\"", "[\"a\",\"" + too_long + "\"]")) == RejectReason::kIdTooLong);
   CHECK(h.Decode(Single(std::string(257, '7'), "\"i\"")) == RejectReason::kIdTooLong);
   // The limit is on the unescaped bytes: 200 x "\/" is 400 bytes raw, 200 decoded;
-  // 100 x "\u00e9" is 600 bytes raw, 200 decoded, 129 of them are 258 decoded.
+  // 129 x "\u00e9" is 774 bytes raw, 258 decoded.
   std::string slashes;
   for (int i = 0; i < 200; ++i) slashes += "\\/";
   CHECK(h.Decode(Single("\"" + slashes + "\"", "\"i\"")) == RejectReason::kNone);
@@ -597,8 +598,16 @@ TEST_CASE("views stay valid until the next Decode and are then replaced", "[even
   CHECK(first.user == "v2");
   CHECK(std::vector<std::string>(first.items.begin(), first.items.end()) == Items{"new", "b"});
   CHECK(first.items.data() == items_storage);
-  // A rejected event leaves no items behind.
+  // A rejected event leaves no items behind, even when the list was partly read.
   REQUIRE(h.decoder.Decode("{}", 2, 0, kNowMs, &first) == RejectReason::kMissingUser);
+  CHECK(first.items.empty());
+  const std::string partly = List(R"("u")", R"(["a", "b", ""])");
+  REQUIRE(h.decoder.Decode(partly.data(), partly.size(), 0, kNowMs, &first) ==
+          RejectReason::kEmptyItem);
+  CHECK(first.items.empty());
+  const std::string late_ts = List(R"("u")", R"(["a", "b"])", "-1");
+  REQUIRE(h.decoder.Decode(late_ts.data(), late_ts.size(), 0, kNowMs, &first) ==
+          RejectReason::kBadTimestamp);
   CHECK(first.items.empty());
 }
 
