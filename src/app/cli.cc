@@ -14,7 +14,9 @@ int RunCli(int argc, char** argv) {
       "exposure-filter: per-user Bloom filters of seen items in Redis, fed from Kafka.\n"
       "Docs: README.md, docs/CONFIG.md, docs/FORMAT.md"};
   app.set_version_flag("--version", std::string("exposure-filter ") + EF_VERSION);
-  app.require_subcommand(1, 1);
+  // At most one; "none" is reported after parsing so that an unknown word is
+  // named as such rather than as a missing subcommand.
+  app.require_subcommand(0, 1);
   const std::vector<std::pair<const char*, app::Action>> actions = {
       {"run", app::AddRunCommand(app)},           {"check", app::AddCheckCommand(app)},
       {"size", app::AddSizeCommand(app)},         {"config", app::AddConfigCommand(app)},
@@ -23,7 +25,13 @@ int RunCli(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message (or the help); any usage error exits 2.
+    return app.exit(e) == 0 ? app::kExitOk : app::kExitUsage;
+  }
+  if (app.get_subcommands().empty()) {
+    std::fprintf(stderr, "exposure-filter: a subcommand is required (run, check, size, config, "
+                         "dev-kafka, loadgen); see --help\n");
+    return app::kExitUsage;
   }
   for (const auto& [name, action] : actions) {
     if (app.got_subcommand(name)) {

@@ -14,7 +14,7 @@ struct SizeArgs {
   ConfigArgs config;
   uint64_t users = 1000000;
   int64_t items = 0;
-  double fpr = 0;
+  double fpr = -1;  // -1: not given
   std::string window;
   std::string bucket;
   bool json = false;
@@ -25,7 +25,7 @@ int Size(const SizeArgs& a) {
   if (!config.ok()) return kExitUsage;
   FilterConfig f = config->filter;
   if (a.items) f.items_per_bucket = a.items;
-  if (a.fpr) f.fpr = a.fpr;
+  if (a.fpr >= 0) f.fpr = a.fpr;
   if (!a.window.empty()) {
     auto ms = ParseDurationMs(a.window);
     if (!ms.ok()) return Fail(ms.status().Prefixed("--window"), kExitUsage);
@@ -64,7 +64,16 @@ Action AddSizeCommand(CLI::App& app) {
                   "Expected exposures per user per bucket (default: filter.items_per_bucket)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("-p,--fpr", a->fpr, "Target false-positive rate over the window (default: filter.fpr)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            double x = -1;
+            try {
+              x = std::stod(v);
+            } catch (const std::exception&) {
+            }
+            return x > 0 && x < 1 ? "" : "must be in (0, 1), got " + v;
+          },
+          "in (0, 1)"));
   cmd->add_option("--window", a->window, "Window, e.g. 30d (default: filter.window)");
   cmd->add_option("--bucket", a->bucket, "Bucket span, e.g. 1d or 6h (default: filter.bucket)");
   cmd->add_flag("--json", a->json, "Print JSON");

@@ -1,10 +1,13 @@
 #include "support/process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -114,6 +117,96 @@ RunResult RunCommand(const std::vector<std::string>& argv, const std::string& st
   ssize_t n;
   while ((n = read(out_pipe[0], buf, sizeof buf)) > 0) r.out.append(buf, static_cast<size_t>(n));
   close(out_pipe[0]);
+  writer.join();
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+SplitRunResult RunCommandWithEnv(const std::vector<std::string>& argv,
+                                 const std::vector<std::string>& env, const std::string& stdin_text,
+                                 std::chrono::milliseconds timeout) {
+  // The child's environment: ours, minus the names `env` sets, plus `env`.
+  std::vector<std::string> entries;
+  auto name_of = [](const std::string& e) { return e.substr(0, e.find('=')); };
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    bool replaced = false;
+    for (const auto& o : env) replaced = replaced || name_of(o) == name_of(entry);
+    if (!replaced) entries.push_back(entry);
+  }
+  entries.insert(entries.end(), env.begin(), env.end());
+  // Built before fork: the child only calls async-signal-safe functions.
+  std::vector<std::string> args_copy = argv;
+  std::vector<char*> args;
+  for (auto& a : args_copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  std::vector<char*> envp;
+  for (auto& e : entries) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  int in_pipe[2], out_pipe[2], err_pipe[2];
+  if (pipe(in_pipe) || pipe(out_pipe) || pipe(err_pipe)) throw std::runtime_error("pipe failed");
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    dup2(in_pipe[0], 0);
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    for (int fd : {in_pipe[0], in_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]})
+      close(fd);
+    execvpe(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  close(in_pipe[0]);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  std::thread writer([&] {
+    // A child that exits without reading its input must not kill the test
+    // with SIGPIPE: blocked here, write() fails with EPIPE instead.
+    sigset_t pipe_signal;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+    size_t off = 0;
+    while (off < stdin_text.size()) {
+      ssize_t n = write(in_pipe[1], stdin_text.data() + off, stdin_text.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    close(in_pipe[1]);
+  });
+  SplitRunResult r;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&r.out, &r.err};
+  int open_fds = 2;
+  char buf[4096];
+  while (open_fds > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 && !r.timed_out) {
+      r.timed_out = true;
+      kill(pid, SIGKILL);  // the pipes close when it dies
+    }
+    int ready =
+        poll(fds, 2, r.timed_out ? 1000 : static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (ready < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      ssize_t n = read(fds[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        sinks[i]->append(buf, static_cast<size_t>(n));
+      } else {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (auto& f : fds)
+    if (f.fd >= 0) close(f.fd);
   writer.join();
   int status = 0;
   waitpid(pid, &status, 0);

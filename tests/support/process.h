@@ -42,4 +42,18 @@ struct RunResult {
 RunResult RunCommand(const std::vector<std::string>& argv, const std::string& stdin_text = "",
                      bool stdout_only = false);
 
+// Like RunCommand, with extra environment entries for the child ("NAME=value";
+// they replace inherited ones of the same name), stdout and stderr captured
+// separately, and a time limit after which the child is killed (SIGKILL).
+struct SplitRunResult {
+  int code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+  bool timed_out = false;
+};
+SplitRunResult RunCommandWithEnv(const std::vector<std::string>& argv,
+                                 const std::vector<std::string>& env,
+                                 const std::string& stdin_text = "",
+                                 std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
 }  // namespace ef::test
