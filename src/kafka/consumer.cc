@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <set>
 
@@ -202,8 +204,15 @@ Status KafkaConsumer::Commit(const std::vector<PartitionOffset>& offsets, bool s
   if (offsets.empty()) return Status::Ok();
   kafka::PartitionListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size())));
   for (const auto& po : offsets) {
-    rd_kafka_topic_partition_list_add(list.get(), po.tp.topic.c_str(), po.tp.partition)->offset =
-        po.offset;
+    rd_kafka_topic_partition_t* e =
+        rd_kafka_topic_partition_list_add(list.get(), po.tp.topic.c_str(), po.tp.partition);
+    e->offset = po.offset;
+    if (!po.metadata.empty()) {
+      // Owned by the list, which frees it with free().
+      e->metadata = std::malloc(po.metadata.size());
+      std::memcpy(e->metadata, po.metadata.data(), po.metadata.size());
+      e->metadata_size = po.metadata.size();
+    }
   }
   rd_kafka_resp_err_t e = rd_kafka_commit(impl_->rk.get(), list.get(), sync ? 0 : 1);
   if (e) return kafka::FromKafkaError(e, "kafka: commit");

@@ -53,7 +53,12 @@ StatusOr<std::vector<PartitionOffsets>> ReadGroupOffsets(const KafkaConfig& conf
   for (int i = 0; i < list->cnt; ++i) {
     for (auto& po : out) {
       if (po.tp.topic == list->elems[i].topic && po.tp.partition == list->elems[i].partition)
+      {
         po.committed = list->elems[i].offset >= 0 ? list->elems[i].offset : -1;
+        if (list->elems[i].metadata)
+          po.metadata.assign(static_cast<const char*>(list->elems[i].metadata),
+                             list->elems[i].metadata_size);
+      }
     }
   }
   for (auto& po : out) {

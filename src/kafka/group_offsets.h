@@ -18,6 +18,7 @@ struct PartitionOffsets {
   int64_t committed = -1;  // -1: the group has no commit for the partition
   int64_t low = -1;        // low watermark (oldest retained offset)
   int64_t high = -1;       // high watermark (next offset to be written)
+  std::string metadata;    // the commit's metadata string ("" if none)
   // Messages not yet committed: high - max(committed, low), never negative.
   int64_t LagMessages() const;
 };

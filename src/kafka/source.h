@@ -22,7 +22,8 @@ struct TopicPartition {
 
 struct PartitionOffset {
   TopicPartition tp;
-  int64_t offset = 0;  // for commits: the next offset to consume
+  int64_t offset = 0;    // for commits: the next offset to consume
+  std::string metadata;  // committed with the offset (see kafka/commit_metadata.h)
 };
 
 // One consumed record. Pointers are valid until the next Poll on the source.

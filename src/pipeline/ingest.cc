@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "kafka/commit_metadata.h"
+
 namespace ef {
 namespace {
 
@@ -34,10 +36,17 @@ Ingest::Ingest(MessageSource& source, BitSink& sink, Decoder& decoder, const Lay
 void Ingest::DecodeMessages(const std::vector<Message>& messages) {
   const int64_t now_ms = clock_.NowMs();
   uint64_t rejected = 0;
+  const std::string* last_topic = nullptr;
+  int32_t last_partition = -1;
+  PendingPartition* part = nullptr;
   for (const Message& m : messages) {
     ++totals_.messages;
-    int64_t& next = pending_[TopicPartition{*m.topic, m.partition}];
-    next = std::max(next, m.offset + 1);
+    if (m.topic != last_topic || m.partition != last_partition) {
+      part = &pending_[TopicPartition{*m.topic, m.partition}];
+      last_topic = m.topic;
+      last_partition = m.partition;
+    }
+    part->next = std::max(part->next, m.offset + 1);
     RejectReason r = decoder_.Decode(m.payload, m.len, m.timestamp_ms, now_ms, &event_);
     if (r != RejectReason::kNone) {
       ++rejected;
@@ -47,6 +56,7 @@ void Ingest::DecodeMessages(const std::vector<Message>& messages) {
     }
     coalescer_.Add(event_);
     event_ts_ms_.push_back(event_.ts_ms);
+    part->newest_event_ms = std::max(part->newest_event_ms, event_.ts_ms);
     pending_items_ += event_.items.size();
   }
   totals_.events_rejected += rejected;
@@ -134,6 +144,10 @@ Status Ingest::WriteWithRetry(const std::atomic<bool>& stop) {
       Status ps = source_.Poll(options_.batch_max_events, std::max(wait, 0), 0, &messages_);
       if (!ps.ok() && ps.code() != StatusCode::kUnavailable) return ps;
       if (!messages_.empty()) DecodeMessages(messages_);
+      if (SteadyMs() - last_commit_ms_ >= options_.commit_interval_ms) {
+        // Earlier batches' offsets again: the heartbeat shows "alive, stuck".
+        CommitAcked(false).IgnoreError();
+      }
       if (stop.load() && !stop_seen_at) break;
     }
     backoff = std::min(backoff * 2, options_.backoff_max_ms);
@@ -152,9 +166,11 @@ Status Ingest::Step(const std::atomic<bool>& stop, size_t* got) {
     DecodeMessages(messages_);
     // A batch of bad events only has nothing to write: it must not wait for Redis.
     if (!coalescer_.empty()) EF_RETURN_IF_ERROR(WriteWithRetry(stop));
-    for (const auto& [tp, next] : pending_) {
+    for (const auto& [tp, p] : pending_) {
       int64_t& a = acked_[tp];
-      a = std::max(a, next);
+      a = std::max(a, p.next);
+      int64_t& e = acked_event_ms_[tp];
+      e = std::max(e, p.newest_event_ms);
     }
     pending_.clear();
     event_ts_ms_.clear();
@@ -168,15 +184,23 @@ Status Ingest::Step(const std::atomic<bool>& stop, size_t* got) {
   return Status::Ok();
 }
 
+std::vector<PartitionOffset> Ingest::AckedOffsets() {
+  const int64_t now_ms = clock_.NowMs();
+  std::vector<PartitionOffset> offsets;
+  offsets.reserve(acked_.size());
+  for (const auto& [tp, next] : acked_) {
+    auto e = acked_event_ms_.find(tp);
+    offsets.push_back({tp, next,
+                       EncodeCommitMetadata({now_ms, e == acked_event_ms_.end() ? 0 : e->second})});
+  }
+  return offsets;
+}
+
 Status Ingest::CommitAcked(bool sync) {
   last_commit_ms_ = SteadyMs();
-  std::vector<PartitionOffset> offsets;
-  for (const auto& [tp, next] : acked_) {
-    auto it = committed_.find(tp);
-    // A sync commit re-sends everything: an earlier async commit of the same
-    // offsets may have failed after it was queued.
-    if (sync || it == committed_.end() || it->second != next) offsets.push_back({tp, next});
-  }
+  // Everything acknowledged, every time: unchanged offsets too (the heartbeat),
+  // and an earlier async commit that failed after it was queued is repaired.
+  std::vector<PartitionOffset> offsets = AckedOffsets();
   if (offsets.empty()) return Status::Ok();
   if (rejects_) {
     Status fs = rejects_->Flush();
@@ -187,9 +211,6 @@ Status Ingest::CommitAcked(bool sync) {
     if (metrics_) metrics_->commits_failed->Increment();
     return st;
   }
-  // An async commit may still fail; its offsets are then committed again with
-  // the next sync commit (at revoke or shutdown) at the latest.
-  for (const auto& po : offsets) committed_[po.tp] = po.offset;
   ++totals_.commits;
   if (metrics_) metrics_->commits_ok->Increment();
   return Status::Ok();
@@ -197,9 +218,9 @@ Status Ingest::CommitAcked(bool sync) {
 
 void Ingest::OnRevoke(const std::vector<TopicPartition>& partitions) {
   std::vector<PartitionOffset> offsets;
-  for (const auto& tp : partitions) {
-    auto it = acked_.find(tp);
-    if (it != acked_.end()) offsets.push_back({tp, it->second});
+  for (auto& po : AckedOffsets()) {
+    if (std::find(partitions.begin(), partitions.end(), po.tp) != partitions.end())
+      offsets.push_back(std::move(po));
   }
   if (!offsets.empty()) {
     if (rejects_) rejects_->Flush().IgnoreError();
@@ -217,7 +238,7 @@ void Ingest::OnRevoke(const std::vector<TopicPartition>& partitions) {
   // its offsets for these partitions are no longer ours to commit.
   for (const auto& tp : partitions) {
     acked_.erase(tp);
-    committed_.erase(tp);
+    acked_event_ms_.erase(tp);
     pending_.erase(tp);
   }
 }

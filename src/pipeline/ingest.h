@@ -75,18 +75,24 @@ class Ingest {
   // commit if due. *got is the number of messages polled.
   Status Step(const std::atomic<bool>& stop, size_t* got = nullptr);
 
-  // Commits every acknowledged offset not yet committed.
+  // Commits every acknowledged offset, with metadata (kafka/commit_metadata.h):
+  // commit time and newest event time written. Called every commit_interval
+  // even when offsets did not move, also while Redis fails: the commits are the
+  // heartbeat that tells a stalled daemon from a stopped one from outside.
   Status CommitAcked(bool sync);
 
   const IngestTotals& totals() const { return totals_; }
   // Next offsets acknowledged so far (committed or not), per partition.
   const std::map<TopicPartition, int64_t>& acked() const { return acked_; }
+  // Event time of the newest event acknowledged by Redis, per partition.
+  const std::map<TopicPartition, int64_t>& acked_event_ms() const { return acked_event_ms_; }
 
  private:
   void DecodeMessages(const std::vector<Message>& messages);
   Status WriteWithRetry(const std::atomic<bool>& stop);
   void OnRevoke(const std::vector<TopicPartition>& partitions);
   void RecordWritten(const WriteStats& stats, int64_t write_start_ms);
+  std::vector<PartitionOffset> AckedOffsets();
 
   MessageSource& source_;
   BitSink& sink_;
@@ -101,9 +107,13 @@ class Ingest {
   std::vector<Message> messages_;
   std::vector<int64_t> event_ts_ms_;      // event times of the pending batch
   uint64_t pending_items_ = 0;
-  std::map<TopicPartition, int64_t> pending_;  // next offsets covered by the pending batch
+  struct PendingPartition {
+    int64_t next = 0;             // next offset covered by the pending batch
+    int64_t newest_event_ms = 0;  // newest event time in it
+  };
+  std::map<TopicPartition, PendingPartition> pending_;
   std::map<TopicPartition, int64_t> acked_;
-  std::map<TopicPartition, int64_t> committed_;
+  std::map<TopicPartition, int64_t> acked_event_ms_;  // newest event time acknowledged
   int64_t last_commit_ms_ = 0;
   bool sink_failing_ = false;
   LocalHistogram e2e_;

@@ -2,6 +2,7 @@
 // bits and expiry per the contract, coalescing, bad events, offsets committed only
 // after the sink acknowledged, retries with pause/resume, revoke, shutdown.
 // Expected bits are recomputed here from contract v1 (rules 2 and 4).
+#include "kafka/commit_metadata.h"
 #include "pipeline/ingest.h"
 
 #include <prometheus/registry.h>
@@ -594,20 +595,29 @@ TEST_CASE("Ingest: commits are next offsets per partition, only after the sink a
   CHECK(ToOffsets(h.source.commits()[0].offsets) ==
         Offsets{{"exposures/0", 3}, {"exposures/1", 41}});
 
-  // Only partitions that moved are committed again.
-  h.Good(0, "u4", "i4", kNowMs);
+  // Every commit carries every acknowledged partition, moved or not.
+  h.Good(0, "u4", "i4", kNowMs - 5000);
   h.StepOk();
   CHECK(commits_seen_by_write == std::vector<size_t>{0, 1});
   REQUIRE(h.source.commits().size() == 2);
-  CHECK(ToOffsets(h.source.commits()[1].offsets) == Offsets{{"exposures/0", 4}});
+  CHECK(ToOffsets(h.source.commits()[1].offsets) ==
+        Offsets{{"exposures/0", 4}, {"exposures/1", 41}});
   CHECK(ToOffsets(h.ingest->acked()) == Offsets{{"exposures/0", 4}, {"exposures/1", 41}});
   h.CheckSinkHoldsEverySentEvent();
 
-  // Nothing new: no commit call at all.
+  // Nothing new: the commit is repeated as a heartbeat, with fresh metadata
+  // naming the commit time and the newest event time written per partition.
+  h.clock.Advance(1000);
   h.StepOk();
-  CHECK(h.source.commits().size() == 2);
-  CHECK(h.ingest->totals().commits == 2);
-  CHECK(MetricValue(h.registry, "exposure_filter_commits_total", {{"result", "ok"}}) == 2);
+  REQUIRE(h.source.commits().size() == 3);
+  CHECK(h.ingest->totals().commits == 3);
+  CHECK(MetricValue(h.registry, "exposure_filter_commits_total", {{"result", "ok"}}) == 3);
+  for (const auto& po : h.source.commits()[2].offsets) {
+    auto md = DecodeCommitMetadata(po.metadata);
+    REQUIRE(md.has_value());
+    CHECK(md->commit_ms == kNowMs + 1000);
+    CHECK(md->event_ms == kNowMs);  // u4's event is older than the newest of partition 0
+  }
 }
 
 TEST_CASE("Ingest: a failed commit is retried with the next commit", "[pipeline]") {
