@@ -21,6 +21,7 @@ int RunCli(int argc, char** argv) {
       {"run", app::AddRunCommand(app)},           {"check", app::AddCheckCommand(app)},
       {"size", app::AddSizeCommand(app)},         {"config", app::AddConfigCommand(app)},
       {"dev-kafka", app::AddDevKafkaCommand(app)}, {"loadgen", app::AddLoadgenCommand(app)},
+      {"lag", app::AddLagCommand(app)},
   };
   try {
     app.parse(argc, argv);

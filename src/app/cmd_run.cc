@@ -1,8 +1,8 @@
 // exposure-filter run: the long-running consumer.
-#include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <memory>
 
 #include "app/commands.h"
@@ -12,7 +12,9 @@
 #include "event/decoder.h"
 #include "kafka/consumer.h"
 #include "kafka/dead_letter.h"
+#include "metrics/http_server.h"
 #include "metrics/ingest_metrics.h"
+#include "metrics/partition_monitor.h"
 #include "pipeline/ingest.h"
 #include "redis/bit_writer.h"
 #include "redis/meta.h"
@@ -53,17 +55,25 @@ int Run(const ConfigArgs& args) {
 
   auto registry = std::make_shared<prometheus::Registry>();
   IngestMetrics metrics(*registry);
-  std::unique_ptr<prometheus::Exposer> exposer;
+  StatusRules rules;
+  rules.window_samples = static_cast<size_t>(config->metrics.status_window);
+  rules.freshness_target_seconds = static_cast<double>(config->metrics.freshness_target_ms) / 1000;
+  rules.freshness_limit_seconds = static_cast<double>(config->metrics.freshness_limit_ms) / 1000;
+  PartitionMonitor monitor(*registry, rules, rules.freshness_target_seconds);
+  std::atomic<bool> redis_ok{false};
+  std::unique_ptr<HttpServer> http;
   if (!config->metrics.listen.empty()) {
-    try {
-      exposer = std::make_unique<prometheus::Exposer>(config->metrics.listen);
-      exposer->RegisterCollectable(registry);
-    } catch (const std::exception& e) {
-      return Fail(InvalidArgument("metrics.listen " + config->metrics.listen +
-                                  ": cannot listen (" + e.what() + ")"),
-                  kExitUsage);
-    }
-    spdlog::info("metrics on http://{}/metrics", config->metrics.listen);
+    auto server = HttpServer::Start(config->metrics.listen, registry, [&monitor, &redis_ok] {
+      Readiness r = monitor.Ready();
+      if (!redis_ok.load()) {
+        r.ready = false;
+        r.reason = r.reason.empty() ? "redis not connected yet" : r.reason;
+      }
+      return r;
+    });
+    if (!server.ok()) return Fail(server.status(), kExitUsage);
+    http = std::move(server.value());
+    spdlog::info("metrics on http://{}/metrics, /healthz, /readyz", config->metrics.listen);
   }
 
   spdlog::info("layout: m={} k={} seed={} prefix='{}' bucket={}s window={}s", layout->m, layout->k,
@@ -71,6 +81,7 @@ int Run(const ConfigArgs& args) {
   Status st = ConnectAndCheckMeta(*redis, *layout);
   if (!st.ok()) return Fail(st, st.code() == StatusCode::kCancelled ? kExitOk : kExitUsage);
   metrics.redis_up->Set(1);
+  redis_ok = true;
   spdlog::info("redis {}:{}: layout checked", redis->host, redis->port);
 
   auto consumer = KafkaConsumer::Create(config->kafka);
@@ -98,6 +109,8 @@ int Run(const ConfigArgs& args) {
   io.backoff_min_ms = config->redis.retry_backoff_min_ms;
   io.backoff_max_ms = config->redis.retry_backoff_max_ms;
   Ingest ingest(**consumer, writer, decoder, *layout, clock, &metrics, io, dead_letter.get());
+  ingest.SetTick(config->metrics.refresh_interval_ms,
+                 [&] { monitor.Update(ingest.Snapshot(), clock.NowMs()); });
 
   spdlog::info("running; SIGTERM or Ctrl-C drains, flushes and commits");
   st = ingest.Run(stop);

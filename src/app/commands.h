@@ -16,5 +16,6 @@ Action AddSizeCommand(CLI::App& app);
 Action AddConfigCommand(CLI::App& app);
 Action AddDevKafkaCommand(CLI::App& app);
 Action AddLoadgenCommand(CLI::App& app);
+Action AddLagCommand(CLI::App& app);
 
 }  // namespace ef::app

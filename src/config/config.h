@@ -62,6 +62,10 @@ struct PipelineConfig {
 
 struct MetricsConfig {
   std::string listen = "127.0.0.1:9464";  // metrics.listen host:port; "" = off
+  int64_t refresh_interval_ms = 1000;     // metrics.refresh_interval: per-partition sampling
+  int64_t status_window = 10;             // metrics.status_window: samples the status rules see
+  int64_t freshness_target_ms = 10000;    // metrics.freshness_target: WARN, /readyz 503 above
+  int64_t freshness_limit_ms = 60000;     // metrics.freshness_limit: ERR above
 };
 
 struct LogConfig {

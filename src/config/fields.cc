@@ -324,6 +324,13 @@ std::vector<Field> BuildFields() {
 
   // metrics, log
   t.push_back(StringField("metrics.listen", &C::metrics, &MetricsConfig::listen, HostPort(true)));
+  t.push_back(DurationField("metrics.refresh_interval", &C::metrics,
+                            &MetricsConfig::refresh_interval_ms, 1, 10, kHour));
+  t.push_back(IntField("metrics.status_window", &C::metrics, &MetricsConfig::status_window, 2, 1000));
+  t.push_back(DurationField("metrics.freshness_target", &C::metrics,
+                            &MetricsConfig::freshness_target_ms, 1, 1, kDay));
+  t.push_back(DurationField("metrics.freshness_limit", &C::metrics,
+                            &MetricsConfig::freshness_limit_ms, 1, 1, kDay));
   t.push_back(StringField("log.level", &C::log, &LogConfig::level,
                           OneOf({"trace", "debug", "info", "warn", "error"})));
   return t;

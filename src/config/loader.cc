@@ -294,6 +294,12 @@ Status Validate(const Config& config) {
                            ") must be <= redis.retry_backoff_max (" +
                            FormatDurationMs(r.retry_backoff_max_ms) + ")");
   }
+  const MetricsConfig& m = config.metrics;
+  if (m.freshness_target_ms > m.freshness_limit_ms) {
+    return InvalidArgument("metrics.freshness_target (" + FormatDurationMs(m.freshness_target_ms) +
+                           ") must be <= metrics.freshness_limit (" +
+                           FormatDurationMs(m.freshness_limit_ms) + ")");
+  }
   return Status::Ok();
 }
 

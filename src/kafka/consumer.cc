@@ -246,6 +246,14 @@ std::vector<TopicPartition> KafkaConsumer::Assignment() {
   return {impl_->assigned.begin(), impl_->assigned.end()};
 }
 
+int64_t KafkaConsumer::HighWatermark(const TopicPartition& tp) {
+  int64_t low = -1, high = -1;
+  if (rd_kafka_get_watermark_offsets(impl_->rk.get(), tp.topic.c_str(), tp.partition, &low,
+                                     &high) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return -1;
+  return high;
+}
+
 void KafkaConsumer::Close() {
   if (!impl_ || impl_->closed) return;
   impl_->closed = true;

@@ -27,6 +27,7 @@ class KafkaConsumer : public MessageSource {
   Status PauseAll() override;
   Status ResumeAll() override;
   std::vector<TopicPartition> Assignment() override;
+  int64_t HighWatermark(const TopicPartition& tp) override;
   void Close() override;
 
   struct Impl;

@@ -62,6 +62,10 @@ class MessageSource {
 
   virtual std::vector<TopicPartition> Assignment() = 0;
 
+  // The partition's high watermark as last seen by the consumer (no network
+  // round trip); -1 when not known yet.
+  virtual int64_t HighWatermark(const TopicPartition& /*tp*/) { return -1; }
+
   // Leaves the group (after the final commit).
   virtual void Close() = 0;
 };

@@ -148,6 +148,7 @@ Status Ingest::WriteWithRetry(const std::atomic<bool>& stop) {
         // Earlier batches' offsets again: the heartbeat shows "alive, stuck".
         CommitAcked(false).IgnoreError();
       }
+      MaybeTick();
       if (stop.load() && !stop_seen_at) break;
     }
     backoff = std::min(backoff * 2, options_.backoff_max_ms);
@@ -181,7 +182,33 @@ Status Ingest::Step(const std::atomic<bool>& stop, size_t* got) {
     Status cs = CommitAcked(false);
     if (!cs.ok()) spdlog::warn("{}", cs.message());
   }
+  MaybeTick();
   return Status::Ok();
+}
+
+void Ingest::MaybeTick() {
+  if (!tick_) return;
+  const int64_t now = SteadyMs();
+  if (now - last_tick_ms_ < tick_interval_ms_) return;
+  last_tick_ms_ = now;
+  tick_();
+}
+
+std::vector<PartitionSnapshot> Ingest::Snapshot() {
+  std::vector<PartitionSnapshot> out;
+  for (const auto& tp : source_.Assignment()) {
+    PartitionSnapshot s;
+    s.tp = tp;
+    auto a = acked_.find(tp);
+    if (a != acked_.end()) s.committed = a->second;
+    auto p = pending_.find(tp);
+    s.position = std::max(s.committed, p != pending_.end() ? p->second.next : int64_t{-1});
+    auto e = acked_event_ms_.find(tp);
+    if (e != acked_event_ms_.end()) s.newest_event_ms = e->second;
+    s.high = source_.HighWatermark(tp);
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 std::vector<PartitionOffset> Ingest::AckedOffsets() {

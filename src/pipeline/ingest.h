@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "event/decoder.h"
 #include "kafka/source.h"
 #include "metrics/ingest_metrics.h"
+#include "metrics/partition_monitor.h"
 #include "pipeline/coalescer.h"
 #include "pipeline/sink.h"
 
@@ -81,6 +83,15 @@ class Ingest {
   // heartbeat that tells a stalled daemon from a stopped one from outside.
   Status CommitAcked(bool sync);
 
+  // Offsets and newest event time of every assigned partition, now.
+  std::vector<PartitionSnapshot> Snapshot();
+  // Calls fn about every interval_ms from the ingest thread, also while Redis
+  // writes are being retried.
+  void SetTick(int64_t interval_ms, std::function<void()> fn) {
+    tick_interval_ms_ = interval_ms;
+    tick_ = std::move(fn);
+  }
+
   const IngestTotals& totals() const { return totals_; }
   // Next offsets acknowledged so far (committed or not), per partition.
   const std::map<TopicPartition, int64_t>& acked() const { return acked_; }
@@ -115,6 +126,10 @@ class Ingest {
   std::map<TopicPartition, int64_t> acked_;
   std::map<TopicPartition, int64_t> acked_event_ms_;  // newest event time acknowledged
   int64_t last_commit_ms_ = 0;
+  void MaybeTick();
+  std::function<void()> tick_;
+  int64_t tick_interval_ms_ = 1000;
+  int64_t last_tick_ms_ = 0;
   bool sink_failing_ = false;
   LocalHistogram e2e_;
   IngestTotals totals_;

@@ -69,6 +69,10 @@ void CheckSameConfig(const Config& a, const Config& b) {
   CHECK(a.pipeline.batch_max_wait_ms == b.pipeline.batch_max_wait_ms);
   CHECK(a.pipeline.commit_interval_ms == b.pipeline.commit_interval_ms);
   CHECK(a.metrics.listen == b.metrics.listen);
+  CHECK(a.metrics.refresh_interval_ms == b.metrics.refresh_interval_ms);
+  CHECK(a.metrics.status_window == b.metrics.status_window);
+  CHECK(a.metrics.freshness_target_ms == b.metrics.freshness_target_ms);
+  CHECK(a.metrics.freshness_limit_ms == b.metrics.freshness_limit_ms);
   CHECK(a.log.level == b.log.level);
 }
 
@@ -156,6 +160,10 @@ Config NonDefaultConfig() {
   c.pipeline.batch_max_wait_ms = 0;
   c.pipeline.commit_interval_ms = 250;
   c.metrics.listen = "";
+  c.metrics.refresh_interval_ms = 500;
+  c.metrics.status_window = 3;
+  c.metrics.freshness_target_ms = 2000;
+  c.metrics.freshness_limit_ms = 7000;
   c.log.level = "debug";
   return c;
 }
@@ -354,7 +362,7 @@ TEST_CASE("files: read, unreadable, directory, errors name the path", "[config]"
   CHECK_THAT(dir.status().message(), Catch::EndsWith(": cannot read config file: is a directory"));
 }
 
-TEST_CASE("--set overrides use the same field table", "[config]") {
+TEST_CASE("overrides (--set) use the same field table", "[config]") {
   CleanEnv env;
   Config c =
       Load("filter:\n  fpr: 0.05\nkafka:\n  topics: [x]\n",

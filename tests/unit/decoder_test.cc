@@ -103,7 +103,7 @@ TEST_CASE("whitespace everywhere is accepted", "[event]") {
   CHECK(h.event.ts_ms == kTsMs);
 }
 
-TEST_CASE("items_field wins over item_field; null items falls back", "[event]") {
+TEST_CASE("items_field wins over item_field, and null items falls back", "[event]") {
   Harness h;
   REQUIRE(h.Decode(R"({"item_id":"single","user_id":"u","items":["a","b"],"ts":)" + kTs + "}") ==
           RejectReason::kNone);

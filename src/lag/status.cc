@@ -1,0 +1,83 @@
+#include "lag/status.h"
+
+#include <fmt/format.h>
+
+namespace ef {
+
+const char* PartitionStatusName(PartitionStatus s) {
+  switch (s) {
+    case PartitionStatus::kOk: return "OK";
+    case PartitionStatus::kWarn: return "WARN";
+    case PartitionStatus::kStall: return "STALL";
+    case PartitionStatus::kStop: return "STOP";
+    case PartitionStatus::kErr: return "ERR";
+  }
+  return "UNKNOWN";
+}
+
+void StatusEvaluator::Add(const LagSample& sample) {
+  samples_.push_back(sample);
+  while (samples_.size() > std::max<size_t>(rules_.window_samples, 1)) samples_.pop_front();
+}
+
+PartitionStatus StatusEvaluator::Evaluate() const { return Evaluate(nullptr); }
+
+std::string StatusEvaluator::Reason() const {
+  std::string why;
+  Evaluate(&why);
+  return why;
+}
+
+PartitionStatus StatusEvaluator::Evaluate(std::string* why) const {
+  auto say = [&](std::string s) {
+    if (why) *why = std::move(s);
+  };
+  if (samples_.empty()) {
+    say("no samples yet");
+    return PartitionStatus::kOk;
+  }
+  const LagSample& last = samples_.back();
+  const LagSample& first = samples_.front();
+  const double span_s = static_cast<double>(last.at_ms - first.at_ms) / 1000.0;
+  if (last.lag_seconds > rules_.freshness_limit_seconds) {
+    say(fmt::format("lag {:.1f} s above the hard limit {:.0f} s", last.lag_seconds,
+                    rules_.freshness_limit_seconds));
+    return PartitionStatus::kErr;
+  }
+  const int64_t stop_after =
+      rules_.stop_after_ms > 0 ? rules_.stop_after_ms : (window_full() ? last.at_ms - first.at_ms : 0);
+  if (last.lag_messages > 0 && last.last_commit_ms > 0 && stop_after > 0 &&
+      last.at_ms - last.last_commit_ms > stop_after) {
+    say(fmt::format("no commit for {:.1f} s with lag {}: the consumer is not running",
+                    static_cast<double>(last.at_ms - last.last_commit_ms) / 1000.0,
+                    last.lag_messages));
+    return PartitionStatus::kStop;
+  }
+  if (window_full()) {
+    bool all_lagging = true, unchanged = true, growing = true;
+    for (size_t i = 0; i < samples_.size(); ++i) {
+      all_lagging &= samples_[i].lag_messages > 0;
+      unchanged &= samples_[i].committed == first.committed;
+      if (i > 0) growing &= samples_[i].lag_messages > samples_[i - 1].lag_messages;
+    }
+    if (all_lagging && unchanged) {
+      say(fmt::format("committed offset {} unchanged for {} samples ({:.1f} s) with lag {}",
+                      first.committed, samples_.size(), span_s, last.lag_messages));
+      return PartitionStatus::kStall;
+    }
+    if (growing) {
+      say(fmt::format("lag grew at every sample for {:.1f} s, now {}", span_s, last.lag_messages));
+      return PartitionStatus::kWarn;
+    }
+  }
+  if (last.lag_seconds > rules_.freshness_target_seconds) {
+    say(fmt::format("lag {:.1f} s above the freshness target {:.0f} s", last.lag_seconds,
+                    rules_.freshness_target_seconds));
+    return PartitionStatus::kWarn;
+  }
+  say(last.lag_messages > 0 ? fmt::format("lag {} messages, {:.1f} s", last.lag_messages, last.lag_seconds)
+                            : "caught up");
+  return PartitionStatus::kOk;
+}
+
+}  // namespace ef

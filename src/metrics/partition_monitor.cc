@@ -1,0 +1,118 @@
+#include "metrics/partition_monitor.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace ef {
+namespace {
+
+prometheus::Family<prometheus::Gauge>& Gauge(prometheus::Registry& r, const char* name,
+                                             const char* help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(r);
+}
+
+prometheus::Labels LabelsOf(const TopicPartition& tp) {
+  return {{"topic", tp.topic}, {"partition", std::to_string(tp.partition)}};
+}
+
+constexpr PartitionStatus kAllStatuses[] = {PartitionStatus::kOk, PartitionStatus::kWarn,
+                                            PartitionStatus::kStall, PartitionStatus::kStop,
+                                            PartitionStatus::kErr};
+
+}  // namespace
+
+PartitionMonitor::PartitionMonitor(prometheus::Registry& r, StatusRules rules,
+                                   double freshness_target_s)
+    : rules_(rules),
+      freshness_target_s_(freshness_target_s),
+      position_(Gauge(r, "exposure_filter_partition_position", "Next offset the daemon will read")),
+      committed_(Gauge(r, "exposure_filter_partition_committed_offset",
+                       "Next offset committed after Redis acknowledged everything before it")),
+      high_(Gauge(r, "exposure_filter_partition_high_watermark", "Partition high watermark")),
+      lag_messages_(Gauge(r, "exposure_filter_partition_lag_messages",
+                          "High watermark minus committed offset")),
+      lag_seconds_(Gauge(r, "exposure_filter_partition_lag_seconds",
+                         "Now minus the event time of the newest event written, while lagging")),
+      status_(Gauge(r, "exposure_filter_partition_status",
+                    "1 for the partition's current status (OK, WARN, STALL, STOP, ERR)")) {}
+
+PartitionMonitor::Series& PartitionMonitor::Get(const TopicPartition& tp) {
+  auto it = series_.find(tp);
+  if (it != series_.end()) return it->second;
+  auto labels = LabelsOf(tp);
+  Series s{&position_.Add(labels), &committed_.Add(labels), &high_.Add(labels),
+           &lag_messages_.Add(labels), &lag_seconds_.Add(labels), {}, StatusEvaluator(rules_)};
+  for (PartitionStatus st : kAllStatuses) {
+    auto l = labels;
+    l["status"] = PartitionStatusName(st);
+    s.status.push_back(&status_.Add(l));
+  }
+  return series_.emplace(tp, std::move(s)).first->second;
+}
+
+void PartitionMonitor::Remove(const TopicPartition& tp, Series& s) {
+  position_.Remove(s.position);
+  committed_.Remove(s.committed);
+  high_.Remove(s.high);
+  lag_messages_.Remove(s.lag_messages);
+  lag_seconds_.Remove(s.lag_seconds);
+  for (auto* g : s.status) status_.Remove(g);
+  (void)tp;
+}
+
+void PartitionMonitor::Update(const std::vector<PartitionSnapshot>& parts, int64_t now_ms) {
+  for (auto it = series_.begin(); it != series_.end();) {
+    bool kept = std::any_of(parts.begin(), parts.end(),
+                            [&](const PartitionSnapshot& p) { return p.tp == it->first; });
+    if (kept) {
+      ++it;
+    } else {
+      Remove(it->first, it->second);
+      it = series_.erase(it);
+    }
+  }
+  Readiness ready;
+  for (const auto& p : parts) {
+    Series& s = Get(p.tp);
+    const int64_t base = p.committed >= 0 ? p.committed : p.position;
+    const int64_t lag = p.high >= 0 && base >= 0 ? std::max<int64_t>(0, p.high - base) : 0;
+    const double lag_s = lag > 0 && p.newest_event_ms > 0
+                             ? std::max(0.0, static_cast<double>(now_ms - p.newest_event_ms) / 1000.0)
+                             : 0.0;
+    s.position->Set(static_cast<double>(p.position));
+    s.committed->Set(static_cast<double>(p.committed));
+    s.high->Set(static_cast<double>(p.high));
+    s.lag_messages->Set(static_cast<double>(lag));
+    s.lag_seconds->Set(lag_s);
+    s.evaluator.Add({now_ms, p.committed, lag, lag_s, 0});
+    PartitionStatus st = s.evaluator.Evaluate();
+    for (size_t i = 0; i < s.status.size(); ++i)
+      s.status[i]->Set(kAllStatuses[i] == st ? 1 : 0);
+    if (st != s.last) {
+      auto log = st == PartitionStatus::kOk ? spdlog::level::info : spdlog::level::warn;
+      spdlog::log(log, "partition {}/{}: {} -> {}: {}", p.tp.topic, p.tp.partition,
+                  PartitionStatusName(s.last), PartitionStatusName(st), s.evaluator.Reason());
+      s.last = st;
+    }
+    std::string why;
+    if (st == PartitionStatus::kStall) why = s.evaluator.Reason();
+    if (lag_s > freshness_target_s_)
+      why = "lag " + std::to_string(static_cast<int64_t>(lag_s)) + " s above the freshness target";
+    if (!why.empty()) {
+      ready.ready = false;
+      if (!ready.reason.empty()) ready.reason += "; ";
+      ready.reason += p.tp.topic + "/" + std::to_string(p.tp.partition) + " " +
+                      PartitionStatusName(st) + ": " + why;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  readiness_ = std::move(ready);
+}
+
+Readiness PartitionMonitor::Ready() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return readiness_;
+}
+
+}  // namespace ef
