@@ -10,6 +10,7 @@ PACKAGES=(
   libfmt-dev catch2 libsimdjson-dev prometheus-cpp-dev libcli11-dev
   libcpp-httplib-dev nlohmann-json3-dev libbenchmark-dev libssl-dev zlib1g-dev
   redis-server redis-tools kcat curl procps python3
+  prometheus  # for promtool: tests check /metrics with the real parser
 )
 
 missing=()

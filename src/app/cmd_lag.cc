@@ -154,8 +154,8 @@ std::string UtcTime(int64_t ms) {
 
 std::string Seconds(double s) { return fmt::format("{:.1f}", s); }
 
-std::string RenderTable(const Refresh& r, const KafkaConfig& kafka, double interval_s,
-                        size_t samples) {
+// `mode` describes the refresh and window in the title line.
+std::string RenderTable(const Refresh& r, const KafkaConfig& kafka, const std::string& mode) {
   const std::vector<std::string> head = {"TOPIC", "PARTITION", "COMMITTED", "HIGH",  "LAG_MSGS",
                                          "LAG_S", "RATE/S",    "STATUS",    "REASON"};
   const std::vector<bool> right = {false, true, true, true, true, true, true, false, false};
@@ -192,9 +192,8 @@ std::string RenderTable(const Refresh& r, const KafkaConfig& kafka, double inter
     }
     return s + "\n";
   };
-  std::string out =
-      fmt::format("group {} at {}  {}  (refresh {} s, window {} samples)\n", kafka.group_id,
-                  kafka.bootstrap_servers, UtcTime(r.at_ms), interval_s, samples);
+  std::string out = fmt::format("group {} at {}  {}  ({})\n", kafka.group_id,
+                                kafka.bootstrap_servers, UtcTime(r.at_ms), mode);
   out += line(head);
   for (const auto& c : cells) out += line(c);
   out += fmt::format(
@@ -254,6 +253,14 @@ nlohmann::json RenderJson(const Refresh& r, const KafkaConfig& kafka, double int
   return j;
 }
 
+// The reader's messages start with "kafka <servers>: " or "kafka: "; ours names
+// the servers already.
+std::string WithoutServers(const std::string& message, const std::string& servers) {
+  for (const std::string& prefix : {"kafka " + servers + ": ", std::string("kafka: ")})
+    if (message.rfind(prefix, 0) == 0) return message.substr(prefix.size());
+  return message;
+}
+
 StatusOr<int64_t> PositiveDuration(const std::string& text, const char* option) {
   auto ms = ParseDurationMs(text);
   if (!ms.ok()) return ms.status().Prefixed(option);
@@ -292,15 +299,20 @@ int Lag(const LagArgs& a) {
   const bool forever = a.watch && !a.check;
   const size_t refreshes = a.watch ? a.samples : 1;
   const bool tty = isatty(fileno(stdout));
+  const std::string mode =
+      a.watch ? fmt::format("refresh {} s, window {} samples", interval_s, a.samples)
+              : fmt::format("single read; STOP after {} without a commit",
+                            FormatDurationMs(rules.stop_after_ms));
   const int timeout_ms = static_cast<int>(*timeout);
   size_t done = 0;
   for (;;) {
     const auto started = std::chrono::steady_clock::now();
     auto r = Sample(kafka, timeout_ms);
     if (!r.ok()) {
-      const std::string what = fmt::format(
-          "lag: cannot read group '{}' from Kafka at {} (timeout {}): {}", kafka.group_id,
-          kafka.bootstrap_servers, FormatDurationMs(*timeout), r.status().message());
+      const std::string what =
+          fmt::format("lag: cannot read group '{}' from Kafka at {} (timeout {}): {}",
+                      kafka.group_id, kafka.bootstrap_servers, FormatDurationMs(*timeout),
+                      WithoutServers(r.status().message(), kafka.bootstrap_servers));
       if (done == 0 || !forever) return Fail(InvalidArgument(what));
       std::fprintf(stderr, "exposure-filter: %s %s; retrying\n",
                    UtcTime(SystemClock().NowMs()).c_str(), what.c_str());
@@ -312,9 +324,14 @@ int Lag(const LagArgs& a) {
         if (a.json) {
           std::printf("%s\n", RenderJson(*r, kafka, interval_s, a.samples).dump().c_str());
         } else {
-          const std::string table = RenderTable(*r, kafka, interval_s, a.samples);
+          std::string table = RenderTable(*r, kafka, mode);
           if (forever && tty) {
-            std::printf("\033[H\033[2J%s", table.c_str());  // redraw in place, like top
+            // Redraw in place, like top: home, each line cleared to its end,
+            // the rest of the screen cleared; the whole screen only once.
+            std::string frame = done == 1 ? "\033[H\033[2J" : "\033[H";
+            for (char ch : table)
+              frame += ch == '\n' ? std::string("\033[K\n") : std::string(1, ch);
+            std::printf("%s\033[J", frame.c_str());
           } else {
             std::printf("%s%s", done > 1 && forever ? "\n" : "", table.c_str());
           }

@@ -43,7 +43,7 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
     return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
   };
   items_written = counter("exposure_filter_items_total", "Item exposures written to Redis");
-  bits_written = counter("exposure_filter_bits_written_total",
+  bits_written = counter("exposure_filter_positions_written_total",
                          "Bit positions sent to Redis (after per-key, per-batch dedupe)");
   keys_written = counter("exposure_filter_keys_written_total", "Per-batch key writes sent to Redis");
   keys_skipped = counter("exposure_filter_keys_skipped_total",

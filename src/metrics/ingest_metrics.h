@@ -41,7 +41,7 @@ struct IngestMetrics {
   std::array<prometheus::Counter*, static_cast<size_t>(RejectReason::kCount_)>
       rejected_by_reason;                // exposure_filter_events_rejected_total{reason}
   prometheus::Counter* items_written;    // exposure_filter_items_total
-  prometheus::Counter* bits_written;     // exposure_filter_bits_written_total
+  prometheus::Counter* bits_written;     // exposure_filter_positions_written_total
   prometheus::Counter* keys_written;     // exposure_filter_keys_written_total
   prometheus::Counter* keys_skipped;     // exposure_filter_keys_skipped_total
   prometheus::Counter* redis_commands;   // exposure_filter_redis_commands_total

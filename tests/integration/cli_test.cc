@@ -416,7 +416,7 @@ TEST_CASE("cli: size figures match the contract's sizing formulas", "[integratio
 // ---------------------------------------------------------------------------
 // 4. Redis with ACL.
 
-TEST_CASE("cli: run and check authenticate as an ACL user; a wrong password is a clear error",
+TEST_CASE("cli: run and check authenticate as an ACL user, and a wrong password is a clear error",
           "[integration][cli]") {
   Stack stack(2);
   const std::string password = "s3cret";

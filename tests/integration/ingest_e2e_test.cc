@@ -97,7 +97,7 @@ TEST_CASE("every produced exposure is found and the measured FPR is within targe
   CHECK(expire.integer == ExpireAt(bucket, layout.bucket_seconds, layout.window_seconds));
 }
 
-TEST_CASE("SIGTERM drains and commits; a restart resumes from the committed offsets",
+TEST_CASE("SIGTERM drains and commits, and a restart resumes from the committed offsets",
           "[integration]") {
   Stack stack;
   const int64_t now = SystemClock().NowMs();

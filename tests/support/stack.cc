@@ -2,6 +2,8 @@
 
 #include "support/wait.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <nlohmann/json.hpp>
 #include <cstdio>
 #include <random>
@@ -50,8 +52,24 @@ std::string Stack::WriteConfig(const std::string& name, const std::string& extra
       "  retry_backoff_min: 50ms\n"
       "  retry_backoff_max: 500ms\n"
       "metrics:\n"
-      "  listen: \"\"\n" + extra;
-  dir_.Write(name, yaml);
+      "  listen: \"\"\n";
+  // `extra` is merged key by key into the sections above (its values win).
+  YAML::Node merged = YAML::Load(yaml);
+  YAML::Node more = YAML::Load(extra);
+  if (more.IsMap()) {
+    for (const auto& section : more) {
+      const std::string name_of_section = section.first.as<std::string>();
+      if (!merged[name_of_section] || !section.second.IsMap()) {
+        merged[name_of_section] = section.second;
+        continue;
+      }
+      YAML::Node target = merged[name_of_section];
+      for (const auto& kv : section.second) target[kv.first.as<std::string>()] = kv.second;
+    }
+  }
+  YAML::Emitter out;
+  out << merged;
+  dir_.Write(name, out.c_str());
   return dir_.File(name);
 }
 

@@ -35,8 +35,8 @@ class Stack {
   const std::string& group() const { return group_; }
   TempDir& dir() { return dir_; }
 
-  // A daemon config (YAML) for this stack; `extra` lines are appended under the
-  // given top-level sections verbatim, e.g. "filter:\n  items_per_bucket: 50\n".
+  // A daemon config (YAML) for this stack; `extra` (YAML, e.g.
+  // "filter:\n  items_per_bucket: 50\n") is merged in key by key, its values winning.
   std::string WriteConfig(const std::string& name = "ef.yaml", const std::string& extra = "");
   // `exposure-filter run -c <config>` in the background, output to <dir>/<log>.
   std::unique_ptr<Process> StartDaemon(const std::string& config_path,

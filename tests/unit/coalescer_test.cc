@@ -189,7 +189,7 @@ TEST_CASE("Coalescer: adding after Seal and sealing again keeps keys sorted and 
   CheckBatch(c.batch(), Model(layout, events));
 }
 
-TEST_CASE("Coalescer: Clear starts a fresh batch; reused storage keeps nothing old", "[pipeline]") {
+TEST_CASE("Coalescer: Clear starts a fresh batch, and reused storage keeps nothing old", "[pipeline]") {
   const Layout layout = DefaultLayout();
   Coalescer c(layout);
   const std::vector<Event> first = {

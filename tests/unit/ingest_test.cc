@@ -478,7 +478,7 @@ TEST_CASE("Ingest: events of one user and bucket coalesce into one key write", "
   // The batch sends each position once: bits written = the keys' distinct positions.
   uint64_t distinct = 0;
   for (const auto& [key, x] : h.Model()) distinct += x.positions.size();
-  CHECK(MetricValue(h.registry, "exposure_filter_bits_written_total") ==
+  CHECK(MetricValue(h.registry, "exposure_filter_positions_written_total") ==
         static_cast<double>(distinct));
   CHECK(MetricValue(h.registry, "exposure_filter_keys_written_total") == 2);
 }
@@ -986,7 +986,7 @@ TEST_CASE("Ingest: IngestTotals agree with the metrics", "[pipeline]") {
     keys += batch.size();
     for (const KeyBits& kb : batch) bits += kb.positions.size();
   }
-  CHECK(MetricValue(r, "exposure_filter_bits_written_total") == static_cast<double>(bits));
+  CHECK(MetricValue(r, "exposure_filter_positions_written_total") == static_cast<double>(bits));
   CHECK(MetricValue(r, "exposure_filter_keys_written_total") == static_cast<double>(keys));
   CHECK(MetricValue(r, "exposure_filter_redis_commands_total") == static_cast<double>(2 * keys));
 

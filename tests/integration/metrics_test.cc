@@ -1,0 +1,126 @@
+// The daemon's HTTP endpoints and per-partition status on real parts.
+#include <httplib.h>
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+
+#include "bloom/layout.h"
+#include "common/clock.h"
+#include "redis/bloom_reader.h"
+#include "support/stack.h"
+#include "support/wait.h"
+
+namespace ef::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Http {
+  int status = 0;
+  std::string body;
+};
+
+Http Get(int port, const std::string& path) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(2);
+  c.set_read_timeout(5);
+  auto r = c.Get(path.c_str());
+  if (!r) return {};
+  return {r->status, r->body};
+}
+
+// Sum of a metric's samples whose line contains every fragment.
+double Metric(const std::string& text, const std::string& name,
+              const std::vector<std::string>& fragments = {}) {
+  double sum = 0;
+  size_t pos = 0;
+  while ((pos = text.find(name, pos)) != std::string::npos) {
+    size_t eol = text.find('\n', pos);
+    const bool line_start = pos == 0 || text[pos - 1] == '\n';  // not a # HELP/# TYPE line
+    std::string line = text.substr(pos, eol - pos);
+    pos = eol;
+    if (!line_start) continue;
+    if (line.size() <= name.size() || (line[name.size()] != '{' && line[name.size()] != ' '))
+      continue;
+    bool all = true;
+    for (const auto& f : fragments) all &= line.find(f) != std::string::npos;
+    if (all) sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+}  // namespace
+
+TEST_CASE("metrics: valid Prometheus text, /healthz, and /readyz follows Redis going away and back",
+          "[integration][metrics]") {
+  Stack stack;
+  const int port = FreePort();
+  const int64_t now = SystemClock().NowMs();
+  auto before = MakeEvents("m1", 20, 10, 0, now, 11);  // event time = now
+  stack.Produce(before);
+  auto daemon = stack.StartDaemon(stack.WriteConfig(
+      "ef.yaml", "metrics:\n  listen: \"127.0.0.1:" + std::to_string(port) +
+                     "\"\n  refresh_interval: 100ms\n  status_window: 3\n"));
+  REQUIRE(stack.AwaitCommitted(*daemon, 60s));
+
+  // Valid exposition format, checked by Prometheus' own parser and linter.
+  Http metrics = Get(port, "/metrics");
+  REQUIRE(metrics.status == 200);
+  auto promtool = RunCommand({"promtool", "check", "metrics"}, metrics.body);
+  INFO(promtool.out);
+  CHECK(promtool.code == 0);
+  CHECK(Metric(metrics.body, "exposure_filter_events_total", {"written"}) ==
+        static_cast<double>(before.size()));
+  CHECK(Get(port, "/healthz").status == 200);
+  CHECK(WaitFor([&] { return Get(port, "/readyz").status == 200; }, 10s));
+  CHECK(Get(port, "/nope").status == 404);
+
+  // Redis goes away while events keep coming: STALL and 503 within a few intervals.
+  stack.redis().Stop();
+  auto during = MakeEvents("m2", 20, 10, 0, SystemClock().NowMs(), 12);
+  stack.Produce(during);
+  std::string text;
+  const bool stalled = WaitFor(
+      [&] {
+        text = Get(port, "/metrics").body;
+        return Metric(text, "exposure_filter_partition_status", {"STALL"}) >= 1;
+      },
+      30s);
+  if (!stalled)
+    std::fprintf(stderr, "--- metrics ---\n%s\n--- daemon ---\n%s\n", text.c_str(),
+                 daemon->Output().c_str());
+  REQUIRE(stalled);
+  CHECK(Metric(text, "exposure_filter_redis_up") == 0);
+  CHECK(Metric(text, "exposure_filter_partition_lag_messages") > 0);
+  Http ready = Get(port, "/readyz");
+  CHECK(ready.status == 503);
+  CHECK(ready.body.find("STALL") != std::string::npos);
+
+  // Redis is back: everything written, partitions OK, ready again.
+  stack.redis().Start();
+  REQUIRE(stack.AwaitCommitted(*daemon, 60s));
+  REQUIRE(WaitFor([&] { return Get(port, "/readyz").status == 200; }, 30s));
+  text = Get(port, "/metrics").body;
+  CHECK(Metric(text, "exposure_filter_partition_status", {"status=\"OK\""}) ==
+        Metric(text, "exposure_filter_partition_status"));
+  CHECK(Metric(text, "exposure_filter_partition_lag_messages") == 0);
+  CHECK(Metric(text, "exposure_filter_redis_up") == 1);
+  REQUIRE(daemon->Stop(SIGTERM, 30s) == 0);
+
+  FilterConfig f;
+  auto layout = LayoutFromConfig(f);
+  REQUIRE(layout.ok());
+  auto conn = stack.redis().Connect();
+  BloomReader reader(*conn, *layout);
+  size_t missing = 0;
+  for (const auto* batch : {&before, &during}) {
+    for (const auto& e : *batch) {
+      auto r = reader.Check(e.user, e.items, SystemClock().NowMs() / 1000);
+      REQUIRE(r.ok());
+      for (bool s : r->seen) missing += !s;
+    }
+  }
+  CHECK(missing == 0);
+}
+
+}  // namespace ef::test
