@@ -9,7 +9,7 @@ RUN BUILD_TYPE=Release scripts/build.sh -DEF_BUILD_TESTS=OFF -DEF_BUILD_BENCH=OF
 FROM debian:12-slim
 RUN apt-get update && apt-get install -y --no-install-recommends \
       librdkafka1 libhiredis0.14 libyaml-cpp0.7 libspdlog1.10 libfmt9 libsimdjson14 \
-      libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 ca-certificates \
+      libprometheus-cpp-core1.0 libcpp-httplib0.11 ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/exposure-filter /usr/local/bin/exposure-filter
 COPY config/exposure-filter.yaml /etc/exposure-filter/exposure-filter.yaml

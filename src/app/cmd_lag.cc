@@ -207,7 +207,7 @@ std::string RenderTable(const Refresh& r, const KafkaConfig& kafka, const std::s
 }
 
 nlohmann::json RenderJson(const Refresh& r, const KafkaConfig& kafka, double interval_s,
-                          size_t samples) {
+                          const StatusRules& rules) {
   auto opt_num = [](std::optional<double> v) -> nlohmann::json {
     if (!v) return nullptr;
     return std::round(*v * 1000) / 1000;
@@ -217,7 +217,10 @@ nlohmann::json RenderJson(const Refresh& r, const KafkaConfig& kafka, double int
   j["group"] = kafka.group_id;
   j["bootstrap_servers"] = kafka.bootstrap_servers;
   j["interval_seconds"] = interval_s;
-  j["window_samples"] = samples;
+  j["window_samples"] = rules.window_samples;
+  j["stop_after_seconds"] = static_cast<double>(rules.stop_after_ms) / 1000;
+  j["freshness_target_seconds"] = rules.freshness_target_seconds;
+  j["freshness_limit_seconds"] = rules.freshness_limit_seconds;
   j["status"] = PartitionStatusName(Worst(r));
   int64_t total = 0;
   double oldest = 0;
@@ -322,7 +325,7 @@ int Lag(const LagArgs& a) {
       const bool show = forever || done >= refreshes;
       if (show) {
         if (a.json) {
-          std::printf("%s\n", RenderJson(*r, kafka, interval_s, a.samples).dump().c_str());
+          std::printf("%s\n", RenderJson(*r, kafka, interval_s, rules).dump().c_str());
         } else {
           std::string table = RenderTable(*r, kafka, mode);
           if (forever && tty) {
