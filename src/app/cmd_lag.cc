@@ -3,7 +3,6 @@
 // commit metadata and the timestamp of the first uncommitted message), so it
 // works while the daemon is down. docs/LAG.md.
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -28,23 +28,9 @@ Layout DefaultLayout(int64_t items_per_bucket = 200, double fpr = 0.01) {
   return l.value();
 }
 
-// Items of `events` that the filters do not report as seen (false negatives).
 std::vector<std::string> Missing(Stack& stack, const Layout& layout,
                                  const std::vector<TestEvent>& events) {
-  std::map<std::string, std::vector<std::string>> by_user;
-  for (const auto& e : events)
-    for (const auto& i : e.items) by_user[e.user].push_back(i);
-  auto conn = stack.redis().Connect();
-  BloomReader reader(*conn, layout);
-  const int64_t now_s = SystemClock().NowMs() / 1000;
-  std::vector<std::string> missing;
-  for (const auto& [user, items] : by_user) {
-    auto r = reader.Check(user, items, now_s);
-    REQUIRE(r.ok());
-    for (size_t i = 0; i < items.size(); ++i)
-      if (!r->seen[i]) missing.push_back(user + "/" + items[i]);
-  }
-  return missing;
+  return MissingItems(*stack.redis().Connect(), layout, events);
 }
 
 // "stopped: N messages, ..." from the daemon's last log line.

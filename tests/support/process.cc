@@ -86,42 +86,8 @@ std::string Process::Output() const {
 
 RunResult RunCommand(const std::vector<std::string>& argv, const std::string& stdin_text,
                      bool stdout_only) {
-  int in_pipe[2], out_pipe[2];
-  if (pipe(in_pipe) || pipe(out_pipe)) throw std::runtime_error("pipe failed");
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(in_pipe[0], 0);
-    dup2(out_pipe[1], 1);
-    if (!stdout_only) dup2(out_pipe[1], 2);
-    close(in_pipe[1]);
-    close(out_pipe[0]);
-    std::vector<char*> args;
-    for (auto a : argv) args.push_back(strdup(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  close(in_pipe[0]);
-  close(out_pipe[1]);
-  std::thread writer([&] {
-    size_t off = 0;
-    while (off < stdin_text.size()) {
-      ssize_t n = write(in_pipe[1], stdin_text.data() + off, stdin_text.size() - off);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-    close(in_pipe[1]);
-  });
-  RunResult r;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(out_pipe[0], buf, sizeof buf)) > 0) r.out.append(buf, static_cast<size_t>(n));
-  close(out_pipe[0]);
-  writer.join();
-  int status = 0;
-  waitpid(pid, &status, 0);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  SplitRunResult split = RunCommandWithEnv(argv, {}, stdin_text, std::chrono::minutes(2));
+  return {split.code, stdout_only ? split.out : split.out + split.err};
 }
 
 SplitRunResult RunCommandWithEnv(const std::vector<std::string>& argv,

@@ -33,8 +33,8 @@ class Process {
   std::string log_path_;
 };
 
-// Runs a command to completion; returns exit code and output (stdout+stderr, or
-// stdout only when stdout_only).
+// Runs a command to completion (killed after 2 minutes); returns exit code and
+// output: stdout then stderr, or stdout only when stdout_only.
 struct RunResult {
   int code = -1;
   std::string out;

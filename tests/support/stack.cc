@@ -1,5 +1,10 @@
 #include "support/stack.h"
 
+#include <map>
+
+#include "common/clock.h"
+#include "redis/bloom_reader.h"
+
 #include "support/wait.h"
 
 #include <yaml-cpp/yaml.h>
@@ -129,6 +134,23 @@ int64_t Stack::TotalCommitted() {
   int64_t total = 0;
   for (const auto& po : Offsets()) total += std::max<int64_t>(po.committed, 0);
   return total;
+}
+
+std::vector<std::string> MissingItems(RedisConnection& conn, const Layout& layout,
+                                      const std::vector<TestEvent>& events) {
+  std::map<std::string, std::vector<std::string>> by_user;
+  for (const auto& e : events)
+    for (const auto& i : e.items) by_user[e.user].push_back(i);
+  BloomReader reader(conn, layout);
+  const int64_t now_s = SystemClock().NowMs() / 1000;
+  std::vector<std::string> missing;
+  for (const auto& [user, items] : by_user) {
+    auto r = reader.Check(user, items, now_s);
+    if (!r.ok()) throw std::runtime_error(r.status().message());
+    for (size_t i = 0; i < items.size(); ++i)
+      if (!r->seen[i]) missing.push_back(user + "/" + items[i]);
+  }
+  return missing;
 }
 
 std::vector<TestEvent> MakeEvents(const std::string& tag, int users, int per_user, int days,

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bloom/layout.h"
 #include "kafka/group_offsets.h"
 #include "kafka/mock_cluster.h"
 #include "kafka/producer.h"
@@ -61,6 +62,11 @@ class Stack {
   std::string topic_;
   std::string group_;
 };
+
+// Items of `events` the filters do not report as seen now (false negatives),
+// as "user/item".
+std::vector<std::string> MissingItems(RedisConnection& conn, const Layout& layout,
+                                      const std::vector<TestEvent>& events);
 
 // Events for `users` users with `per_user` single- or list-form events each,
 // item IDs "<tag>-i<n>", times spread over the last `days` days (not in the future).
