@@ -30,7 +30,7 @@ int RunCli(int argc, char** argv) {
     return app.exit(e) == 0 ? app::kExitOk : app::kExitUsage;
   }
   if (app.get_subcommands().empty()) {
-    std::fprintf(stderr, "exposure-filter: a subcommand is required (run, check, size, config, "
+    std::fprintf(stderr, "exposure-filter: a subcommand is required (run, check, lag, size, config, "
                          "dev-kafka, loadgen); see --help\n");
     return app::kExitUsage;
   }

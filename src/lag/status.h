@@ -12,6 +12,7 @@
 // Precedence: ERR > STOP > STALL > WARN > OK. Pure; not thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -47,7 +48,8 @@ class StatusEvaluator {
   // One line saying why, e.g. "committed offset 120 unchanged for 10 samples (9.0 s) with lag 500".
   std::string Reason() const;
   const std::deque<LagSample>& samples() const { return samples_; }
-  bool window_full() const { return samples_.size() >= rules_.window_samples; }
+  // The window rules (STALL, WARN by growth) need two samples at least.
+  bool window_full() const { return samples_.size() >= std::max<size_t>(rules_.window_samples, 2); }
 
  private:
   PartitionStatus Evaluate(std::string* why) const;

@@ -360,7 +360,7 @@ TEST_CASE("lag against an unreachable Kafka: one line naming the servers, exit 1
   CHECK(took < 8s);
 }
 
-TEST_CASE("lag --help documents the status rules; bad options are usage errors",
+TEST_CASE("lag --help documents the status rules, and bad options are usage errors",
           "[integration][lag]") {
   auto h = Ef({"lag", "--help"});
   CHECK(h.code == 0);
