@@ -76,6 +76,8 @@ struct KafkaConsumer::Impl {
 
 namespace {
 
+constexpr int kSyncCommitTimeoutMs = 10000;
+
 void RebalanceCb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions,
                  void* opaque) {
   static_cast<KafkaConsumer::Impl*>(opaque)->OnRebalance(err, partitions);
@@ -214,17 +216,33 @@ Status KafkaConsumer::Commit(const std::vector<PartitionOffset>& offsets, bool s
       e->metadata_size = po.metadata.size();
     }
   }
-  rd_kafka_resp_err_t e = rd_kafka_commit(impl_->rk.get(), list.get(), sync ? 0 : 1);
-  if (e) return kafka::FromKafkaError(e, "kafka: commit");
-  if (sync) {
-    for (int i = 0; i < list->cnt; ++i) {
-      if (list->elems[i].err)
-        return kafka::FromKafkaError(list->elems[i].err,
-                                     "kafka: commit " + std::string(list->elems[i].topic) + "/" +
-                                         std::to_string(list->elems[i].partition));
-    }
+  if (!sync) {
+    return kafka::FromKafkaError(rd_kafka_commit(impl_->rk.get(), list.get(), 1), "kafka: commit");
   }
-  return Status::Ok();
+  // A plain sync rd_kafka_commit waits for the group coordinator without limit:
+  // with Kafka unreachable, shutdown would hang. Wait for the result on a queue
+  // of our own, for a bounded time.
+  kafka::QueuePtr queue(rd_kafka_queue_new(impl_->rk.get()));
+  rd_kafka_resp_err_t e = rd_kafka_commit_queue(impl_->rk.get(), list.get(), queue.get(), nullptr,
+                                                nullptr);
+  if (e) return kafka::FromKafkaError(e, "kafka: commit");
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(queue.get(), kSyncCommitTimeoutMs);
+  if (!ev) {
+    return Unavailable("kafka: commit did not complete within " +
+                       std::to_string(kSyncCommitTimeoutMs / 1000) +
+                       " s (is Kafka reachable?); the partitions will be re-read from their last "
+                       "commit");
+  }
+  Status st = kafka::FromKafkaError(rd_kafka_event_error(ev), "kafka: commit");
+  const rd_kafka_topic_partition_list_t* done = rd_kafka_event_topic_partition_list(ev);
+  for (int i = 0; st.ok() && done && i < done->cnt; ++i) {
+    if (done->elems[i].err)
+      st = kafka::FromKafkaError(done->elems[i].err,
+                                 "kafka: commit " + std::string(done->elems[i].topic) + "/" +
+                                     std::to_string(done->elems[i].partition));
+  }
+  rd_kafka_event_destroy(ev);
+  return st;
 }
 
 Status KafkaConsumer::PauseAll() {
