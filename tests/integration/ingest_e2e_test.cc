@@ -211,3 +211,22 @@ TEST_CASE("check reports seen and unseen items of a user", "[integration]") {
 }
 
 }  // namespace ef::test
+
+namespace ef::test {
+
+TEST_CASE("SIGTERM while Kafka is unreachable exits by itself with a clear error",
+          "[integration]") {
+  Stack stack;
+  stack.Produce(MakeEvents("down", 5, 5, 1, SystemClock().NowMs(), 9));
+  auto daemon = stack.StartDaemon(stack.WriteConfig());
+  REQUIRE(stack.AwaitCommitted(*daemon, 60s));
+  REQUIRE(stack.kafka().SetBrokerDown(-1).ok());
+  daemon->Signal(SIGTERM);
+  // The final commit waits a bounded time (10 s) for the coordinator.
+  auto code = daemon->Wait(45s);
+  REQUIRE(code.has_value());
+  CHECK(*code == 1);
+  CHECK(daemon->Output().find("commit") != std::string::npos);
+}
+
+}  // namespace ef::test
