@@ -266,10 +266,14 @@ std::vector<TopicPartition> KafkaConsumer::Assignment() {
 
 int64_t KafkaConsumer::HighWatermark(const TopicPartition& tp) {
   int64_t low = -1, high = -1;
-  if (rd_kafka_get_watermark_offsets(impl_->rk.get(), tp.topic.c_str(), tp.partition, &low,
-                                     &high) != RD_KAFKA_RESP_ERR_NO_ERROR)
-    return -1;
-  return high;
+  // Fetch responses keep the cached value fresh, but a paused partition is not
+  // fetched: ask the broker then (bounded), so lag never goes stale.
+  rd_kafka_resp_err_t e =
+      impl_->paused ? rd_kafka_query_watermark_offsets(impl_->rk.get(), tp.topic.c_str(),
+                                                       tp.partition, &low, &high, 500)
+                    : rd_kafka_get_watermark_offsets(impl_->rk.get(), tp.topic.c_str(),
+                                                     tp.partition, &low, &high);
+  return e == RD_KAFKA_RESP_ERR_NO_ERROR ? high : -1;
 }
 
 void KafkaConsumer::Close() {

@@ -62,8 +62,8 @@ class MessageSource {
 
   virtual std::vector<TopicPartition> Assignment() = 0;
 
-  // The partition's high watermark as last seen by the consumer (no network
-  // round trip); -1 when not known yet.
+  // The partition's high watermark, at most one fetch old (a paused partition
+  // asks the broker, waiting at most 500 ms); -1 when not known.
   virtual int64_t HighWatermark(const TopicPartition& /*tp*/) { return -1; }
 
   // Leaves the group (after the final commit).
