@@ -1,0 +1,16 @@
+// Points in time on the command line: RFC 3339 ("2026-11-22T08:00:00Z",
+// "2026-11-22T08:00:00.250+01:00", "2026-11-22" = midnight UTC) or relative
+// to now ("2h", "3d", "90m": that long ago; see common/duration.h).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace ef {
+
+// Epoch milliseconds. Errors name the text and the accepted forms.
+StatusOr<int64_t> ParseTimeArg(std::string_view text, int64_t now_ms);
+
+}  // namespace ef

@@ -1,0 +1,51 @@
+// RangeSource: a MessageSource over fixed offset ranges [start, end) of given
+// partitions, for `replay`. It assigns the partitions directly: no group
+// membership, no commits (Commit is a no-op), so it never touches the live
+// group's offsets. Messages at or past a partition's end are dropped and the
+// partition is paused; Done() once every partition reached its end.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "config/config.h"
+#include "kafka/source.h"
+
+namespace ef {
+
+struct OffsetRange {
+  TopicPartition tp;
+  int64_t start = 0;
+  int64_t end = 0;  // exclusive
+};
+
+class RangeSource : public MessageSource {
+ public:
+  static StatusOr<std::unique_ptr<RangeSource>> Create(const KafkaConfig& config,
+                                                      std::vector<OffsetRange> ranges);
+  ~RangeSource() override;
+
+  void SetRevokeHandler(RevokeHandler) override {}
+  Status Poll(size_t max_messages, int timeout_ms, int max_wait_ms,
+              std::vector<Message>* out) override;
+  Status Commit(const std::vector<PartitionOffset>&, bool) override { return Status::Ok(); }
+  Status PauseAll() override;
+  Status ResumeAll() override;
+  std::vector<TopicPartition> Assignment() override;
+  void Close() override;
+
+  bool Done() const;
+  // Next offset to read per range (== end when done), in the order of the ranges.
+  std::vector<int64_t> Positions() const;
+  const std::vector<OffsetRange>& ranges() const { return ranges_; }
+
+  struct Impl;
+
+ private:
+  RangeSource() = default;
+  std::unique_ptr<Impl> impl_;
+  std::vector<OffsetRange> ranges_;
+};
+
+}  // namespace ef
