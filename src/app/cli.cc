@@ -21,7 +21,7 @@ int RunCli(int argc, char** argv) {
       {"run", app::AddRunCommand(app)},           {"check", app::AddCheckCommand(app)},
       {"size", app::AddSizeCommand(app)},         {"config", app::AddConfigCommand(app)},
       {"dev-kafka", app::AddDevKafkaCommand(app)}, {"loadgen", app::AddLoadgenCommand(app)},
-      {"lag", app::AddLagCommand(app)},
+      {"lag", app::AddLagCommand(app)},           {"replay", app::AddReplayCommand(app)},
   };
   try {
     app.parse(argc, argv);
@@ -30,7 +30,7 @@ int RunCli(int argc, char** argv) {
     return app.exit(e) == 0 ? app::kExitOk : app::kExitUsage;
   }
   if (app.get_subcommands().empty()) {
-    std::fprintf(stderr, "exposure-filter: a subcommand is required (run, check, lag, size, config, "
+    std::fprintf(stderr, "exposure-filter: a subcommand is required (run, check, lag, replay, size, config, "
                          "dev-kafka, loadgen); see --help\n");
     return app::kExitUsage;
   }

@@ -16,6 +16,7 @@ Action AddSizeCommand(CLI::App& app);
 Action AddConfigCommand(CLI::App& app);
 Action AddDevKafkaCommand(CLI::App& app);
 Action AddLoadgenCommand(CLI::App& app);
+Action AddReplayCommand(CLI::App& app);
 Action AddLagCommand(CLI::App& app);
 
 }  // namespace ef::app
