@@ -20,6 +20,7 @@
 #include "app/common.h"
 #include "common/clock.h"
 #include "common/duration.h"
+#include "common/time_arg.h"
 #include "kafka/commit_metadata.h"
 #include "kafka/group_offsets.h"
 #include "kafka/message_time.h"
@@ -142,14 +143,7 @@ PartitionStatus Worst(const Refresh& r) {
   return w;
 }
 
-std::string UtcTime(int64_t ms) {
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string UtcTime(int64_t ms) { return FormatTimeRfc3339(ms); }
 
 std::string Seconds(double s) { return fmt::format("{:.1f}", s); }
 

@@ -40,15 +40,6 @@ struct ReplayArgs {
   int timeout_s = 30;
 };
 
-std::string Iso(int64_t ms) {
-  time_t t = static_cast<time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 StatusOr<std::vector<OffsetRange>> FindRanges(const KafkaConfig& kc, const ReplayArgs& a,
                                               int64_t since_ms, int64_t until_ms) {
   const int timeout_ms = a.timeout_s * 1000;
@@ -106,7 +97,8 @@ int Replay(const ReplayArgs& a) {
   int64_t total = 0;
   for (const auto& r : *ranges) total += r.end - r.start;
   std::fprintf(stderr, "replay %s .. %s of group %s's topic(s), %lld event(s):\n",
-               Iso(*since).c_str(), until_ms ? Iso(until_ms).c_str() : "now (high watermarks)",
+               FormatTimeRfc3339(*since).c_str(),
+               until_ms ? FormatTimeRfc3339(until_ms).c_str() : "now (high watermarks)",
                kc.group_id.c_str(), static_cast<long long>(total));
   for (const auto& r : *ranges)
     std::fprintf(stderr, "  %s/%d  offsets %lld .. %lld  (%lld)\n", r.tp.topic.c_str(),
@@ -132,7 +124,8 @@ int Replay(const ReplayArgs& a) {
   IngestOptions io;
   io.batch_max_events = static_cast<size_t>(config->pipeline.batch_max_events);
   if (a.max_rate > 0)
-    io.batch_max_events = std::max<size_t>(1, std::min<size_t>(io.batch_max_events, a.max_rate / 10));
+    io.batch_max_events =
+        std::max<size_t>(1, std::min<size_t>(io.batch_max_events, a.max_rate / 10));
   io.backoff_min_ms = config->redis.retry_backoff_min_ms;
   io.backoff_max_ms = config->redis.retry_backoff_max_ms;
   Ingest ingest(**source, writer, decoder, *layout, clock, &metrics, io);
@@ -150,16 +143,21 @@ int Replay(const ReplayArgs& a) {
     for (size_t i = 0; i < ranges->size(); ++i) parts_done += pos[i] >= (*ranges)[i].end;
     if (tty && !final) {
       const double eta = rate > 0 ? (total - done) / rate : 0;
-      std::fprintf(stderr, "\rreplay: %lld / %lld events (%.0f%%), %.0f/s, ETA %.0f s, partitions done %zu/%zu   ",
-                   static_cast<long long>(done), static_cast<long long>(total),
-                   total ? 100.0 * done / total : 100.0, rate, eta, parts_done, ranges->size());
+      std::fprintf(
+          stderr,
+          "\rreplay: %lld / %lld events (%.0f%%), %.0f/s, ETA %.0f s, partitions done %zu/%zu   ",
+          static_cast<long long>(done), static_cast<long long>(total),
+          total ? 100.0 * done / total : 100.0, rate, eta, parts_done, ranges->size());
       return;
     }
-    nlohmann::json j = {{"events_done", done},          {"events_total", total},
+    nlohmann::json j = {{"events_done", done},
+                        {"events_total", total},
                         {"events_written", ingest.totals().events_written},
                         {"events_rejected", ingest.totals().events_rejected},
-                        {"elapsed_seconds", secs},      {"events_per_second", rate},
-                        {"partitions_done", parts_done}, {"partitions", ranges->size()}};
+                        {"elapsed_seconds", secs},
+                        {"events_per_second", rate},
+                        {"partitions_done", parts_done},
+                        {"partitions", ranges->size()}};
     if (final) {
       nlohmann::json reasons = nlohmann::json::object();
       for (size_t r = 1; r < metrics.rejected_by_reason.size(); ++r) {
@@ -200,8 +198,9 @@ int Replay(const ReplayArgs& a) {
   report(true);
   if (!st.ok()) return Fail(st);
   if (!(*source)->Done()) {
-    std::fprintf(stderr, "exposure-filter: replay interrupted; positions above show where it got "
-                         "to (everything before them is written)\n");
+    std::fprintf(stderr,
+                 "exposure-filter: replay interrupted; positions above show where it got "
+                 "to (everything before them is written)\n");
     return 130;
   }
   return kExitOk;
@@ -219,13 +218,15 @@ Action AddReplayCommand(CLI::App& app) {
   cmd->add_option("--since", a->since,
                   "Start: RFC 3339 (2026-11-22T08:00:00Z), a date, or a duration ago (2h, 3d)")
       ->required();
-  cmd->add_option("--until", a->until, "End (inclusive), same forms; default: the high watermarks now");
+  cmd->add_option("--until", a->until,
+                  "End (inclusive), same forms; default: the high watermarks now");
   cmd->add_option("--topic", a->topics, "Topic(s) (default: kafka.topics)");
   cmd->add_option("--partitions", a->partitions, "Only these partitions")->delimiter(',');
   cmd->add_option("--max-rate", a->max_rate, "Events per second at most (0 = no limit)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--dry-run", a->dry_run, "Print the offset ranges and event counts, write nothing");
-  cmd->add_option("--timeout", a->timeout_s, "Seconds to wait for Kafka answers")->capture_default_str();
+  cmd->add_option("--timeout", a->timeout_s, "Seconds to wait for Kafka answers")
+      ->capture_default_str();
   return [a] { return Replay(*a); };
 }
 

@@ -1,6 +1,7 @@
 #include "common/time_arg.h"
 
 #include <charconv>
+#include <ctime>
 #include <string>
 
 #include "common/duration.h"
@@ -71,6 +72,15 @@ StatusOr<int64_t> ParseTimeArg(std::string_view s, int64_t now_ms) {
   }
   const int64_t days = DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d));
   return (days * 86400 + h * 3600 + mi * 60 + sec - offset_s) * 1000 + ms;
+}
+
+std::string FormatTimeRfc3339(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace ef

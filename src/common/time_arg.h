@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "common/status.h"
@@ -12,5 +13,8 @@ namespace ef {
 
 // Epoch milliseconds. Errors name the text and the accepted forms.
 StatusOr<int64_t> ParseTimeArg(std::string_view text, int64_t now_ms);
+
+// "2026-11-22T08:00:00Z" (UTC, whole seconds): what ParseTimeArg reads back.
+std::string FormatTimeRfc3339(int64_t ms);
 
 }  // namespace ef

@@ -8,6 +8,7 @@
 #include <deque>
 #include <set>
 
+#include "kafka/consumer_handle.h"
 #include "kafka/handles.h"
 #include "kafka/log.h"
 
@@ -22,25 +23,21 @@ struct KafkaConsumer::Impl {
   RevokeHandler revoke_handler;
   std::vector<MessagePtr> held;  // messages returned by the last Poll
   std::set<TopicPartition> assigned;
-  std::deque<std::string> topic_names;  // stable storage for Message::topic
+  kafka::TopicNames topic_names;  // stable storage for Message::topic
   bool paused = false;
   bool closed = false;
 
-  const std::string* InternTopic(const char* name) {
-    for (const auto& t : topic_names)
-      if (t == name) return &t;
-    return nullptr;
-  }
-
   static PartitionListPtr ToList(const std::vector<TopicPartition>& tps) {
     PartitionListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(tps.size())));
-    for (const auto& tp : tps) rd_kafka_topic_partition_list_add(list.get(), tp.topic.c_str(), tp.partition);
+    for (const auto& tp : tps)
+      rd_kafka_topic_partition_list_add(list.get(), tp.topic.c_str(), tp.partition);
     return list;
   }
   static std::vector<TopicPartition> FromList(const rd_kafka_topic_partition_list_t* list) {
     std::vector<TopicPartition> out;
     if (!list) return out;
-    for (int i = 0; i < list->cnt; ++i) out.push_back({list->elems[i].topic, list->elems[i].partition});
+    for (int i = 0; i < list->cnt; ++i)
+      out.push_back({list->elems[i].topic, list->elems[i].partition});
     return out;
   }
 
@@ -123,25 +120,16 @@ KafkaConsumer::KafkaConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 KafkaConsumer::~KafkaConsumer() { Close(); }
 
 StatusOr<std::unique_ptr<KafkaConsumer>> KafkaConsumer::Create(const KafkaConfig& config) {
-  kafka::ConfPtr conf(rd_kafka_conf_new());
-  for (const auto& [k, v] : ConsumerDefaults(config)) EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), k, v));
-  for (const auto& [k, v] : config.properties)
-    EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), k, v).Prefixed("kafka.properties"));
-  kafka::InstallLogging(conf.get());
-
   auto impl = std::make_unique<Impl>();
-  rd_kafka_conf_set_opaque(conf.get(), impl.get());
-  rd_kafka_conf_set_rebalance_cb(conf.get(), RebalanceCb);
-  rd_kafka_conf_set_offset_commit_cb(conf.get(), CommitCb);
-
-  char err[512];
-  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), err, sizeof err);
-  if (!rk) return InvalidArgument(std::string("kafka: cannot create consumer: ") + err);
-  conf.release();  // owned by rk now
-  impl->rk.reset(rk);
+  auto handle = kafka::NewConsumerHandle(config, {}, [&impl](rd_kafka_conf_t* conf) {
+    rd_kafka_conf_set_opaque(conf, impl.get());
+    rd_kafka_conf_set_rebalance_cb(conf, RebalanceCb);
+    rd_kafka_conf_set_offset_commit_cb(conf, CommitCb);
+  });
+  if (!handle.ok()) return handle.status();
+  impl->rk = std::move(handle.value());
+  rd_kafka_t* rk = impl->rk.get();
   rd_kafka_poll_set_consumer(rk);
-
-  impl->topic_names.assign(config.topics.begin(), config.topics.end());
   std::vector<TopicPartition> subs;
   for (const auto& t : config.topics) subs.push_back({t, RD_KAFKA_PARTITION_UA});
   auto list = Impl::ToList(subs);
@@ -168,8 +156,8 @@ Status KafkaConsumer::Poll(size_t max_messages, int timeout_ms, int max_wait_ms,
     if (!raw) {
       if (out->empty() || Clock::now() >= deadline) break;
       // Something arrived already: wait only what is left of the batch window.
-      wait = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  deadline - Clock::now()).count());
+      wait = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
       if (wait <= 0) break;
       continue;
     }
@@ -179,23 +167,12 @@ Status KafkaConsumer::Poll(size_t max_messages, int timeout_ms, int max_wait_ms,
       char fatal[512];
       if (rd_kafka_fatal_error(impl_->rk.get(), fatal, sizeof fatal))
         return Internal(std::string("kafka: fatal consumer error: ") + fatal);
-      kafka::LogThrottled(msg->err, std::string("kafka: consumer: ") + rd_kafka_message_errstr(msg.get()));
+      kafka::LogThrottled(msg->err,
+                          std::string("kafka: consumer: ") + rd_kafka_message_errstr(msg.get()));
       continue;
     }
-    Message m;
-    const char* topic = rd_kafka_topic_name(msg->rkt);
-    m.topic = impl_->InternTopic(topic);
-    if (!m.topic) {
-      impl_->topic_names.emplace_back(topic);
-      m.topic = &impl_->topic_names.back();
-    }
-    m.partition = msg->partition;
-    m.offset = msg->offset;
-    m.payload = static_cast<const char*>(msg->payload);
-    m.len = msg->len;
-    rd_kafka_timestamp_type_t tstype;
-    m.timestamp_ms = rd_kafka_message_timestamp(msg.get(), &tstype);
-    out->push_back(m);
+    out->push_back(
+        kafka::ToMessage(*msg, impl_->topic_names.Intern(rd_kafka_topic_name(msg->rkt))));
     impl_->held.push_back(std::move(msg));
     wait = 0;  // drain what is already queued without waiting
   }
@@ -223,8 +200,8 @@ Status KafkaConsumer::Commit(const std::vector<PartitionOffset>& offsets, bool s
   // with Kafka unreachable, shutdown would hang. Wait for the result on a queue
   // of our own, for a bounded time.
   kafka::QueuePtr queue(rd_kafka_queue_new(impl_->rk.get()));
-  rd_kafka_resp_err_t e = rd_kafka_commit_queue(impl_->rk.get(), list.get(), queue.get(), nullptr,
-                                                nullptr);
+  rd_kafka_resp_err_t e =
+      rd_kafka_commit_queue(impl_->rk.get(), list.get(), queue.get(), nullptr, nullptr);
   if (e) return kafka::FromKafkaError(e, "kafka: commit");
   rd_kafka_event_t* ev = rd_kafka_queue_poll(queue.get(), kSyncCommitTimeoutMs);
   if (!ev) {
@@ -237,9 +214,9 @@ Status KafkaConsumer::Commit(const std::vector<PartitionOffset>& offsets, bool s
   const rd_kafka_topic_partition_list_t* done = rd_kafka_event_topic_partition_list(ev);
   for (int i = 0; st.ok() && done && i < done->cnt; ++i) {
     if (done->elems[i].err)
-      st = kafka::FromKafkaError(done->elems[i].err,
-                                 "kafka: commit " + std::string(done->elems[i].topic) + "/" +
-                                     std::to_string(done->elems[i].partition));
+      st = kafka::FromKafkaError(done->elems[i].err, "kafka: commit " +
+                                                         std::string(done->elems[i].topic) + "/" +
+                                                         std::to_string(done->elems[i].partition));
   }
   rd_kafka_event_destroy(ev);
   return st;
@@ -249,7 +226,8 @@ Status KafkaConsumer::PauseAll() {
   impl_->paused = true;
   auto list = Impl::ToList({impl_->assigned.begin(), impl_->assigned.end()});
   if (list->cnt == 0) return Status::Ok();
-  return kafka::FromKafkaError(rd_kafka_pause_partitions(impl_->rk.get(), list.get()), "kafka: pause");
+  return kafka::FromKafkaError(rd_kafka_pause_partitions(impl_->rk.get(), list.get()),
+                               "kafka: pause");
 }
 
 Status KafkaConsumer::ResumeAll() {
@@ -268,11 +246,11 @@ int64_t KafkaConsumer::HighWatermark(const TopicPartition& tp) {
   int64_t low = -1, high = -1;
   // Fetch responses keep the cached value fresh, but a paused partition is not
   // fetched: ask the broker then (bounded), so lag never goes stale.
-  rd_kafka_resp_err_t e =
-      impl_->paused ? rd_kafka_query_watermark_offsets(impl_->rk.get(), tp.topic.c_str(),
-                                                       tp.partition, &low, &high, 500)
-                    : rd_kafka_get_watermark_offsets(impl_->rk.get(), tp.topic.c_str(),
-                                                     tp.partition, &low, &high);
+  rd_kafka_resp_err_t e = impl_->paused
+                              ? rd_kafka_query_watermark_offsets(impl_->rk.get(), tp.topic.c_str(),
+                                                                 tp.partition, &low, &high, 500)
+                              : rd_kafka_get_watermark_offsets(impl_->rk.get(), tp.topic.c_str(),
+                                                               tp.partition, &low, &high);
   return e == RD_KAFKA_RESP_ERR_NO_ERROR ? high : -1;
 }
 

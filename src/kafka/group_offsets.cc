@@ -2,9 +2,8 @@
 
 #include <algorithm>
 
-#include "kafka/consumer.h"
+#include "kafka/consumer_handle.h"
 #include "kafka/handles.h"
-#include "kafka/log.h"
 
 namespace ef {
 
@@ -14,16 +13,11 @@ int64_t PartitionOffsets::LagMessages() const {
   return std::max<int64_t>(0, high - std::max<int64_t>(from, 0));
 }
 
-StatusOr<std::vector<PartitionOffsets>> ReadGroupOffsets(const KafkaConfig& config, int timeout_ms) {
-  kafka::ConfPtr conf(rd_kafka_conf_new());
-  for (const auto& [k, v] : ConsumerDefaults(config)) EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), k, v));
-  for (const auto& [k, v] : config.properties)
-    EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), k, v).Prefixed("kafka.properties"));
-  kafka::InstallLogging(conf.get());
-  char err[512];
-  kafka::HandlePtr rk(rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), err, sizeof err));
-  if (!rk) return InvalidArgument(std::string("kafka: ") + err);
-  conf.release();
+StatusOr<std::vector<PartitionOffsets>> ReadGroupOffsets(const KafkaConfig& config,
+                                                         int timeout_ms) {
+  auto handle = kafka::NewConsumerHandle(config);
+  if (!handle.ok()) return handle.status();
+  kafka::HandlePtr rk = std::move(handle.value());
 
   std::vector<PartitionOffsets> out;
   kafka::PartitionListPtr list(rd_kafka_topic_partition_list_new(16));
@@ -32,7 +26,9 @@ StatusOr<std::vector<PartitionOffsets>> ReadGroupOffsets(const KafkaConfig& conf
     const rd_kafka_metadata_t* md = nullptr;
     rd_kafka_resp_err_t e = rd_kafka_metadata(rk.get(), 0, rkt, &md, timeout_ms);
     rd_kafka_topic_destroy(rkt);
-    if (e) return kafka::FromKafkaError(e, "kafka " + config.bootstrap_servers + ": metadata for " + topic);
+    if (e)
+      return kafka::FromKafkaError(e,
+                                   "kafka " + config.bootstrap_servers + ": metadata for " + topic);
     Status st;
     if (md->topic_cnt != 1 || md->topics[0].err) {
       st = NotFound("kafka: topic " + topic + ": " +
@@ -52,8 +48,7 @@ StatusOr<std::vector<PartitionOffsets>> ReadGroupOffsets(const KafkaConfig& conf
   if (e) return kafka::FromKafkaError(e, "kafka: committed offsets of group " + config.group_id);
   for (int i = 0; i < list->cnt; ++i) {
     for (auto& po : out) {
-      if (po.tp.topic == list->elems[i].topic && po.tp.partition == list->elems[i].partition)
-      {
+      if (po.tp.topic == list->elems[i].topic && po.tp.partition == list->elems[i].partition) {
         po.committed = list->elems[i].offset >= 0 ? list->elems[i].offset : -1;
         if (list->elems[i].metadata)
           po.metadata.assign(static_cast<const char*>(list->elems[i].metadata),
@@ -65,8 +60,8 @@ StatusOr<std::vector<PartitionOffsets>> ReadGroupOffsets(const KafkaConfig& conf
     e = rd_kafka_query_watermark_offsets(rk.get(), po.tp.topic.c_str(), po.tp.partition, &po.low,
                                          &po.high, timeout_ms);
     if (e)
-      return kafka::FromKafkaError(e, "kafka: watermarks of " + po.tp.topic + "/" +
-                                          std::to_string(po.tp.partition));
+      return kafka::FromKafkaError(
+          e, "kafka: watermarks of " + po.tp.topic + "/" + std::to_string(po.tp.partition));
   }
   return out;
 }

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <string>
 
-#include "kafka/consumer.h"
+#include "kafka/consumer_handle.h"
 #include "kafka/handles.h"
 #include "kafka/log.h"
 
@@ -40,30 +40,26 @@ StatusOr<std::vector<int64_t>> ReadMessageTimestamps(const KafkaConfig& config,
     }
   }
 
-  kafka::ConfPtr conf(rd_kafka_conf_new());
-  for (const auto& [k, v] : ConsumerDefaults(config))
-    EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), k, v));
-  for (const auto& [k, v] : config.properties)
-    EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), k, v).Prefixed("kafka.properties"));
   // After the user's properties, so nothing can turn this probe into a
   // committer or a bulk reader: one small fetch per partition is all it needs.
-  const std::pair<const char*, const char*> forced[] = {
-      {"enable.auto.commit", "false"},        {"enable.auto.offset.store", "false"},
-      {"enable.partition.eof", "true"},   // an offset at the end answers at once
-      {"auto.offset.reset", "earliest"},  // an offset deleted meanwhile: the next one
-      {"queued.min.messages", "1"},       // no prefetching of a large backlog
-      {"queued.max.messages.kbytes", "1024"}, {"max.partition.fetch.bytes", "65536"},
-  };
-  for (const auto& [k, v] : forced) EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), k, v));
-  kafka::InstallLogging(conf.get());
   Probe probe;
-  rd_kafka_conf_set_opaque(conf.get(), &probe);
-  rd_kafka_conf_set_error_cb(conf.get(), ProbeErrorCb);
-
-  char err[512];
-  kafka::HandlePtr rk(rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), err, sizeof err));
-  if (!rk) return InvalidArgument(std::string("kafka: cannot create consumer: ") + err);
-  conf.release();  // owned by rk now
+  auto handle = kafka::NewConsumerHandle(
+      config,
+      {
+          {"enable.auto.commit", "false"},
+          {"enable.auto.offset.store", "false"},
+          {"enable.partition.eof", "true"},   // an offset at the end answers at once
+          {"auto.offset.reset", "earliest"},  // an offset deleted meanwhile: the next one
+          {"queued.min.messages", "1"},       // no prefetching of a large backlog
+          {"queued.max.messages.kbytes", "1024"},
+          {"max.partition.fetch.bytes", "65536"},
+      },
+      [&probe](rd_kafka_conf_t* conf) {
+        rd_kafka_conf_set_opaque(conf, &probe);
+        rd_kafka_conf_set_error_cb(conf, ProbeErrorCb);
+      });
+  if (!handle.ok()) return handle.status();
+  kafka::HandlePtr rk = std::move(handle.value());
   rd_kafka_poll_set_consumer(rk.get());
 
   kafka::PartitionListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(at.size())));

@@ -4,9 +4,8 @@
 #include <limits>
 #include <string>
 
-#include "kafka/consumer.h"
+#include "kafka/consumer_handle.h"
 #include "kafka/handles.h"
-#include "kafka/log.h"
 #include "kafka/message_time.h"
 
 namespace ef {
@@ -24,16 +23,9 @@ struct Watermarks {
 Status QueryBroker(const KafkaConfig& config, const std::vector<TopicPartition>& partitions,
                    int64_t x, bool ask_broker, int timeout_ms, std::vector<Watermarks>* marks,
                    std::vector<int64_t>* broker) {
-  kafka::ConfPtr conf(rd_kafka_conf_new());
-  for (const auto& [k, v] : ConsumerDefaults(config))
-    EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), k, v));
-  for (const auto& [k, v] : config.properties)
-    EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), k, v).Prefixed("kafka.properties"));
-  kafka::InstallLogging(conf.get());
-  char err[512];
-  kafka::HandlePtr rk(rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), err, sizeof err));
-  if (!rk) return InvalidArgument(std::string("kafka: cannot create consumer: ") + err);
-  conf.release();  // owned by rk now
+  auto handle = kafka::NewConsumerHandle(config);
+  if (!handle.ok()) return handle.status();
+  kafka::HandlePtr rk = std::move(handle.value());
 
   marks->assign(partitions.size(), {});
   broker->assign(partitions.size(), -1);

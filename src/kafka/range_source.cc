@@ -2,7 +2,7 @@
 
 #include <deque>
 
-#include "kafka/consumer.h"
+#include "kafka/consumer_handle.h"
 #include "kafka/handles.h"
 #include "kafka/log.h"
 
@@ -12,39 +12,26 @@ struct RangeSource::Impl {
   kafka::HandlePtr rk;
   std::vector<kafka::MessagePtr> held;
   std::vector<int64_t> next;  // per range
-  std::deque<std::string> topics;
+  kafka::TopicNames topics;
   bool paused = false;
-
-  const std::string* Topic(const char* name) {
-    for (const auto& t : topics)
-      if (t == name) return &t;
-    topics.emplace_back(name);
-    return &topics.back();
-  }
 };
 
 StatusOr<std::unique_ptr<RangeSource>> RangeSource::Create(const KafkaConfig& config,
                                                            std::vector<OffsetRange> ranges) {
-  kafka::ConfPtr conf(rd_kafka_conf_new());
-  for (const auto& [k, v] : ConsumerDefaults(config)) EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), k, v));
-  for (const auto& [k, v] : config.properties)
-    EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), k, v).Prefixed("kafka.properties"));
   // librdkafka's consumer API needs a group id even for assign(); a replay never
   // joins it (no subscribe) and never commits, whatever the user's properties say.
-  EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), "group.id", config.group_id + "-replay"));
-  EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), "enable.auto.commit", "false"));
-  EF_RETURN_IF_ERROR(kafka::SetConf(conf.get(), "queued.min.messages", "100000"));
-  kafka::InstallLogging(conf.get());
-  char err[512];
-  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), err, sizeof err);
-  if (!rk) return InvalidArgument(std::string("kafka: cannot create replay consumer: ") + err);
-  conf.release();
+  auto handle = kafka::NewConsumerHandle(config, {{"group.id", config.group_id + "-replay"},
+                                                  {"enable.auto.commit", "false"},
+                                                  {"queued.min.messages", "100000"}});
+  if (!handle.ok()) return handle.status().Prefixed("replay");
+  rd_kafka_t* rk = handle->get();
   rd_kafka_poll_set_consumer(rk);
   std::unique_ptr<RangeSource> s(new RangeSource());
   s->impl_ = std::make_unique<Impl>();
-  s->impl_->rk.reset(rk);
+  s->impl_->rk = std::move(handle.value());
   s->ranges_ = std::move(ranges);
-  kafka::PartitionListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(s->ranges_.size())));
+  kafka::PartitionListPtr list(
+      rd_kafka_topic_partition_list_new(static_cast<int>(s->ranges_.size())));
   for (const auto& r : s->ranges_) {
     s->impl_->next.push_back(r.start);
     if (r.start >= r.end) continue;
@@ -80,7 +67,8 @@ Status RangeSource::Poll(size_t max_messages, int timeout_ms, int, std::vector<M
       if (msg->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE)
         return InvalidArgument(std::string("kafka: replay range no longer in the topic: ") +
                                rd_kafka_message_errstr(msg.get()));
-      kafka::LogThrottled(msg->err, std::string("kafka: replay: ") + rd_kafka_message_errstr(msg.get()));
+      kafka::LogThrottled(msg->err,
+                          std::string("kafka: replay: ") + rd_kafka_message_errstr(msg.get()));
       continue;
     }
     const char* topic = rd_kafka_topic_name(msg->rkt);
@@ -90,15 +78,7 @@ Status RangeSource::Poll(size_t max_messages, int timeout_ms, int, std::vector<M
       ++i;
     if (i == ranges_.size() || msg->offset >= ranges_[i].end) continue;  // past the range
     impl_->next[i] = msg->offset + 1;
-    Message m;
-    m.topic = impl_->Topic(topic);
-    m.partition = msg->partition;
-    m.offset = msg->offset;
-    m.payload = static_cast<const char*>(msg->payload);
-    m.len = msg->len;
-    rd_kafka_timestamp_type_t tstype;
-    m.timestamp_ms = rd_kafka_message_timestamp(msg.get(), &tstype);
-    out->push_back(m);
+    out->push_back(kafka::ToMessage(*msg, impl_->topics.Intern(topic)));
     impl_->held.push_back(std::move(msg));
   }
   return Status::Ok();
@@ -107,15 +87,19 @@ Status RangeSource::Poll(size_t max_messages, int timeout_ms, int, std::vector<M
 Status RangeSource::PauseAll() {
   impl_->paused = true;
   kafka::PartitionListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(ranges_.size())));
-  for (const auto& r : ranges_) rd_kafka_topic_partition_list_add(list.get(), r.tp.topic.c_str(), r.tp.partition);
-  return kafka::FromKafkaError(rd_kafka_pause_partitions(impl_->rk.get(), list.get()), "kafka: pause");
+  for (const auto& r : ranges_)
+    rd_kafka_topic_partition_list_add(list.get(), r.tp.topic.c_str(), r.tp.partition);
+  return kafka::FromKafkaError(rd_kafka_pause_partitions(impl_->rk.get(), list.get()),
+                               "kafka: pause");
 }
 
 Status RangeSource::ResumeAll() {
   impl_->paused = false;
   kafka::PartitionListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(ranges_.size())));
-  for (const auto& r : ranges_) rd_kafka_topic_partition_list_add(list.get(), r.tp.topic.c_str(), r.tp.partition);
-  return kafka::FromKafkaError(rd_kafka_resume_partitions(impl_->rk.get(), list.get()), "kafka: resume");
+  for (const auto& r : ranges_)
+    rd_kafka_topic_partition_list_add(list.get(), r.tp.topic.c_str(), r.tp.partition);
+  return kafka::FromKafkaError(rd_kafka_resume_partitions(impl_->rk.get(), list.get()),
+                               "kafka: resume");
 }
 
 std::vector<TopicPartition> RangeSource::Assignment() {

@@ -7,6 +7,7 @@
 #include "bloom/keys.h"
 #include "bloom/layout.h"
 #include "common/clock.h"
+#include "common/time_arg.h"
 #include "support/stack.h"
 #include "support/wait.h"
 
@@ -15,14 +16,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string Rfc3339(int64_t ms) {
-  time_t t = static_cast<time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string Rfc3339(int64_t ms) { return FormatTimeRfc3339(ms); }
 
 }  // namespace
 
@@ -46,10 +40,10 @@ TEST_CASE("replay restores exactly a lost time range, and leaves the live group 
   auto committed_before = stack.Offsets();
 
   // Simulated data loss: every filter key is gone (the layout stays).
-  auto del = stack.redis().Command(
-      {"EVAL", "local n=0 for _,k in ipairs(redis.call('KEYS','ef:{*')) do "
-               "redis.call('DEL',k) n=n+1 end return n",
-       "0"});
+  auto del = stack.redis().Command({"EVAL",
+                                    "local n=0 for _,k in ipairs(redis.call('KEYS','ef:{*')) do "
+                                    "redis.call('DEL',k) n=n+1 end return n",
+                                    "0"});
   REQUIRE(del.integer > 0);
 
   const int64_t since = now - 2 * 86400000LL + 7 * 60 * 1000;
@@ -62,9 +56,9 @@ TEST_CASE("replay restores exactly a lost time range, and leaves the live group 
   CHECK(stack.redis().Command({"DBSIZE"}).integer == 1);  // only ef:meta: dry run wrote nothing
 
   // While `run` is still running.
-  auto r = RunCommand({EF_BINARY, "replay", "-c", config, "--since", Rfc3339(since), "--until",
-                       Rfc3339(until)},
-                      "", /*stdout_only=*/true);
+  auto r = RunCommand(
+      {EF_BINARY, "replay", "-c", config, "--since", Rfc3339(since), "--until", Rfc3339(until)}, "",
+      /*stdout_only=*/true);
   INFO(r.out);
   REQUIRE(r.code == 0);
   // stdout: JSON progress lines, the final summary last.
@@ -76,7 +70,8 @@ TEST_CASE("replay restores exactly a lost time range, and leaves the live group 
   // Second-precision bounds, as given on the command line.
   const int64_t since_s = since / 1000 * 1000, until_s = until / 1000 * 1000 + 999;
   std::vector<TestEvent> in_range, outside;
-  for (const auto& e : events) (e.ts_ms >= since_s && e.ts_ms <= until_s ? in_range : outside).push_back(e);
+  for (const auto& e : events)
+    (e.ts_ms >= since_s && e.ts_ms <= until_s ? in_range : outside).push_back(e);
   REQUIRE(in_range.size() > 100);
   CHECK(summary["events_written"].get<size_t>() >= in_range.size());
   CHECK(summary["events_written"].get<size_t>() <= in_range.size() + 1);  // 5-min skew lookback
