@@ -1,6 +1,5 @@
 #include "kafka/range_source.h"
 
-#include <deque>
 
 #include "kafka/consumer_handle.h"
 #include "kafka/handles.h"
