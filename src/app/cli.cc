@@ -18,10 +18,15 @@ int RunCli(int argc, char** argv) {
   // named as such rather than as a missing subcommand.
   app.require_subcommand(0, 1);
   const std::vector<std::pair<const char*, app::Action>> actions = {
-      {"run", app::AddRunCommand(app)},           {"check", app::AddCheckCommand(app)},
-      {"size", app::AddSizeCommand(app)},         {"config", app::AddConfigCommand(app)},
-      {"dev-kafka", app::AddDevKafkaCommand(app)}, {"loadgen", app::AddLoadgenCommand(app)},
-      {"lag", app::AddLagCommand(app)},           {"replay", app::AddReplayCommand(app)},
+      {"run", app::AddRunCommand(app)},
+      {"check", app::AddCheckCommand(app)},
+      {"size", app::AddSizeCommand(app)},
+      {"config", app::AddConfigCommand(app)},
+      {"dev-kafka", app::AddDevKafkaCommand(app)},
+      {"loadgen", app::AddLoadgenCommand(app)},
+      {"lag", app::AddLagCommand(app)},
+      {"replay", app::AddReplayCommand(app)},
+      {"bench-redis", app::AddBenchRedisCommand(app)},
   };
   try {
     app.parse(argc, argv);
@@ -30,8 +35,10 @@ int RunCli(int argc, char** argv) {
     return app.exit(e) == 0 ? app::kExitOk : app::kExitUsage;
   }
   if (app.get_subcommands().empty()) {
-    std::fprintf(stderr, "exposure-filter: a subcommand is required (run, check, lag, replay, size, config, "
-                         "dev-kafka, loadgen); see --help\n");
+    std::fprintf(
+        stderr,
+        "exposure-filter: a subcommand is required (run, check, lag, replay, size, config, "
+        "dev-kafka, loadgen, bench-redis); see --help\n");
     return app::kExitUsage;
   }
   for (const auto& [name, action] : actions) {

@@ -116,10 +116,7 @@ int Replay(const ReplayArgs& a) {
   if (!source.ok()) return Fail(source.status());
   prometheus::Registry registry;
   IngestMetrics metrics(registry);
-  BitWriterOptions wo;
-  wo.redis = *redis;
-  wo.mode = config->redis.write_mode == "setbit" ? WriteMode::kSetbit : WriteMode::kBitfield;
-  RedisBitWriter writer(wo);
+  RedisBitWriter writer(BitWriterOptionsFromConfig(config->redis, *redis));
   Decoder decoder(config->events, config->filter);
   IngestOptions io;
   io.batch_max_events = static_cast<size_t>(config->pipeline.batch_max_events);

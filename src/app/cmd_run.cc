@@ -93,10 +93,7 @@ int Run(const ConfigArgs& args) {
     dead_letter = std::move(dl.value());
   }
 
-  BitWriterOptions wo;
-  wo.redis = *redis;
-  wo.mode = config->redis.write_mode == "setbit" ? WriteMode::kSetbit : WriteMode::kBitfield;
-  RedisBitWriter writer(wo);
+  RedisBitWriter writer(BitWriterOptionsFromConfig(config->redis, *redis));
   writer.SetErrorObserver([&metrics](RedisErrorKind kind) {
     metrics.redis_errors[static_cast<size_t>(kind)]->Increment();
   });
@@ -116,10 +113,10 @@ int Run(const ConfigArgs& args) {
   st = ingest.Run(stop);
   const auto& t = ingest.totals();
   (*consumer)->Close();
-  spdlog::info("stopped: {} messages, {} events written ({} items), {} rejected, {} batches, {} "
-               "commits",
-               t.messages, t.events_written, t.items_written, t.events_rejected, t.batches,
-               t.commits);
+  spdlog::info(
+      "stopped: {} messages, {} events written ({} items), {} rejected, {} batches, {} "
+      "commits",
+      t.messages, t.events_written, t.items_written, t.events_rejected, t.batches, t.commits);
   if (!st.ok()) return Fail(st);
   return kExitOk;
 }
@@ -127,7 +124,8 @@ int Run(const ConfigArgs& args) {
 }  // namespace
 
 Action AddRunCommand(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "Consume exposure events from Kafka into Redis (the daemon)");
+  auto* cmd =
+      app.add_subcommand("run", "Consume exposure events from Kafka into Redis (the daemon)");
   auto args = std::make_shared<ConfigArgs>();
   AddConfigOptions(cmd, args.get(), false);
   return [args] { return Run(*args); };

@@ -2,9 +2,8 @@
 // action to run when it was chosen.
 #pragma once
 
-#include <functional>
-
 #include <CLI/CLI.hpp>
+#include <functional>
 
 namespace ef::app {
 
@@ -18,5 +17,6 @@ Action AddDevKafkaCommand(CLI::App& app);
 Action AddLoadgenCommand(CLI::App& app);
 Action AddReplayCommand(CLI::App& app);
 Action AddLagCommand(CLI::App& app);
+Action AddBenchRedisCommand(CLI::App& app);
 
 }  // namespace ef::app

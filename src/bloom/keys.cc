@@ -83,12 +83,17 @@ void AppendKey(std::string_view prefix, std::string_view user, int64_t bucket_st
                int64_t bucket_seconds, std::string* out) {
   char buf[kMaxBucketChars];
   const size_t n = FormatBucketTo(bucket_start_seconds, bucket_seconds, buf);
-  out->reserve(out->size() + prefix.size() + user.size() + 3 + n);
+  AppendKeyWithBucketName(prefix, user, std::string_view(buf, n), out);
+}
+
+void AppendKeyWithBucketName(std::string_view prefix, std::string_view user,
+                             std::string_view bucket_name, std::string* out) {
+  out->reserve(out->size() + prefix.size() + user.size() + 3 + bucket_name.size());
   out->append(prefix);
   out->push_back('{');
   out->append(user);
   out->append("}:");
-  out->append(buf, n);
+  out->append(bucket_name);
 }
 
 std::string MakeKey(std::string_view prefix, std::string_view user, int64_t bucket_start_seconds,

@@ -28,6 +28,10 @@ std::string FormatBucket(int64_t bucket_start_seconds, int64_t bucket_seconds);
 // Appends `<prefix>{<user>}:<bucket>` to *out (which is not cleared).
 void AppendKey(std::string_view prefix, std::string_view user, int64_t bucket_start_seconds,
                int64_t bucket_seconds, std::string* out);
+// The same with the bucket already formatted (FormatBucket), for callers that
+// format each bucket once rather than once per key.
+void AppendKeyWithBucketName(std::string_view prefix, std::string_view user,
+                             std::string_view bucket_name, std::string* out);
 std::string MakeKey(std::string_view prefix, std::string_view user, int64_t bucket_start_seconds,
                     int64_t bucket_seconds);
 // bucket_start + bucket_seconds + window_seconds.

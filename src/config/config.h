@@ -31,15 +31,17 @@ struct RedisConfig {
   int64_t retry_backoff_min_ms = 100;      // redis.retry_backoff_min (duration)
   int64_t retry_backoff_max_ms = 5000;     // redis.retry_backoff_max (duration)
   std::string write_mode = "bitfield";     // redis.write_mode: bitfield|setbit
+  int64_t expire_cache_keys = 1000000;     // redis.expire_cache_keys (0 = off)
+  int64_t expire_refresh_ms = 600000;      // redis.expire_refresh (duration)
 };
 
 struct FilterConfig {
-  std::string key_prefix = "ef:";        // filter.key_prefix
-  int64_t window_seconds = 30 * 86400;   // filter.window (duration, e.g. 30d)
-  int64_t bucket_seconds = 86400;        // filter.bucket (duration: whole days or whole hours)
-  int64_t items_per_bucket = 200;        // filter.items_per_bucket: expected exposures/user/bucket
-  double fpr = 0.01;                     // filter.fpr: target FPR over the whole window
-  uint32_t seed = 0;                     // filter.seed: MurmurHash3 seed
+  std::string key_prefix = "ef:";       // filter.key_prefix
+  int64_t window_seconds = 30 * 86400;  // filter.window (duration, e.g. 30d)
+  int64_t bucket_seconds = 86400;       // filter.bucket (duration: whole days or whole hours)
+  int64_t items_per_bucket = 200;       // filter.items_per_bucket: expected exposures/user/bucket
+  double fpr = 0.01;                    // filter.fpr: target FPR over the whole window
+  uint32_t seed = 0;                    // filter.seed: MurmurHash3 seed
 };
 
 struct EventsConfig {
@@ -55,9 +57,9 @@ struct EventsConfig {
 };
 
 struct PipelineConfig {
-  int64_t batch_max_events = 20000;     // pipeline.batch_max_events
-  int64_t batch_max_wait_ms = 20;       // pipeline.batch_max_wait (duration)
-  int64_t commit_interval_ms = 1000;    // pipeline.commit_interval (duration)
+  int64_t batch_max_events = 20000;   // pipeline.batch_max_events
+  int64_t batch_max_wait_ms = 20;     // pipeline.batch_max_wait (duration)
+  int64_t commit_interval_ms = 1000;  // pipeline.commit_interval (duration)
 };
 
 struct MetricsConfig {

@@ -286,6 +286,10 @@ std::vector<Field> BuildFields() {
                             &RedisConfig::retry_backoff_max_ms, 1, 1, 10 * kMinute));
   t.push_back(StringField("redis.write_mode", &C::redis, &RedisConfig::write_mode,
                           OneOf({"bitfield", "setbit"})));
+  t.push_back(IntField("redis.expire_cache_keys", &C::redis, &RedisConfig::expire_cache_keys, 0,
+                       1'000'000'000));
+  t.push_back(DurationField("redis.expire_refresh", &C::redis, &RedisConfig::expire_refresh_ms, 1,
+                            kSecond, kDay));
 
   // filter
   t.push_back(
@@ -326,7 +330,8 @@ std::vector<Field> BuildFields() {
   t.push_back(StringField("metrics.listen", &C::metrics, &MetricsConfig::listen, HostPort(true)));
   t.push_back(DurationField("metrics.refresh_interval", &C::metrics,
                             &MetricsConfig::refresh_interval_ms, 1, 10, kHour));
-  t.push_back(IntField("metrics.status_window", &C::metrics, &MetricsConfig::status_window, 2, 1000));
+  t.push_back(
+      IntField("metrics.status_window", &C::metrics, &MetricsConfig::status_window, 2, 1000));
   t.push_back(DurationField("metrics.freshness_target", &C::metrics,
                             &MetricsConfig::freshness_target_ms, 1, 1, kDay));
   t.push_back(DurationField("metrics.freshness_limit", &C::metrics,

@@ -46,7 +46,8 @@ class MessageSource {
   virtual void SetRevokeHandler(RevokeHandler handler) = 0;
 
   // Appends up to max_messages to *out (cleared first), waiting at most
-  // timeout_ms for the first and max_wait_ms overall. Messages of the previous
+  // timeout_ms for the first and then at most max_wait_ms more for the batch to
+  // fill. Messages of the previous
   // Poll are released. Errors: kUnavailable (transient, already logged, may
   // retry), anything else is fatal.
   virtual Status Poll(size_t max_messages, int timeout_ms, int max_wait_ms,

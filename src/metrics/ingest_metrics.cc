@@ -37,7 +37,8 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
                       .Register(r);
   // Index 0 (kNone) is not a rejection: it gets no series of its own.
   for (size_t i = 1; i < rejected_by_reason.size(); ++i)
-    rejected_by_reason[i] = &rejects.Add({{"reason", RejectReasonName(static_cast<RejectReason>(i))}});
+    rejected_by_reason[i] =
+        &rejects.Add({{"reason", RejectReasonName(static_cast<RejectReason>(i))}});
   rejected_by_reason[0] = rejected_by_reason[static_cast<size_t>(RejectReason::kNotJson)];
   auto counter = [&](const char* name, const char* help) {
     return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
@@ -45,10 +46,14 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
   items_written = counter("exposure_filter_items_total", "Item exposures written to Redis");
   bits_written = counter("exposure_filter_positions_written_total",
                          "Bit positions sent to Redis (after per-key, per-batch dedupe)");
-  keys_written = counter("exposure_filter_keys_written_total", "Per-batch key writes sent to Redis");
+  keys_written =
+      counter("exposure_filter_keys_written_total", "Per-batch key writes sent to Redis");
   keys_skipped = counter("exposure_filter_keys_skipped_total",
                          "Key writes Redis refused for good (WRONGTYPE), skipped");
   redis_commands = counter("exposure_filter_redis_commands_total", "Redis commands sent");
+  expires_skipped = counter("exposure_filter_redis_expire_skipped_total",
+                            "EXPIREAT commands not sent: the key already had that expiry "
+                            "(expire cache)");
   batches = counter("exposure_filter_batches_total", "Batches written to Redis");
   write_retries = counter("exposure_filter_redis_write_retries_total",
                           "Batch writes retried after a Redis failure");
@@ -74,8 +79,8 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
                       .Name("exposure_filter_batch_events")
                       .Help("Messages per batch")
                       .Register(r)
-                      .Add({}, prometheus::Histogram::BucketBoundaries{1, 10, 100, 1000, 5000,
-                                                                       10000, 20000, 50000, 100000});
+                      .Add({}, prometheus::Histogram::BucketBoundaries{
+                                   1, 10, 100, 1000, 5000, 10000, 20000, 50000, 100000});
   write_seconds = &prometheus::BuildHistogram()
                        .Name("exposure_filter_redis_write_seconds")
                        .Help("Time to write one batch to Redis and get every reply")

@@ -45,6 +45,7 @@ struct IngestMetrics {
   prometheus::Counter* keys_written;     // exposure_filter_keys_written_total
   prometheus::Counter* keys_skipped;     // exposure_filter_keys_skipped_total
   prometheus::Counter* redis_commands;   // exposure_filter_redis_commands_total
+  prometheus::Counter* expires_skipped;  // exposure_filter_redis_expire_skipped_total
   std::array<prometheus::Counter*, static_cast<size_t>(RedisErrorKind::kCount_)>
       redis_errors;                      // exposure_filter_redis_errors_total{kind}
   prometheus::Gauge* redis_up;           // exposure_filter_redis_up

@@ -1,17 +1,21 @@
 // Coalescer: decoded events → a BitBatch with one entry per Redis key
 // (user × bucket of the event time), each item hashed once and its k positions
 // merged; Seal() sorts and dedupes each key's positions. Reuses all storage
-// across batches. Not thread-safe.
+// across batches: in a steady state Add, Seal and Clear allocate nothing. Not
+// thread-safe.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
-#include <unordered_map>
+#include <string_view>
 #include <vector>
 
 #include "bloom/bit_batch.h"
 #include "bloom/layout.h"
 #include "event/event.h"
+#include "pipeline/key_index.h"
 
 namespace ef {
 
@@ -29,11 +33,32 @@ class Coalescer {
   void Clear();
 
  private:
+  // FormatBucket(bucket_start), cached for the last few buckets seen.
+  std::string_view BucketName(int64_t bucket_start);
+  // Sorts and dedupes *p in place through the bitmap (m <= kMaxBitmapBits).
+  void SortUniqueBitmap(std::vector<uint32_t>* p);
+
+  // Above this m, Seal falls back to std::sort + std::unique.
+  static constexpr uint32_t kMaxBitmapBits = uint32_t{1} << 18;
+  static constexpr size_t kBucketNameSlots = 8;
+
+  struct BucketNameSlot {
+    bool valid = false;
+    int64_t start = 0;
+    std::string name;
+  };
+
   Layout layout_;
   BitBatch batch_;
-  std::unordered_map<std::string, size_t> index_;
+  // Key hash → entry of batch_.keys; entry i is batch_.keys[i].
+  KeyIndex index_;
+  // Indexed by bucket number (bucket start / bucket_seconds) mod the size.
+  std::array<BucketNameSlot, kBucketNameSlots> bucket_names_;
   std::string scratch_key_;
-  std::vector<uint32_t> scratch_pos_;
+  // Seal's scratch, all zero between calls: one bit per position (words_) and
+  // one bit per non-zero word of words_ (summary_).
+  std::vector<uint64_t> words_;
+  std::vector<uint64_t> summary_;
 };
 
 }  // namespace ef

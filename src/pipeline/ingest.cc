@@ -27,13 +27,21 @@ Ingest::Ingest(MessageSource& source, BitSink& sink, Decoder& decoder, const Lay
       metrics_(metrics),
       options_(options),
       rejects_(rejects),
-      coalescer_(layout),
+      batches_{Batch(layout), Batch(layout)},
       e2e_(IngestMetrics::LatencyBuckets()) {
   source_.SetRevokeHandler([this](const std::vector<TopicPartition>& tps) { OnRevoke(tps); });
   last_commit_ms_ = SteadyMs();
 }
 
+void Ingest::Batch::Clear() {
+  coalescer.Clear();
+  event_ts_ms.clear();
+  items = 0;
+  partitions.clear();
+}
+
 void Ingest::DecodeMessages(const std::vector<Message>& messages) {
+  Batch& batch = building();
   const int64_t now_ms = clock_.NowMs();
   uint64_t rejected = 0;
   const std::string* last_topic = nullptr;
@@ -42,7 +50,7 @@ void Ingest::DecodeMessages(const std::vector<Message>& messages) {
   for (const Message& m : messages) {
     ++totals_.messages;
     if (m.topic != last_topic || m.partition != last_partition) {
-      part = &pending_[TopicPartition{*m.topic, m.partition}];
+      part = &batch.partitions[TopicPartition{*m.topic, m.partition}];
       last_topic = m.topic;
       last_partition = m.partition;
     }
@@ -54,59 +62,55 @@ void Ingest::DecodeMessages(const std::vector<Message>& messages) {
       if (rejects_) rejects_->Send(m, r);
       continue;
     }
-    coalescer_.Add(event_);
-    event_ts_ms_.push_back(event_.ts_ms);
+    batch.coalescer.Add(event_);
+    batch.event_ts_ms.push_back(event_.ts_ms);
     part->newest_event_ms = std::max(part->newest_event_ms, event_.ts_ms);
-    pending_items_ += event_.items.size();
+    batch.items += event_.items.size();
   }
   totals_.events_rejected += rejected;
   if (metrics_ && rejected) metrics_->events_rejected->Increment(static_cast<double>(rejected));
 }
 
-void Ingest::RecordWritten(const WriteStats& stats, int64_t write_start_ms) {
+void Ingest::RecordWritten(const Batch& batch, const WriteStats& stats, int64_t write_start_ms) {
   const int64_t ack_ms = clock_.NowMs();
-  totals_.events_written += event_ts_ms_.size();
-  totals_.items_written += pending_items_;
+  totals_.events_written += batch.event_ts_ms.size();
+  totals_.items_written += batch.items;
   ++totals_.batches;
+  sink_failing_ = false;
   if (!metrics_) return;
-  for (int64_t ts : event_ts_ms_) e2e_.Observe(static_cast<double>(ack_ms - ts) / 1000.0);
+  for (int64_t ts : batch.event_ts_ms) e2e_.Observe(static_cast<double>(ack_ms - ts) / 1000.0);
   e2e_.FlushTo(*metrics_->e2e_seconds);
-  metrics_->events_written->Increment(static_cast<double>(event_ts_ms_.size()));
-  metrics_->items_written->Increment(static_cast<double>(pending_items_));
+  metrics_->events_written->Increment(static_cast<double>(batch.event_ts_ms.size()));
+  metrics_->items_written->Increment(static_cast<double>(batch.items));
   metrics_->bits_written->Increment(static_cast<double>(stats.bits));
   metrics_->keys_written->Increment(static_cast<double>(stats.keys));
   metrics_->keys_skipped->Increment(static_cast<double>(stats.skipped_keys));
   metrics_->redis_commands->Increment(static_cast<double>(stats.commands));
+  metrics_->expires_skipped->Increment(static_cast<double>(stats.expires_skipped));
   metrics_->batches->Increment();
-  metrics_->batch_events->Observe(static_cast<double>(event_ts_ms_.size()));
+  metrics_->batch_events->Observe(static_cast<double>(batch.event_ts_ms.size()));
   metrics_->write_seconds->Observe(static_cast<double>(ack_ms - write_start_ms) / 1000.0);
   metrics_->redis_up->Set(1);
 }
 
-Status Ingest::WriteWithRetry(const std::atomic<bool>& stop) {
+Status Ingest::Write(Batch& batch, bool sent, const std::atomic<bool>& stop) {
+  const int64_t start_ms = clock_.NowMs();
+  WriteStats stats;
+  Status st = sent ? sink_.Await(&stats) : sink_.Write(batch.coalescer.batch(), &stats);
+  if (st.ok()) {
+    RecordWritten(batch, stats, start_ms);
+    return st;
+  }
+  return RetryWrite(batch, std::move(st), stop);
+}
+
+Status Ingest::RetryWrite(Batch& batch, Status st, const std::atomic<bool>& stop) {
   int64_t backoff = options_.backoff_min_ms;
-  int64_t failing_since = 0;
+  const int64_t failing_since = SteadyMs();
   int64_t stop_seen_at = 0;
   uint64_t attempts = 0;
   bool paused = false;
   for (;;) {
-    coalescer_.Seal();
-    WriteStats stats;
-    const int64_t start_ms = clock_.NowMs();
-    Status st = sink_.Write(coalescer_.batch(), &stats);
-    if (st.ok()) {
-      RecordWritten(stats, start_ms);
-      if (sink_failing_) {
-        spdlog::info("redis: writes succeed again after {:.1f} s and {} retries; resuming",
-                     static_cast<double>(SteadyMs() - failing_since) / 1000.0, attempts);
-        sink_failing_ = false;
-      }
-      if (paused) {
-        Status rs = source_.ResumeAll();
-        if (!rs.ok()) spdlog::warn("{}", rs.message());
-      }
-      return Status::Ok();
-    }
     ++attempts;
     ++totals_.write_failures;
     if (metrics_) {
@@ -117,11 +121,11 @@ Status Ingest::WriteWithRetry(const std::atomic<bool>& stop) {
         st.code() != StatusCode::kInternal) {
       return st;
     }
-    if (!failing_since) failing_since = SteadyMs();
     if (!sink_failing_) {
-      spdlog::error("{}; pausing consumption, retrying every {}..{} ms, nothing is committed "
-                    "until the batch is written",
-                    st.message(), options_.backoff_min_ms, options_.backoff_max_ms);
+      spdlog::error(
+          "{}; pausing consumption, retrying every {}..{} ms, nothing is committed "
+          "until the batch is written",
+          st.message(), options_.backoff_min_ms, options_.backoff_max_ms);
       sink_failing_ = true;
     }
     if (!paused) {
@@ -132,12 +136,12 @@ Status Ingest::WriteWithRetry(const std::atomic<bool>& stop) {
     if (stop.load() && !stop_seen_at) stop_seen_at = SteadyMs();
     if (stop_seen_at && SteadyMs() - stop_seen_at >= options_.shutdown_grace_ms) {
       return Cancelled("stopping while Redis writes fail (" + st.message() + "): " +
-                       std::to_string(event_ts_ms_.size()) +
+                       std::to_string(batch.event_ts_ms.size() + building().event_ts_ms.size()) +
                        " event(s) not written; their offsets are not committed, so they will be "
                        "consumed again");
     }
     // Wait out the backoff while serving the consumer (heartbeats, rebalances).
-    // Anything that still arrives joins the pending batch.
+    // Anything that still arrives joins the next batch.
     const int64_t until = SteadyMs() + backoff;
     while (SteadyMs() < until) {
       int wait = static_cast<int>(std::min<int64_t>(until - SteadyMs(), options_.poll_timeout_ms));
@@ -152,7 +156,39 @@ Status Ingest::WriteWithRetry(const std::atomic<bool>& stop) {
       if (stop.load() && !stop_seen_at) break;
     }
     backoff = std::min(backoff * 2, options_.backoff_max_ms);
+
+    const int64_t start_ms = clock_.NowMs();
+    WriteStats stats;
+    st = sink_.Write(batch.coalescer.batch(), &stats);
+    if (st.ok()) {
+      spdlog::info("redis: writes succeed again after {:.1f} s and {} retries; resuming",
+                   static_cast<double>(SteadyMs() - failing_since) / 1000.0, attempts);
+      RecordWritten(batch, stats, start_ms);
+      if (paused) {
+        Status rs = source_.ResumeAll();
+        if (!rs.ok()) spdlog::warn("{}", rs.message());
+      }
+      return st;
+    }
   }
+}
+
+void Ingest::Ack(Batch& batch) {
+  for (const auto& [tp, p] : batch.partitions) {
+    int64_t& a = acked_[tp];
+    a = std::max(a, p.next);
+    int64_t& e = acked_event_ms_[tp];
+    e = std::max(e, p.newest_event_ms);
+  }
+  batch.Clear();
+}
+
+void Ingest::CommitIfDue() {
+  if (SteadyMs() - last_commit_ms_ >= options_.commit_interval_ms) {
+    Status cs = CommitAcked(false);
+    if (!cs.ok()) spdlog::warn("{}", cs.message());
+  }
+  MaybeTick();
 }
 
 Status Ingest::Step(const std::atomic<bool>& stop, size_t* got) {
@@ -163,26 +199,30 @@ Status Ingest::Step(const std::atomic<bool>& stop, size_t* got) {
     if (st.code() == StatusCode::kUnavailable) return Status::Ok();
     return st;
   }
-  if (!messages_.empty()) {
-    DecodeMessages(messages_);
+  if (!messages_.empty()) DecodeMessages(messages_);
+  const bool idle = building().empty();
+  while (!building().empty()) {
+    Batch& batch = building();
+    building_ ^= 1;
     // A batch of bad events only has nothing to write: it must not wait for Redis.
-    if (!coalescer_.empty()) EF_RETURN_IF_ERROR(WriteWithRetry(stop));
-    for (const auto& [tp, p] : pending_) {
-      int64_t& a = acked_[tp];
-      a = std::max(a, p.next);
-      int64_t& e = acked_event_ms_[tp];
-      e = std::max(e, p.newest_event_ms);
+    const bool writing = !batch.coalescer.empty();
+    Status fetch;
+    if (writing) {
+      batch.coalescer.Seal();
+      sink_.Send(batch.coalescer.batch());
+      // While Redis works: decode what the consumer has already fetched.
+      if (!stop.load()) {
+        fetch = source_.Poll(options_.batch_max_events, 0, 0, &messages_);
+        if (got) *got += messages_.size();
+        if (fetch.ok() && !messages_.empty()) DecodeMessages(messages_);
+      }
+      EF_RETURN_IF_ERROR(Write(batch, true, stop));
     }
-    pending_.clear();
-    event_ts_ms_.clear();
-    pending_items_ = 0;
-    coalescer_.Clear();
+    Ack(batch);
+    if (!fetch.ok() && fetch.code() != StatusCode::kUnavailable) return fetch;
+    CommitIfDue();
   }
-  if (SteadyMs() - last_commit_ms_ >= options_.commit_interval_ms) {
-    Status cs = CommitAcked(false);
-    if (!cs.ok()) spdlog::warn("{}", cs.message());
-  }
-  MaybeTick();
+  if (idle) CommitIfDue();
   return Status::Ok();
 }
 
@@ -201,8 +241,11 @@ std::vector<PartitionSnapshot> Ingest::Snapshot() {
     s.tp = tp;
     auto a = acked_.find(tp);
     if (a != acked_.end()) s.committed = a->second;
-    auto p = pending_.find(tp);
-    s.position = std::max(s.committed, p != pending_.end() ? p->second.next : int64_t{-1});
+    s.position = s.committed;
+    for (const Batch& b : batches_) {
+      auto p = b.partitions.find(tp);
+      if (p != b.partitions.end()) s.position = std::max(s.position, p->second.next);
+    }
     auto e = acked_event_ms_.find(tp);
     if (e != acked_event_ms_.end()) s.newest_event_ms = e->second;
     s.high = source_.HighWatermark(tp);
@@ -217,8 +260,8 @@ std::vector<PartitionOffset> Ingest::AckedOffsets() {
   offsets.reserve(acked_.size());
   for (const auto& [tp, next] : acked_) {
     auto e = acked_event_ms_.find(tp);
-    offsets.push_back({tp, next,
-                       EncodeCommitMetadata({now_ms, e == acked_event_ms_.end() ? 0 : e->second})});
+    offsets.push_back(
+        {tp, next, EncodeCommitMetadata({now_ms, e == acked_event_ms_.end() ? 0 : e->second})});
   }
   return offsets;
 }
@@ -261,12 +304,12 @@ void Ingest::OnRevoke(const std::vector<TopicPartition>& partitions) {
       if (metrics_) metrics_->commits_failed->Increment();
     }
   }
-  // The pending batch, if any, is still written (harmless: idempotent bits) but
-  // its offsets for these partitions are no longer ours to commit.
+  // Pending batches, if any, are still written (harmless: idempotent bits) but
+  // their offsets for these partitions are no longer ours to commit.
   for (const auto& tp : partitions) {
     acked_.erase(tp);
     acked_event_ms_.erase(tp);
-    pending_.erase(tp);
+    for (Batch& b : batches_) b.partitions.erase(tp);
   }
 }
 

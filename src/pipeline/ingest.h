@@ -10,7 +10,11 @@
 //    message that still arrives joins the pending batch: nothing is dropped;
 //  - bad events are counted by reason (and sent to the dead-letter sink when
 //    configured); they never stop the partition.
-// Single-threaded: Run, Step and the revoke callback all run on the caller's thread.
+// Two batches overlap: while Redis acknowledges batch N (BitSink Send/Await),
+// the messages the consumer already fetched are decoded into batch N+1; batches
+// are acknowledged, and their offsets become committable, strictly in order.
+// Single-threaded: Run, Step and the revoke callback all run on the caller's
+// thread (the sink may write on a thread of its own between Send and Await).
 #pragma once
 
 #include <atomic>
@@ -64,9 +68,8 @@ struct IngestTotals {
 
 class Ingest {
  public:
-  Ingest(MessageSource& source, BitSink& sink, Decoder& decoder, const Layout& layout,
-         Clock& clock, IngestMetrics* metrics, IngestOptions options,
-         RejectSink* rejects = nullptr);
+  Ingest(MessageSource& source, BitSink& sink, Decoder& decoder, const Layout& layout, Clock& clock,
+         IngestMetrics* metrics, IngestOptions options, RejectSink* rejects = nullptr);
 
   // Until `stop` is set: then the pending batch is flushed, offsets committed
   // synchronously, and OK returned. Fatal source errors are returned at once;
@@ -99,11 +102,30 @@ class Ingest {
   const std::map<TopicPartition, int64_t>& acked_event_ms() const { return acked_event_ms_; }
 
  private:
+  struct PendingPartition {
+    int64_t next = 0;             // next offset covered by the batch
+    int64_t newest_event_ms = 0;  // newest event time in it
+  };
+  // Messages consumed and decoded, not yet acknowledged.
+  struct Batch {
+    explicit Batch(const Layout& layout) : coalescer(layout) {}
+    Coalescer coalescer;
+    std::vector<int64_t> event_ts_ms;  // event times, for the latency histogram
+    uint64_t items = 0;
+    std::map<TopicPartition, PendingPartition> partitions;
+    bool empty() const { return partitions.empty(); }
+    void Clear();
+  };
+  Batch& building() { return batches_[building_]; }
   void DecodeMessages(const std::vector<Message>& messages);
-  Status WriteWithRetry(const std::atomic<bool>& stop);
+  // Writes (already sent, if `sent`) `batch` until acknowledged or given up.
+  Status Write(Batch& batch, bool sent, const std::atomic<bool>& stop);
+  Status RetryWrite(Batch& batch, Status first_error, const std::atomic<bool>& stop);
+  void Ack(Batch& batch);
   void OnRevoke(const std::vector<TopicPartition>& partitions);
-  void RecordWritten(const WriteStats& stats, int64_t write_start_ms);
+  void RecordWritten(const Batch& batch, const WriteStats& stats, int64_t write_start_ms);
   std::vector<PartitionOffset> AckedOffsets();
+  void CommitIfDue();
 
   MessageSource& source_;
   BitSink& sink_;
@@ -113,16 +135,10 @@ class Ingest {
   IngestOptions options_;
   RejectSink* rejects_;
 
-  Coalescer coalescer_;
   Event event_;
   std::vector<Message> messages_;
-  std::vector<int64_t> event_ts_ms_;      // event times of the pending batch
-  uint64_t pending_items_ = 0;
-  struct PendingPartition {
-    int64_t next = 0;             // next offset covered by the pending batch
-    int64_t newest_event_ms = 0;  // newest event time in it
-  };
-  std::map<TopicPartition, PendingPartition> pending_;
+  Batch batches_[2];
+  int building_ = 0;  // index of the batch messages are decoded into
   std::map<TopicPartition, int64_t> acked_;
   std::map<TopicPartition, int64_t> acked_event_ms_;  // newest event time acknowledged
   int64_t last_commit_ms_ = 0;

@@ -10,10 +10,11 @@
 namespace ef {
 
 struct WriteStats {
-  uint64_t commands = 0;      // Redis commands sent
-  uint64_t bits = 0;          // positions sent (after per-key dedupe)
-  uint64_t keys = 0;          // keys written
-  uint64_t skipped_keys = 0;  // keys Redis refused for good (e.g. WRONGTYPE): logged, counted
+  uint64_t commands = 0;         // Redis commands sent
+  uint64_t bits = 0;             // positions sent (after per-key dedupe)
+  uint64_t keys = 0;             // keys written
+  uint64_t skipped_keys = 0;     // keys Redis refused for good (e.g. WRONGTYPE): logged, counted
+  uint64_t expires_skipped = 0;  // EXPIREATs not sent: the key already has that expiry
 };
 
 class BitSink {
@@ -23,6 +24,21 @@ class BitSink {
   // acknowledged all of it. Idempotent: the same batch may be written again.
   // kUnavailable = nothing may be assumed written; retry the whole batch.
   virtual Status Write(const BitBatch& batch, WriteStats* stats) = 0;
+
+  // The same write split in two, so that the caller can prepare the next batch
+  // while this one is on its way: Send starts writing `batch`, which must stay
+  // unchanged until Await returns Write's result for it. At most one batch is in
+  // flight, and Write must not be called meanwhile. By default Await does the
+  // whole Write.
+  virtual void Send(const BitBatch& batch) { in_flight_ = &batch; }
+  virtual Status Await(WriteStats* stats) {
+    const BitBatch* batch = in_flight_;
+    in_flight_ = nullptr;
+    return Write(*batch, stats);
+  }
+
+ private:
+  const BitBatch* in_flight_ = nullptr;
 };
 
 }  // namespace ef

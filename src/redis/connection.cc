@@ -1,16 +1,24 @@
 #include "redis/connection.h"
 
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <climits>
 #include <cstring>
+
+#include "redis/reply_scanner.h"
 
 namespace ef {
 
 struct RedisConnection::Impl {
   redisContext* ctx = nullptr;
+  ReplyScanner scanner;  // the write pipeline's reply reader
   ~Impl() {
     if (ctx) redisFree(ctx);
   }
@@ -61,17 +69,28 @@ bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.s
 
 const char* RedisErrorKindName(RedisErrorKind k) {
   switch (k) {
-    case RedisErrorKind::kNone: return "none";
-    case RedisErrorKind::kConnect: return "connect";
-    case RedisErrorKind::kIo: return "io";
-    case RedisErrorKind::kTimeout: return "timeout";
-    case RedisErrorKind::kProtocol: return "protocol";
-    case RedisErrorKind::kAuth: return "auth";
-    case RedisErrorKind::kOom: return "oom";
-    case RedisErrorKind::kBusy: return "busy";
-    case RedisErrorKind::kWrongType: return "wrongtype";
-    case RedisErrorKind::kReply: return "reply";
-    case RedisErrorKind::kCount_: break;
+    case RedisErrorKind::kNone:
+      return "none";
+    case RedisErrorKind::kConnect:
+      return "connect";
+    case RedisErrorKind::kIo:
+      return "io";
+    case RedisErrorKind::kTimeout:
+      return "timeout";
+    case RedisErrorKind::kProtocol:
+      return "protocol";
+    case RedisErrorKind::kAuth:
+      return "auth";
+    case RedisErrorKind::kOom:
+      return "oom";
+    case RedisErrorKind::kBusy:
+      return "busy";
+    case RedisErrorKind::kWrongType:
+      return "wrongtype";
+    case RedisErrorKind::kReply:
+      return "reply";
+    case RedisErrorKind::kCount_:
+      break;
   }
   return "unknown";
 }
@@ -148,11 +167,12 @@ Status RedisConnection::Handshake() {
     if (options_.username.empty()) {
       EF_RETURN_IF_ERROR(expect_ok({"AUTH", options_.password}, "AUTH"));
     } else {
-      EF_RETURN_IF_ERROR(
-          expect_ok({"AUTH", options_.username, options_.password}, "AUTH as " + options_.username));
+      EF_RETURN_IF_ERROR(expect_ok({"AUTH", options_.username, options_.password},
+                                   "AUTH as " + options_.username));
     }
   }
-  if (options_.db != 0) EF_RETURN_IF_ERROR(expect_ok({"SELECT", std::to_string(options_.db)}, "SELECT"));
+  if (options_.db != 0)
+    EF_RETURN_IF_ERROR(expect_ok({"SELECT", std::to_string(options_.db)}, "SELECT"));
   return expect_ok({"PING"}, "PING");
 }
 
@@ -172,20 +192,79 @@ StatusOr<RedisReply> RedisConnection::Command(const std::vector<std::string>& ar
   return out;
 }
 
-void RedisConnection::AppendFormatted(const char* data, size_t len) {
-  redisAppendFormattedCommand(impl_->ctx, data, len);
-}
+Status RedisConnection::Pipeline(const char* data, size_t len, size_t count,
+                                 std::vector<ReplyError>* errors) {
+  const int fd = impl_->ctx->fd;
+  auto fail = [&](RedisErrorKind kind, const std::string& why) {
+    last_error_ = kind;
+    impl_->scanner.Reset();
+    return Unavailable("redis " + address() + ": pipeline: " + why);
+  };
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+    return fail(RedisErrorKind::kIo, std::string("fcntl: ") + std::strerror(errno));
+  struct RestoreFlags {
+    int fd, flags;
+    ~RestoreFlags() { fcntl(fd, F_SETFL, flags); }
+  } restore{fd, flags};
 
-Status RedisConnection::ReadReplies(size_t count, std::vector<ReplyError>* errors) {
-  for (size_t i = 0; i < count; ++i) {
-    void* raw = nullptr;
-    if (redisGetReply(impl_->ctx, &raw) != REDIS_OK || !raw) return ConnectionError("pipeline");
-    auto* r = static_cast<redisReply*>(raw);
-    if (r->type == REDIS_REPLY_ERROR && errors) {
-      std::string text(r->str, r->len);
-      errors->push_back({i, ClassifyErrorReply(text), std::move(text)});
+  constexpr size_t kReadChunk = 256 * 1024;
+  constexpr size_t kWriteChunk = 1024 * 1024;
+  const int timeout_ms =
+      static_cast<int>(std::min<int64_t>(options_.command_timeout_ms, INT32_MAX));
+  ReplyScanner& scanner = impl_->scanner;
+  size_t written = 0;
+  size_t replies = 0;
+  while (written < len || replies < count) {
+    pollfd pfd{fd, static_cast<short>(POLLIN | (written < len ? POLLOUT : 0)), 0};
+    int pr = poll(&pfd, 1, timeout_ms);
+    if (pr < 0) {
+      if (errno == EINTR) continue;
+      return fail(RedisErrorKind::kIo, std::string("poll: ") + std::strerror(errno));
     }
-    freeReplyObject(raw);
+    if (pr == 0) {
+      return fail(RedisErrorKind::kTimeout, "timed out after " +
+                                                std::to_string(options_.command_timeout_ms) +
+                                                " ms (" + std::to_string(replies) + " of " +
+                                                std::to_string(count) + " replies received)");
+    }
+    if ((pfd.revents & POLLOUT) && written < len) {
+      ssize_t n = send(fd, data + written, std::min(len - written, kWriteChunk), MSG_NOSIGNAL);
+      if (n > 0) {
+        written += static_cast<size_t>(n);
+      } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        return fail(RedisErrorKind::kIo, std::string("send: ") + std::strerror(errno));
+      }
+    }
+    if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
+      ssize_t n = recv(fd, scanner.PrepareWrite(kReadChunk), kReadChunk, 0);
+      if (n == 0) return fail(RedisErrorKind::kIo, "connection closed by server");
+      if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+          return fail(RedisErrorKind::kIo, std::string("recv: ") + std::strerror(errno));
+        continue;
+      }
+      scanner.Commit(static_cast<size_t>(n));
+      while (replies < count) {
+        std::string_view text;
+        ReplyScanner::Result r = scanner.Next(&text);
+        if (r == ReplyScanner::Result::kIncomplete) break;
+        if (r == ReplyScanner::Result::kProtocolError) {
+          last_error_ = RedisErrorKind::kProtocol;
+          scanner.Reset();
+          return Internal("redis " + address() + ": pipeline: protocol error in reply " +
+                          std::to_string(replies));
+        }
+        if (r == ReplyScanner::Result::kError && errors)
+          errors->push_back({replies, ClassifyErrorReply(text), std::string(text)});
+        ++replies;
+      }
+    }
+  }
+  if (scanner.buffered() != 0) {
+    last_error_ = RedisErrorKind::kProtocol;
+    scanner.Reset();
+    return Internal("redis " + address() + ": pipeline: more replies than commands");
   }
   return Status::Ok();
 }

@@ -18,9 +18,9 @@ namespace ef {
 
 enum class RedisErrorKind {
   kNone = 0,
-  kConnect,    // could not connect
-  kIo,         // read/write failed, connection closed
-  kTimeout,    // command_timeout elapsed
+  kConnect,  // could not connect
+  kIo,       // read/write failed, connection closed
+  kTimeout,  // command_timeout elapsed
   kProtocol,
   kAuth,       // NOAUTH / WRONGPASS / NOPERM
   kOom,        // OOM reply: maxmemory reached
@@ -54,17 +54,19 @@ class RedisConnection {
   // kError (not a failed status); failed status only for connection problems.
   StatusOr<RedisReply> Command(const std::vector<std::string>& args);
 
-  // Pipelining: append pre-formatted RESP commands, then read their replies.
-  void AppendFormatted(const char* data, size_t len);
-  // Reads `count` replies. Error replies are classified; for each one the
-  // callback gets (index, kind, text). Returns non-OK only when the connection
-  // failed (then the connection is unusable: reconnect).
+  // Pipelining: sends `len` bytes of pre-formatted RESP commands and reads their
+  // `count` replies. Sending and reading interleave (non-blocking socket, poll),
+  // so replies are consumed while the request is still going out, and replies are
+  // scanned, not materialised. Error replies are classified and returned in
+  // *errors with the index of their command. Returns non-OK only when the
+  // connection failed or went silent for command_timeout (then it is unusable:
+  // reconnect).
   struct ReplyError {
     size_t index;
     RedisErrorKind kind;
     std::string text;
   };
-  Status ReadReplies(size_t count, std::vector<ReplyError>* errors);
+  Status Pipeline(const char* data, size_t len, size_t count, std::vector<ReplyError>* errors);
 
   RedisErrorKind last_error_kind() const { return last_error_; }
   static RedisErrorKind ClassifyErrorReply(std::string_view text);

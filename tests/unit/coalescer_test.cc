@@ -6,8 +6,10 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bloom/hash.h"
@@ -15,6 +17,7 @@
 #include "bloom/layout.h"
 #include "config/config.h"
 #include "event/event.h"
+#include "pipeline/key_index.h"
 
 namespace ef {
 namespace {
@@ -189,7 +192,8 @@ TEST_CASE("Coalescer: adding after Seal and sealing again keeps keys sorted and 
   CheckBatch(c.batch(), Model(layout, events));
 }
 
-TEST_CASE("Coalescer: Clear starts a fresh batch, and reused storage keeps nothing old", "[pipeline]") {
+TEST_CASE("Coalescer: Clear starts a fresh batch, and reused storage keeps nothing old",
+          "[pipeline]") {
   const Layout layout = DefaultLayout();
   Coalescer c(layout);
   const std::vector<Event> first = {
@@ -271,6 +275,193 @@ TEST_CASE("Coalescer: times before the epoch round down to their bucket", "[pipe
   std::set<std::string> keys;
   for (size_t i = 0; i < c.batch().size; ++i) keys.insert(c.batch().keys[i].key);
   CHECK(keys == std::set<std::string>{"ef:{u1}:19691231", "ef:{u2}:19691231", "ef:{u3}:19700101"});
+}
+
+// Owns the ID strings that random events' views point into.
+struct EventSet {
+  std::vector<std::string> ids;
+  std::vector<Event> events;
+};
+
+// `n` events over `users` users and `items` items, 1..max_items items each
+// (repeats within an event included), times spread over `days` days.
+EventSet RandomEvents(std::mt19937_64& rng, size_t n, uint64_t users, uint64_t items,
+                      size_t max_items, int64_t days) {
+  EventSet set;
+  std::uniform_int_distribution<uint64_t> user(1, users);
+  std::uniform_int_distribution<uint64_t> item(1, items);
+  std::uniform_int_distribution<size_t> count(1, max_items);
+  std::uniform_int_distribution<int64_t> age_ms(0, days * kDay * 1000 - 1);
+  std::vector<size_t> counts(n);
+  std::vector<int64_t> ts(n);
+  for (size_t e = 0; e < n; ++e) {
+    set.ids.push_back("user-" + std::to_string(user(rng)));
+    counts[e] = count(rng);
+    for (size_t i = 0; i < counts[e]; ++i) set.ids.push_back("item-" + std::to_string(item(rng)));
+    ts[e] = kTsMs - age_ms(rng);
+  }
+  size_t next = 0;  // set.ids no longer grows: views into it stay valid
+  for (size_t e = 0; e < n; ++e) {
+    Event ev;
+    ev.user = set.ids[next++];
+    for (size_t i = 0; i < counts[e]; ++i) ev.items.push_back(set.ids[next++]);
+    ev.ts_ms = ts[e];
+    set.events.push_back(std::move(ev));
+  }
+  return set;
+}
+
+TEST_CASE("Coalescer: thousands of keys in one batch grow the key index", "[coalescer]") {
+  const Layout layout = DefaultLayout();
+  Coalescer c(layout);
+  std::mt19937_64 rng(1);
+  // 20,000 events over 6,000 users and 3 days: well over the index's initial
+  // 1,024 slots, with most keys seen more than once.
+  const EventSet set = RandomEvents(rng, 20000, 6000, 1000000, 3, 3);
+  AddAll(c, set.events);
+  c.Seal();
+  const std::map<std::string, Expected> model = Model(layout, set.events);
+  CHECK(model.size() > 5000);
+  CheckBatch(c.batch(), model);
+}
+
+TEST_CASE("Coalescer: batches after Clear, with the same, other and overlapping keys",
+          "[coalescer]") {
+  const Layout layout = DefaultLayout();
+  Coalescer c(layout);
+  std::mt19937_64 rng(2);
+  const EventSet big = RandomEvents(rng, 5000, 3000, 100000, 4, 2);
+  const EventSet small = RandomEvents(rng, 50, 20, 100000, 4, 2);  // users 1..20: overlap
+  const EventSet other = RandomEvents(rng, 3000, 1000000, 100000, 2, 5);
+  for (const EventSet* set : {&big, &big, &small, &other, &big, &small, &small}) {
+    AddAll(c, set->events);
+    c.Seal();
+    CheckBatch(c.batch(), Model(layout, set->events));
+    c.Clear();
+    CHECK(c.empty());
+  }
+}
+
+TEST_CASE("Coalescer: sealed positions equal a std::set over random inputs for many layouts",
+          "[coalescer]") {
+  // m covers the one-word bitmap summary (m <= 4096), larger summaries, the
+  // sort path for few positions, the sort-only range above 2^18, and layouts
+  // where one item's own k positions repeat (k > m, small m).
+  struct Case {
+    uint32_t m;
+    uint32_t k;
+  };
+  const Case cases[] = {{1, 3},      {7, 12},     {64, 5},       {65, 20},         {3345, 12},
+                        {4096, 12},  {4097, 12},  {16384, 7},    {16385, 12},      {100000, 12},
+                        {262144, 9}, {262145, 9}, {1000003, 14}, {4294967291u, 12}};
+  std::mt19937_64 rng(3);
+  for (const Case& tc : cases) {
+    Layout layout = DefaultLayout();
+    layout.m = tc.m;
+    layout.k = tc.k;
+    INFO("m " << tc.m << " k " << tc.k);
+    Coalescer c(layout);
+    for (int round = 0; round < 3; ++round) {
+      // Few users so keys collect many items; a small item space so items
+      // repeat within and across events.
+      const EventSet set = RandomEvents(rng, 400, 30, 300, 12, 2);
+      AddAll(c, set.events);
+      c.Seal();
+      CheckBatch(c.batch(), Model(layout, set.events));
+      // Single-item keys (exactly k positions) as well.
+      const EventSet single = RandomEvents(rng, 200, 1000000, 1000000, 1, 1);
+      AddAll(c, single.events);
+      c.Seal();
+      std::vector<Event> all = set.events;
+      all.insert(all.end(), single.events.begin(), single.events.end());
+      CheckBatch(c.batch(), Model(layout, all));
+      c.Clear();
+    }
+  }
+}
+
+TEST_CASE("Coalescer: keys over many buckets, days and hours, are named as MakeKey names them",
+          "[coalescer]") {
+  // Buckets 8 apart share a slot of the bucket-name cache; 40 days of events in
+  // random order keep replacing its entries.
+  std::mt19937_64 rng(4);
+  const EventSet set = RandomEvents(rng, 3000, 50, 1000, 2, 40);
+  const Layout days = DefaultLayout();
+  Coalescer c(days);
+  AddAll(c, set.events);
+  c.Seal();
+  CheckBatch(c.batch(), Model(days, set.events));
+
+  FilterConfig filter;
+  filter.bucket_seconds = kHour;
+  filter.window_seconds = 24 * kHour;
+  filter.items_per_bucket = 20;
+  StatusOr<Layout> hours = LayoutFromConfig(filter);
+  REQUIRE(hours.ok());
+  Coalescer h(*hours);
+  AddAll(h, set.events);
+  h.Seal();
+  CheckBatch(h.batch(), Model(*hours, set.events));
+}
+
+TEST_CASE("KeyIndex: entries are numbered in order; equal hashes are told apart by is_key",
+          "[coalescer]") {
+  KeyIndex index;
+  std::vector<std::string> keys;
+  // Find-or-add `key` under a caller-chosen hash.
+  auto find_or_add = [&](const std::string& key, uint64_t hash, bool* added) {
+    const uint32_t e = index.FindOrAdd(
+        hash, [&](uint32_t entry) { return keys.at(entry) == key; }, added);
+    if (*added) {
+      REQUIRE(e == keys.size());
+      keys.push_back(key);
+    }
+    return e;
+  };
+  bool added = false;
+  for (int round = 0; round < 3; ++round) {
+    // Every key under one of four hashes, two of which share their low bits
+    // (the same home slot in every table size used here), across growth.
+    auto hash_of = [](int i) {
+      const uint64_t hashes[] = {7, 7 + (uint64_t{1} << 40), 7 + (uint64_t{1} << 63), 12345};
+      return hashes[i % 4];
+    };
+    const int n = round == 1 ? 10 : 3000;  // 3000 forces growth past 1024 slots
+    for (int i = 0; i < n; ++i) {
+      CHECK(find_or_add("k" + std::to_string(i), hash_of(i), &added) == static_cast<uint32_t>(i));
+      CHECK(added);
+    }
+    CHECK(index.size() == static_cast<size_t>(n));
+    CHECK(index.capacity() >= 2 * index.size());
+    for (int i = n - 1; i >= 0; --i) {
+      CHECK(find_or_add("k" + std::to_string(i), hash_of(i), &added) == static_cast<uint32_t>(i));
+      CHECK_FALSE(added);
+    }
+    // A new key under an existing hash is a new entry.
+    CHECK(find_or_add("new", hash_of(0), &added) == static_cast<uint32_t>(n));
+    CHECK(added);
+    const size_t capacity = index.capacity();
+    index.Clear();
+    keys.clear();
+    CHECK(index.size() == 0);
+    CHECK(index.capacity() == capacity);  // Clear keeps the table
+  }
+}
+
+TEST_CASE("HashKeyBytes: equal bytes hash equal; every byte and the length count", "[coalescer]") {
+  const std::string base = "ef:{user-123456789}:20251122-and-some-more-bytes";
+  std::set<uint64_t> seen;
+  for (size_t n = 0; n <= base.size(); ++n) {
+    const std::string s = base.substr(0, n);
+    CHECK(HashKeyBytes(s) == HashKeyBytes(std::string(s)));
+    CHECK(seen.insert(HashKeyBytes(s)).second);  // every prefix differs
+    for (size_t i = 0; i < n; ++i) {
+      std::string t = s;
+      t[i] = static_cast<char>(t[i] ^ 1);
+      CHECK(HashKeyBytes(t) != HashKeyBytes(s));
+    }
+  }
+  CHECK(HashKeyBytes(std::string_view("\0", 1)) != HashKeyBytes(std::string_view("\0\0", 2)));
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 // bits and expiry per the contract, coalescing, bad events, offsets committed only
 // after the sink acknowledged, retries with pause/resume, revoke, shutdown.
 // Expected bits are recomputed here from contract v1 (rules 2 and 4).
-#include "kafka/commit_metadata.h"
 #include "pipeline/ingest.h"
 
 #include <prometheus/registry.h>
@@ -25,6 +24,7 @@
 #include "bloom/layout.h"
 #include "config/config.h"
 #include "event/decoder.h"
+#include "kafka/commit_metadata.h"
 #include "metrics/ingest_metrics.h"
 #include "redis/bloom_reader.h"
 #include "support/fakes.h"
@@ -496,6 +496,42 @@ TEST_CASE("Ingest: batches hold at most batch_max_events messages", "[pipeline]"
   CHECK(ToOffsets(h.source.committed()) == h.EndOffsets());
 }
 
+TEST_CASE("Ingest: the next batch is decoded while one is written, and acknowledged after it",
+          "[pipeline]") {
+  Harness h;
+  h.options.batch_max_events = 2;
+  h.options.commit_interval_ms = 0;
+  h.Start();
+  for (int i = 0; i < 5; ++i) h.Good(0, "u" + std::to_string(i), "i", kNowMs);
+  struct AtWrite {
+    uint64_t polls;
+    size_t commits;
+    int64_t acked;
+  };
+  std::vector<AtWrite> at_write;
+  h.sink.on_write = [&](uint64_t) {
+    auto a = h.ingest->acked().find(h.source.Tp(0));
+    at_write.push_back({h.source.polls(), h.source.commits().size(),
+                        a == h.ingest->acked().end() ? 0 : a->second});
+  };
+  h.StepOk();  // one Step: the queue is drained batch after batch
+  REQUIRE(at_write.size() == 3);
+  // Batch 1 (offsets 0-1) is written after the poll of batch 2 (overlap), and
+  // before anything is acknowledged or committed.
+  CHECK(at_write[0].polls == 2);
+  CHECK(at_write[0].commits == 0);
+  CHECK(at_write[0].acked == 0);
+  // Batch 2 is written once batch 1 is acknowledged and committed, and so on.
+  CHECK(at_write[1].acked == 2);
+  CHECK(at_write[1].commits == 1);
+  CHECK(at_write[2].acked == 4);
+  REQUIRE(h.sink.acked_batches().size() == 3);
+  CHECK(h.sink.acked_batches()[0].size() == 2);
+  CHECK(h.sink.acked_batches()[2].size() == 1);
+  CHECK(ToOffsets(h.ingest->acked()) == h.EndOffsets());
+  h.CheckSinkHoldsEverySentEvent();
+}
+
 // ------------------------------------------------------------------ bad events
 
 TEST_CASE("Ingest: bad events are counted by reason and their offsets still committed",
@@ -723,7 +759,7 @@ TEST_CASE("Ingest: messages appended while the sink fails are consumed after it 
   CHECK(h.ingest->totals().events_written == 3);
 }
 
-TEST_CASE("Ingest: messages still delivered while paused join the pending batch", "[pipeline]") {
+TEST_CASE("Ingest: messages still delivered while paused join the next batch", "[pipeline]") {
   Harness h;
   // A backoff long enough that the retry loop polls the source in it.
   h.options.backoff_min_ms = 10;
@@ -742,8 +778,10 @@ TEST_CASE("Ingest: messages still delivered while paused join the pending batch"
   h.StepOk();
   CHECK(h.source.polls_while_paused() >= 1);
   CHECK(h.source.Unconsumed() == 0);
-  REQUIRE(h.sink.acked_batches().size() == 1);  // one batch, with the late messages
-  CHECK(h.sink.acked_batches()[0].size() == 3);
+  // The failing batch is written as it was; the late messages follow in the next.
+  REQUIRE(h.sink.acked_batches().size() == 2);
+  CHECK(h.sink.acked_batches()[0].size() == 1);
+  CHECK(h.sink.acked_batches()[1].size() == 2);
   h.CheckSinkHoldsEverySentEvent();
   CHECK(ToOffsets(h.ingest->acked()) == h.EndOffsets());
   CHECK(h.ingest->totals().events_written == 3);
@@ -998,7 +1036,8 @@ TEST_CASE("Ingest: IngestTotals agree with the metrics", "[pipeline]") {
   CHECK(HistogramSum(r, "exposure_filter_end_to_end_latency_seconds") == Approx(want_sum));
 }
 
-// ------------------------------------------------------------------ regressions (bugs found and fixed)
+// ------------------------------------------------------------------ regressions (bugs found and
+// fixed)
 
 TEST_CASE("Ingest: the final sync commit re-sends offsets last sent by an async commit",
           "[pipeline]") {
@@ -1021,8 +1060,7 @@ TEST_CASE("Ingest: the final sync commit re-sends offsets last sent by an async 
   CHECK(ToOffsets(h.source.commits()[1].offsets) == Offsets{{"exposures/0", 1}});
 }
 
-TEST_CASE("Ingest: a batch of bad events only is not held back by a failing sink",
-          "[pipeline]") {
+TEST_CASE("Ingest: a batch of bad events only is not held back by a failing sink", "[pipeline]") {
   // Bad events "never block the partition": a batch with no good event has
   // nothing to write, so its offsets need no sink acknowledgement.
   Harness h;

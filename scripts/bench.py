@@ -1,0 +1,423 @@
+#!/usr/bin/env python3
+"""exposure-filter performance benchmark; run through scripts/bench.sh.
+
+Starts redis-server and the development Kafka, then measures drain throughput,
+the Redis ceiling of the same machine, and freshness under load. Prints a table
+and one JSON line. Method and figures: docs/PERFORMANCE.md.
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+# The event mix of every phase: users Zipf over 1M, items Zipf over 10M, 10% of
+# events in list form with 10 items, event times over the last 2 days.
+MIX = {"users": 1_000_000, "items": 10_000_000, "list_size": 10, "list_fraction": 0.1,
+       "spread": "2d"}
+TOPIC = "exposures"
+# Producer batching of the freshness runs. Part of the measured latency. At 5 ms
+# the tiny batches cost loadgen and the mock broker more than a core together on
+# a 2-core machine, which starves the daemon and Redis (docs/PERFORMANCE.md).
+LINGER_MS = 50
+FRESH_TOPICS = {50: "fresh50", 90: "fresh90"}
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def wait_until(what, timeout, predicate, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise SystemExit(f"bench: {what} did not happen within {timeout} s")
+
+
+class Stack:
+    """redis-server + dev-kafka on free ports, stopped on exit."""
+
+    def __init__(self, binary, run_dir, partitions):
+        self.binary = binary
+        self.run_dir = run_dir
+        self.procs = []
+        self.redis_port = free_port()
+        self.redis = self._start(
+            ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", run_dir], "redis.log")
+        wait_until("redis-server start", 10, lambda: self.redis_cli("PING") == "PONG")
+        bootstrap_file = os.path.join(run_dir, "bootstrap")
+        self.kafka = self._start(
+            [binary, "dev-kafka", "--partitions", str(partitions), "--topic", TOPIC,
+             *[arg for t in FRESH_TOPICS.values() for arg in ("--topic", t)],
+             "--bootstrap-file", bootstrap_file], "dev-kafka.log")
+        wait_until("dev-kafka start", 10,
+                   lambda: os.path.exists(bootstrap_file) and os.path.getsize(bootstrap_file) > 0)
+        with open(bootstrap_file) as f:
+            self.bootstrap = f.read().strip()
+
+    def _start(self, argv, logname):
+        out = open(os.path.join(self.run_dir, logname), "w")
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.procs.append(p)
+        return p
+
+    def redis_cli(self, *args):
+        r = subprocess.run(["redis-cli", "-p", str(self.redis_port), *args],
+                           capture_output=True, text=True, timeout=120)
+        return r.stdout.strip()
+
+    def redis_commands(self):
+        m = re.search(r"total_commands_processed:(\d+)", self.redis_cli("INFO", "stats"))
+        return int(m.group(1)) if m else 0
+
+    def flush(self):
+        self.redis_cli("FLUSHALL")
+
+    def stop(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+class Daemon:
+    """`exposure-filter run` with its /metrics."""
+
+    def __init__(self, stack, name, sets):
+        self.stack = stack
+        self.port = free_port()
+        argv = [stack.binary, "run",
+                "--set", f"kafka.bootstrap_servers={stack.bootstrap}",
+                "--set", f"redis.address=127.0.0.1:{stack.redis_port}",
+                "--set", f"metrics.listen=127.0.0.1:{self.port}",
+                "--set", f"kafka.group_id=bench-{name}-{time.time_ns()}",
+                "--set", "kafka.properties.session.timeout.ms=6000",
+                "--set", "log.level=warn"]
+        for s in sets:
+            argv += ["--set", s]
+        self.log_path = os.path.join(stack.run_dir, f"daemon-{name}.log")
+        self.proc = subprocess.Popen(argv, stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        stack.procs.append(self.proc)  # stopped first if the bench fails
+        wait_until(f"daemon {name} metrics", 30, lambda: self.metrics() is not None)
+
+    def metrics(self):
+        if self.proc.poll() is not None:
+            with open(self.log_path) as f:
+                tail = f.read()[-2000:]
+            raise SystemExit(f"bench: the daemon exited ({self.proc.returncode}):\n{tail}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+                return parse_metrics(r.read().decode())
+        except OSError:
+            return None
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=60)
+
+
+def parse_metrics(text):
+    out = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        name, _, value = line.rpartition(" ")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            pass
+    return out
+
+
+def metric_sum(metrics, prefix):
+    return sum(v for k, v in metrics.items() if k == prefix or k.startswith(prefix + "{"))
+
+
+def written(metrics):
+    return metrics.get('exposure_filter_events_total{result="written"}', 0.0)
+
+
+def histogram(metrics, name):
+    """[(upper_bound, cumulative_count)] of a histogram, sorted."""
+    out = []
+    for k, v in metrics.items():
+        m = re.fullmatch(re.escape(name) + r'_bucket\{le="([^"]+)"\}', k)
+        if m:
+            out.append((float("inf") if m.group(1) == "+Inf" else float(m.group(1)), v))
+    return sorted(out)
+
+
+def quantile(buckets, q):
+    """histogram_quantile as Prometheus computes it (linear within a bucket)."""
+    total = buckets[-1][1] if buckets else 0
+    if total <= 0:
+        return None
+    rank = q * total
+    prev_bound, prev_count = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return prev_bound
+            if count == prev_count:
+                return bound
+            return prev_bound + (bound - prev_bound) * (rank - prev_count) / (count - prev_count)
+        prev_bound, prev_count = bound, count
+    return prev_bound
+
+
+def max_bound(buckets):
+    """Upper bound of the highest non-empty bucket (the histogram's max)."""
+    prev = 0.0
+    for bound, count in buckets:
+        if count > prev:
+            top = bound
+        prev = count
+    return top if buckets and buckets[-1][1] > 0 else None
+
+
+def loadgen(stack, topic, n, rate=0.0, extra=()):
+    argv = [stack.binary, "loadgen", "-b", stack.bootstrap, "-t", topic, "-n", str(n),
+            "--users", str(MIX["users"]), "--items", str(MIX["items"]),
+            "--list-size", str(MIX["list_size"]), "--list-fraction", str(MIX["list_fraction"]),
+            "-q", *extra]
+    if rate:
+        argv += ["--rate", str(rate)]
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"bench: loadgen failed ({r.returncode}): {r.stderr.strip()[-500:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def available(stack, topic):
+    """Messages the broker holds for `topic` (the mock drops the oldest beyond
+    ~5 MiB per partition): the event count of `replay --dry-run` over all of it."""
+    r = subprocess.run([stack.binary, "replay", "--dry-run", "--since", "30d", "--topic", topic,
+                        "--set", f"kafka.bootstrap_servers={stack.bootstrap}"],
+                       capture_output=True, text=True)
+    m = re.search(r", (\d+) event\(s\):", r.stderr)
+    if r.returncode != 0 or not m:
+        raise SystemExit(f"bench: replay --dry-run failed ({r.returncode}): {r.stderr[-500:]}")
+    return int(m.group(1))
+
+
+def drain(stack, name, total, sets=()):
+    """Consumes the preloaded topic from the start; rate from the first to the
+    `total`-th event written (the group join is not counted)."""
+    stack.flush()
+    redis_cpu0 = cpu_seconds(stack.redis.pid)
+    kafka_cpu0 = cpu_seconds(stack.kafka.pid)
+    cmds0 = stack.redis_commands()
+    d = Daemon(stack, name, [f"kafka.topics=[{TOPIC}]", *sets])
+    wait_until(f"drain {name}: first event", 60, lambda: written(d.metrics()) > 0, 0.01)
+    t0 = time.monotonic()
+    m0 = d.metrics()
+    n0, cpu0 = written(m0), cpu_seconds(d.proc.pid)
+    last = [n0, time.monotonic()]
+
+    def done():
+        n = written(d.metrics())
+        if n != last[0]:
+            last[0], last[1] = n, time.monotonic()
+        elif time.monotonic() - last[1] > 30:
+            raise SystemExit(f"bench: drain {name}: stuck at {n:.0f} of {total} events for 30 s "
+                             f"(did the mock broker drop data? see {d.log_path})")
+        return n >= total
+    wait_until(f"drain {name}: all {total} events", 1800, done, 0.05)
+    t1 = time.monotonic()
+    m1 = d.metrics()
+    cpu = cpu_seconds(d.proc.pid) - cpu0
+    rss = peak_rss_kb(d.proc.pid)
+    d.stop()
+    events = written(m1) - n0
+    secs = t1 - t0
+    cmds = metric_sum(m1, "exposure_filter_redis_commands_total") - \
+        metric_sum(m0, "exposure_filter_redis_commands_total")
+    return {
+        "events": int(events), "seconds": round(secs, 3),
+        "events_per_second": round(events / secs),
+        "redis_commands_per_second": round(cmds / secs),
+        "daemon_cpu_s_per_million": round(cpu / events * 1e6, 2),
+        "redis_cpu_s_per_million": round((cpu_seconds(stack.redis.pid) - redis_cpu0) / events * 1e6, 2),
+        "broker_cpu_s_per_million": round((cpu_seconds(stack.kafka.pid) - kafka_cpu0) / events * 1e6, 2),
+        "peak_rss_mb": round(rss / 1024),
+        "redis_commands_all": stack.redis_commands() - cmds0,
+    }
+
+
+def ceiling(stack, events, sets=()):
+    stack.flush()
+    argv = [stack.binary, "bench-redis", "--json", "-n", str(events),
+            "--set", f"redis.address=127.0.0.1:{stack.redis_port}",
+            "--users", str(MIX["users"]), "--items", str(MIX["items"]),
+            "--list-size", str(MIX["list_size"]), "--list-fraction", str(MIX["list_fraction"]),
+            "--spread", MIX["spread"]]
+    for s in sets:
+        argv += ["--set", s]
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"bench: bench-redis failed ({r.returncode}): {r.stderr.strip()[-500:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def freshness(stack, topic, rate, seconds):
+    """loadgen at `rate` events/s for `seconds` with live event times into an
+    empty topic; latency quantiles from the daemon's histogram."""
+    d = Daemon(stack, topic, [f"kafka.topics=[{topic}]"])
+    hist = "exposure_filter_end_to_end_latency_seconds"
+    # Produce only once the partitions are assigned (the group join takes ~3 s
+    # on the mock), so that no event waits for the join.
+    wait_until(f"freshness {topic}: the daemon to join", 60,
+               lambda: any(k.startswith("exposure_filter_partition_lag_messages{") and
+                           f'topic="{topic}"' in k for k in d.metrics()), 0.1)
+    m0 = d.metrics()
+    n = int(rate * seconds)
+    lg = loadgen(stack, topic, n, rate, ["-X", f"linger.ms={LINGER_MS}"])
+    target = written(m0) + lg["delivered"]
+    wait_until(f"freshness {topic}: catch up", 120, lambda: written(d.metrics()) >= target, 0.05)
+    m1 = d.metrics()
+    d.stop()
+    b0 = dict(histogram(m0, hist))
+    buckets = [(b, c - b0.get(b, 0.0)) for b, c in histogram(m1, hist)]
+    return {
+        "target_rate": round(rate), "produced_rate": round(lg["events_per_second"]),
+        "producer_linger_ms": LINGER_MS,
+        "events": lg["delivered"], "seconds": seconds,
+        "p50_s": round(quantile(buckets, 0.50), 4),
+        "p99_s": round(quantile(buckets, 0.99), 4),
+        "max_s_le": max_bound(buckets),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--events", type=int, default=2_000_000)
+    ap.add_argument("--partitions", type=int, default=32)
+    ap.add_argument("--fresh-seconds", type=int, default=30)
+    ap.add_argument("--setbit-events", type=int, default=0,
+                    help="events for the setbit figures (default events/4)")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    setbit_events = a.setbit_events or max(a.events // 4, 1)
+    started = time.monotonic()
+    load1 = os.getloadavg()[0]
+    if load1 > 1.0:
+        log(f"warning: load average is {load1:.1f}: other work on this machine skews the figures")
+    run_dir = tempfile.mkdtemp(prefix="exposure-filter-bench.")
+    log(f"run directory {run_dir}")
+    stack = Stack(a.binary, run_dir, a.partitions)
+    try:
+        log(f"preloading {a.events} events into '{TOPIC}' ({a.partitions} partitions, zstd)")
+        pre = loadgen(stack, TOPIC, a.events, 0.0,
+                      ["--spread", MIX["spread"], "--compression", "zstd"])
+        held = available(stack, TOPIC)
+        if held < a.events:
+            log(f"the mock broker kept {held} of {a.events} events (it keeps ~5 MiB per partition; "
+                f"use more --partitions): draining those")
+        log(f"preloaded at {pre['events_per_second']:.0f} events/s; measuring the Redis ceiling")
+        ceil = ceiling(stack, a.events)
+        log(f"ceiling {ceil['events_per_second']:.0f} events/s; draining (bitfield)")
+        dr = drain(stack, "bitfield", held)
+        log(f"drain {dr['events_per_second']} events/s; setbit figures on {setbit_events} events")
+        ceil_sb = ceiling(stack, setbit_events, ["redis.write_mode=setbit"])
+        dr_sb = drain(stack, "setbit", setbit_events, ["redis.write_mode=setbit"])
+        fresh = {}
+        for pct in (50, 90):
+            rate = dr["events_per_second"] * pct / 100
+            log(f"freshness at {pct}% of the drain rate: {rate:.0f} events/s for {a.fresh_seconds} s")
+            fresh[pct] = freshness(stack, FRESH_TOPICS[pct], rate, a.fresh_seconds)
+    finally:
+        stack.stop()
+
+    ratio = dr["events_per_second"] / ceil["events_per_second"]
+    ratio_sb = dr_sb["events_per_second"] / ceil_sb["events_per_second"]
+    result = {
+        "bench": "exposure-filter", "events": a.events, "partitions": a.partitions,
+        "cores": os.cpu_count(), "load_before": round(load1, 2), "mix": MIX,
+        "drain": dr, "ceiling": {k: ceil[k] for k in (
+            "events", "seconds", "events_per_second", "commands_per_second", "redis_cpu_seconds",
+            "redis_cpu_utilisation")},
+        "drain_over_ceiling": round(ratio, 3),
+        "setbit": {"drain_events_per_second": dr_sb["events_per_second"],
+                   "ceiling_events_per_second": round(ceil_sb["events_per_second"]),
+                   "drain_over_ceiling": round(ratio_sb, 3)},
+        "freshness_50": fresh[50], "freshness_90": fresh[90],
+        "targets": {
+            "drain_ge_0.8_ceiling": ratio >= 0.8,
+            "p99_lt_1s_at_50": fresh[50]["p99_s"] < 1.0,
+            "p99_lt_2s_at_90": fresh[90]["p99_s"] < 2.0,
+        },
+        "elapsed_s": round(time.monotonic() - started, 1),
+    }
+    rows = [
+        ("drain (bitfield)", f"{dr['events_per_second']:,} events/s",
+         f"{dr['events']:,} events in {dr['seconds']} s"),
+        ("  redis commands/s", f"{dr['redis_commands_per_second']:,}", ""),
+        ("  daemon cpu", f"{dr['daemon_cpu_s_per_million']} s per million events", ""),
+        ("  redis cpu", f"{dr['redis_cpu_s_per_million']} s per million events", ""),
+        ("  broker cpu", f"{dr['broker_cpu_s_per_million']} s per million events", "mock broker"),
+        ("  daemon peak rss", f"{dr['peak_rss_mb']} MB", ""),
+        ("redis ceiling (bitfield)", f"{ceil['events_per_second']:,.0f} events/s",
+         f"redis cpu {100 * ceil['redis_cpu_utilisation']:.0f}% busy"),
+        ("drain / ceiling", f"{ratio:.2f}", "target >= 0.80"),
+        ("drain (setbit)", f"{dr_sb['events_per_second']:,} events/s",
+         f"{dr_sb['events']:,} events"),
+        ("redis ceiling (setbit)", f"{ceil_sb['events_per_second']:,.0f} events/s",
+         f"drain / ceiling {ratio_sb:.2f}"),
+    ]
+    for pct in (50, 90):
+        f = fresh[pct]
+        rows.append((f"freshness at {pct}%",
+                     f"p50 {f['p50_s']:.3f} s  p99 {f['p99_s']:.3f} s  max <= {f['max_s_le']} s",
+                     f"{f['produced_rate']:,} events/s for {f['seconds']} s; target p99 < "
+                     f"{1 if pct == 50 else 2} s"))
+    width = max(len(r[0]) for r in rows)
+    print(f"exposure-filter bench: {a.events:,} events, {a.partitions} partitions, "
+          f"{os.cpu_count()} cores, {result['elapsed_s']} s")
+    for name, value, note in rows:
+        print(f"  {name:<{width}}  {value:<44} {note}")
+    line = json.dumps(result, separators=(",", ":"))
+    print(line)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(line + "\n")
+
+
+if __name__ == "__main__":
+    main()

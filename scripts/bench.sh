@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The performance benchmark (docs/PERFORMANCE.md), on this machine, unattended:
+# installs what is missing, builds (Release-like, RelWithDebInfo), starts a local
+# redis-server and the development Kafka (librdkafka's mock cluster), then
+# measures and prints a table and one JSON line:
+#   - drain: N preloaded events consumed from the start (events/s, Redis
+#     commands/s, daemon CPU s per million events, peak RSS), bitfield and setbit;
+#   - the Redis ceiling of the same run: `exposure-filter bench-redis`, the same
+#     write pattern with no Kafka and no decoding;
+#   - freshness: loadgen at 50% and 90% of the drain rate for a fixed time,
+#     p50/p99/max end-to-end latency from the daemon's histogram;
+#   - drain / ceiling.
+# Options (all optional):
+#   --no-build          use the existing build/exposure-filter
+#   --events N          events to preload (default 2000000)
+#   --partitions P      partitions of the topic (default 32: the mock keeps ~5 MiB each)
+#   --fresh-seconds S   length of each freshness run (default 30)
+#   --out FILE          also write the JSON line to FILE
+# Everything it starts is stopped on exit; logs stay in the run directory it prints.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=1
+ARGS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-build) BUILD=0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) ARGS+=("$1") ;;
+  esac
+  shift
+done
+if [ "$BUILD" = 1 ]; then
+  scripts/install-deps.sh
+  scripts/build.sh
+fi
+EF=${EF:-$PWD/build/exposure-filter}
+[ -x "$EF" ] || { echo "bench: $EF not built (drop --no-build)" >&2; exit 1; }
+exec python3 scripts/bench.py --binary "$EF" "${ARGS[@]}"

@@ -1,0 +1,48 @@
+// ExpireCache: which keys already carry their EXPIREAT, so the writer sends it
+// once per key lifetime instead of once per batch (for hot users, EXPIREAT is
+// otherwise about half of all commands).
+// Bounded and conservative: two generations of at most `capacity / 2` entries
+// each (when the current one fills up, the older is dropped: recently written
+// keys survive); an entry is trusted for at most `refresh_s` seconds, so a key
+// that was deleted behind the daemon's back gets its expiry again on a later
+// write; a key whose expiry is less than `min_remaining_s` away is never
+// trusted (clock skew between the daemon and Redis). The writer clears it when
+// its connection is re-established (Redis may have restarted empty).
+// capacity 0 disables the cache. Keys are remembered by a 64-bit hash. Not
+// thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <unordered_map>
+
+namespace ef {
+
+class ExpireCache {
+ public:
+  ExpireCache(size_t capacity, int64_t refresh_s, int64_t min_remaining_s = 3600);
+
+  // True if EXPIREAT key expire_at need not be sent at time now_s.
+  bool Known(std::string_view key, int64_t expire_at, int64_t now_s) const;
+  // Records that Redis acknowledged EXPIREAT key expire_at at time now_s.
+  void Remember(std::string_view key, int64_t expire_at, int64_t now_s);
+  void Clear();
+  size_t size() const { return current_.size() + previous_.size(); }
+  bool enabled() const { return generation_capacity_ > 0; }
+
+  static uint64_t KeyHash(std::string_view key);
+
+ private:
+  struct Entry {
+    int64_t expire_at;
+    int64_t set_at_s;
+  };
+  bool Fresh(const Entry& e, int64_t expire_at, int64_t now_s) const;
+  size_t generation_capacity_;
+  int64_t refresh_s_;
+  int64_t min_remaining_s_;
+  std::unordered_map<uint64_t, Entry> current_;
+  std::unordered_map<uint64_t, Entry> previous_;
+};
+
+}  // namespace ef

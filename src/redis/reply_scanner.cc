@@ -1,0 +1,122 @@
+#include "redis/reply_scanner.h"
+
+#include <cstring>
+
+namespace ef {
+namespace {
+
+constexpr int kMaxDepth = 8;
+
+bool ParseInt(std::string_view s, long long* out) {
+  if (s.empty()) return false;
+  bool neg = s[0] == '-';
+  size_t i = neg ? 1 : 0;
+  if (i == s.size()) return false;
+  long long v = 0;
+  for (; i < s.size(); ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    v = v * 10 + (s[i] - '0');
+  }
+  *out = neg ? -v : v;
+  return true;
+}
+
+}  // namespace
+
+char* ReplyScanner::PrepareWrite(size_t n) {
+  if (begin_ > 0 && (begin_ == size_ || begin_ > buf_.size() / 2)) {
+    // Move the unconsumed tail to the front (usually a partial reply, or nothing).
+    std::memmove(buf_.data(), buf_.data() + begin_, size_ - begin_);
+    size_ -= begin_;
+    begin_ = 0;
+  }
+  if (buf_.size() < size_ + n) buf_.resize(std::max(size_ + n, buf_.size() * 2));
+  return buf_.data() + size_;
+}
+
+void ReplyScanner::Feed(const char* data, size_t len) {
+  char* dst = PrepareWrite(len);
+  std::memcpy(dst, data, len);
+  Commit(len);
+}
+
+bool ReplyScanner::ParseLine(size_t* pos, std::string_view* line) {
+  const char* start = buf_.data() + *pos;
+  const void* cr = std::memchr(start, '\r', size_ - *pos);
+  if (!cr) return false;
+  size_t cr_at = static_cast<const char*>(cr) - buf_.data();
+  if (cr_at + 1 >= size_) return false;  // need the '\n'
+  if (buf_[cr_at + 1] != '\n') {
+    bad_ = true;
+    return false;
+  }
+  *line = std::string_view(start, cr_at - *pos);
+  *pos = cr_at + 2;
+  return true;
+}
+
+bool ReplyScanner::ParseValue(size_t* pos, int depth) {
+  if (*pos >= size_) return false;
+  const char type = buf_[*pos];
+  size_t p = *pos + 1;
+  std::string_view line;
+  if (!ParseLine(&p, &line)) return false;
+  switch (type) {
+    case '+':
+      break;
+    case ':': {
+      long long n = 0;
+      if (!ParseInt(line, &n)) {
+        bad_ = true;
+        return false;
+      }
+      break;
+    }
+    case '-':
+      if (error_.empty()) error_ = line.empty() ? std::string_view("ERR") : line;
+      break;
+    case '$': {
+      long long n = 0;
+      if (!ParseInt(line, &n) || n < -1) {
+        bad_ = true;
+        return false;
+      }
+      if (n >= 0) {
+        if (size_ - p < static_cast<size_t>(n) + 2) return false;
+        p += static_cast<size_t>(n) + 2;
+      }
+      break;
+    }
+    case '*': {
+      long long n = 0;
+      if (!ParseInt(line, &n) || n < -1 || depth >= kMaxDepth) {
+        bad_ = true;
+        return false;
+      }
+      for (long long i = 0; i < n; ++i) {
+        if (!ParseValue(&p, depth + 1)) return false;
+      }
+      break;
+    }
+    default:
+      bad_ = true;
+      return false;
+  }
+  *pos = p;
+  return true;
+}
+
+ReplyScanner::Result ReplyScanner::Next(std::string_view* error_text) {
+  if (bad_) return Result::kProtocolError;
+  error_ = {};
+  size_t pos = begin_;
+  if (!ParseValue(&pos, 0)) return bad_ ? Result::kProtocolError : Result::kIncomplete;
+  begin_ = pos;
+  if (!error_.empty()) {
+    if (error_text) *error_text = error_;
+    return Result::kError;
+  }
+  return Result::kReply;
+}
+
+}  // namespace ef

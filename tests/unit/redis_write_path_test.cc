@@ -1,0 +1,150 @@
+// The write path's pieces that need no server: ReplyScanner (RESP replies
+// counted, split anywhere, errors found) and ExpireCache (when EXPIREAT may be
+// skipped). The writer against a real Redis is covered by integration tests.
+#include <catch2/catch.hpp>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redis/expire_cache.h"
+#include "redis/reply_scanner.h"
+
+namespace ef {
+namespace {
+
+struct Scanned {
+  size_t replies = 0;
+  std::vector<std::pair<size_t, std::string>> errors;
+  bool protocol_error = false;
+  size_t left_over = 0;  // bytes of an incomplete reply
+};
+
+// Feeds `stream` in pieces of the given sizes (cycled) and scans after each.
+Scanned ScanInPieces(const std::string& stream, const std::vector<size_t>& pieces) {
+  ReplyScanner scanner;
+  Scanned out;
+  size_t at = 0;
+  size_t piece = 0;
+  while (at < stream.size() && !out.protocol_error) {
+    size_t n = std::min(pieces[piece++ % pieces.size()], stream.size() - at);
+    scanner.Feed(stream.data() + at, n);
+    at += n;
+    for (;;) {
+      std::string_view text;
+      auto r = scanner.Next(&text);
+      if (r == ReplyScanner::Result::kIncomplete) break;
+      if (r == ReplyScanner::Result::kProtocolError) {
+        out.protocol_error = true;
+        break;
+      }
+      if (r == ReplyScanner::Result::kError)
+        out.errors.emplace_back(out.replies, std::string(text));
+      ++out.replies;
+    }
+  }
+  out.left_over = scanner.buffered();
+  return out;
+}
+
+const std::string kStream =
+    "*3\r\n:0\r\n:1\r\n:0\r\n"  // BITFIELD reply
+    ":1\r\n"                    // EXPIREAT
+    "+OK\r\n"                   //
+    "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+    "$5\r\nhello\r\n"                                   // bulk
+    "$-1\r\n"                                           // nil
+    "*-1\r\n"                                           // nil array
+    "*0\r\n"                                            // empty array
+    "*2\r\n*2\r\n:1\r\n$3\r\na\r\n\r\n-ERR nested\r\n"  // nested, binary bulk with CRLF inside
+    "$0\r\n\r\n";                                       // empty bulk
+
+TEST_CASE("ReplyScanner: counts every reply and finds errors, whole or split anywhere", "[redis]") {
+  Scanned whole = ScanInPieces(kStream, {kStream.size()});
+  CHECK(whole.replies == 10);
+  CHECK_FALSE(whole.protocol_error);
+  CHECK(whole.left_over == 0);
+  REQUIRE(whole.errors.size() == 2);
+  CHECK(whole.errors[0].first == 3);
+  CHECK(whole.errors[0].second.rfind("WRONGTYPE", 0) == 0);
+  CHECK(whole.errors[1].first == 8);
+  CHECK(whole.errors[1].second == "ERR nested");
+  for (size_t step : {1, 2, 3, 5, 7, 13}) {
+    Scanned split = ScanInPieces(kStream, {step});
+    CHECK(split.replies == whole.replies);
+    CHECK(split.errors == whole.errors);
+    CHECK(split.left_over == 0);
+  }
+}
+
+TEST_CASE("ReplyScanner: many BITFIELD replies through a small reused buffer", "[redis]") {
+  std::mt19937 rng(7);
+  std::string stream;
+  size_t expected = 0;
+  for (int i = 0; i < 5000; ++i) {
+    int n = 1 + static_cast<int>(rng() % 40);
+    stream += "*" + std::to_string(n) + "\r\n";
+    for (int j = 0; j < n; ++j) stream += (rng() & 1) ? ":1\r\n" : ":0\r\n";
+    stream += ":1\r\n";
+    expected += 2;
+  }
+  Scanned s = ScanInPieces(stream, {4096, 17, 65536, 1});
+  CHECK(s.replies == expected);
+  CHECK(s.errors.empty());
+}
+
+TEST_CASE("ReplyScanner: bytes that are not RESP are a protocol error", "[redis]") {
+  CHECK(ScanInPieces("HTTP/1.1 400 Bad Request\r\n", {64}).protocol_error);
+  CHECK(ScanInPieces("$abc\r\n", {64}).protocol_error);
+  CHECK(ScanInPieces(":1\n:2\r\n", {64}).protocol_error);
+  Scanned partial = ScanInPieces("*2\r\n:1\r\n", {64});  // incomplete is not an error
+  CHECK_FALSE(partial.protocol_error);
+  CHECK(partial.replies == 0);
+  CHECK(partial.left_over == 8);
+}
+
+constexpr int64_t kNow = 1763800000;
+constexpr int64_t kExpire = kNow + 30 * 86400;
+
+TEST_CASE("ExpireCache: a remembered expiry is skipped until it changes or grows stale",
+          "[redis]") {
+  ExpireCache cache(100, 600);
+  CHECK_FALSE(cache.Known("ef:{u1}:20400", kExpire, kNow));
+  cache.Remember("ef:{u1}:20400", kExpire, kNow);
+  CHECK(cache.Known("ef:{u1}:20400", kExpire, kNow + 10));
+  CHECK_FALSE(cache.Known("ef:{u2}:20400", kExpire, kNow + 10));      // another key
+  CHECK_FALSE(cache.Known("ef:{u1}:20400", kExpire + 1, kNow + 10));  // another expiry
+  CHECK_FALSE(cache.Known("ef:{u1}:20400", kExpire, kNow + 600));     // refresh is due
+  cache.Remember("ef:{u1}:20400", kExpire, kNow + 600);
+  CHECK(cache.Known("ef:{u1}:20400", kExpire, kNow + 601));
+  cache.Clear();
+  CHECK_FALSE(cache.Known("ef:{u1}:20400", kExpire, kNow + 601));
+}
+
+TEST_CASE("ExpireCache: a key close to its expiry is never trusted", "[redis]") {
+  ExpireCache cache(100, 600, 3600);
+  cache.Remember("k", kNow + 3599, kNow);
+  CHECK_FALSE(cache.Known("k", kNow + 3599, kNow));
+  cache.Remember("k", kNow + 3600, kNow);
+  CHECK(cache.Known("k", kNow + 3600, kNow));
+}
+
+TEST_CASE("ExpireCache: bounded by two generations; recent keys survive", "[redis]") {
+  ExpireCache cache(1000, 600);
+  for (int i = 0; i < 5000; ++i) cache.Remember("k" + std::to_string(i), kExpire, kNow);
+  CHECK(cache.size() <= 1000);
+  // The newest 500 (the current generation) are all known; the oldest are gone.
+  for (int i = 4500; i < 5000; ++i) CHECK(cache.Known("k" + std::to_string(i), kExpire, kNow));
+  for (int i = 0; i < 100; ++i) CHECK_FALSE(cache.Known("k" + std::to_string(i), kExpire, kNow));
+}
+
+TEST_CASE("ExpireCache: capacity 0 disables it", "[redis]") {
+  ExpireCache cache(0, 600);
+  cache.Remember("k", kExpire, kNow);
+  CHECK_FALSE(cache.enabled());
+  CHECK_FALSE(cache.Known("k", kExpire, kNow));
+  CHECK(cache.size() == 0);
+}
+
+}  // namespace
+}  // namespace ef
