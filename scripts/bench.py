@@ -263,17 +263,20 @@ def drain(stack, name, total, sets=()):
     cpu = cpu_seconds(d.proc.pid) - cpu0
     rss = peak_rss_kb(d.proc.pid)
     d.stop()
+    # Events after the first sample: with very small runs that may be none
+    # (everything was written in the first batch): then the rates are 0.
     events = written(m1) - n0
-    secs = t1 - t0
+    secs = max(t1 - t0, 1e-9)
+    per_m = 1e6 / events if events > 0 else 0.0
     cmds = metric_sum(m1, "exposure_filter_redis_commands_total") - \
         metric_sum(m0, "exposure_filter_redis_commands_total")
     return {
         "events": int(events), "seconds": round(secs, 3),
         "events_per_second": round(events / secs),
         "redis_commands_per_second": round(cmds / secs),
-        "daemon_cpu_s_per_million": round(cpu / events * 1e6, 2),
-        "redis_cpu_s_per_million": round((cpu_seconds(stack.redis.pid) - redis_cpu0) / events * 1e6, 2),
-        "broker_cpu_s_per_million": round((cpu_seconds(stack.kafka.pid) - kafka_cpu0) / events * 1e6, 2),
+        "daemon_cpu_s_per_million": round(cpu * per_m, 2),
+        "redis_cpu_s_per_million": round((cpu_seconds(stack.redis.pid) - redis_cpu0) * per_m, 2),
+        "broker_cpu_s_per_million": round((cpu_seconds(stack.kafka.pid) - kafka_cpu0) * per_m, 2),
         "peak_rss_mb": round(rss / 1024),
         "redis_commands_all": stack.redis_commands() - cmds0,
     }
@@ -359,14 +362,14 @@ def main():
         dr_sb = drain(stack, "setbit", setbit_events, ["redis.write_mode=setbit"])
         fresh = {}
         for pct in (50, 90):
-            rate = dr["events_per_second"] * pct / 100
+            rate = max(dr["events_per_second"] * pct / 100, 1000)
             log(f"freshness at {pct}% of the drain rate: {rate:.0f} events/s for {a.fresh_seconds} s")
             fresh[pct] = freshness(stack, FRESH_TOPICS[pct], rate, a.fresh_seconds)
     finally:
         stack.stop()
 
-    ratio = dr["events_per_second"] / ceil["events_per_second"]
-    ratio_sb = dr_sb["events_per_second"] / ceil_sb["events_per_second"]
+    ratio = dr["events_per_second"] / max(ceil["events_per_second"], 1e-9)
+    ratio_sb = dr_sb["events_per_second"] / max(ceil_sb["events_per_second"], 1e-9)
     result = {
         "bench": "exposure-filter", "events": a.events, "partitions": a.partitions,
         "cores": os.cpu_count(), "load_before": round(load1, 2), "mix": MIX,

@@ -17,9 +17,9 @@
 namespace ef {
 
 struct CheckResult {
-  std::vector<bool> seen;           // per item, in input order
+  std::vector<bool> seen;            // per item, in input order
   std::vector<int64_t> seen_bucket;  // bucket start (epoch s) of the newest matching bucket, or -1
-  size_t buckets_present = 0;       // live bucket keys that exist
+  size_t buckets_present = 0;        // live bucket keys that exist
 };
 
 class BloomReader {

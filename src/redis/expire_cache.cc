@@ -1,22 +1,61 @@
 #include "redis/expire_cache.h"
 
+#include <algorithm>
+
 #include "bloom/hash.h"
 
 namespace ef {
 
 ExpireCache::ExpireCache(size_t capacity, int64_t refresh_s, int64_t min_remaining_s)
-    : generation_capacity_(capacity / 2 + (capacity % 2)),
+    : generation_capacity_(capacity == 0 ? 0 : capacity / 2 + (capacity % 2)),
       refresh_s_(refresh_s),
-      min_remaining_s_(min_remaining_s) {
-  if (capacity == 0) generation_capacity_ = 0;
-}
+      min_remaining_s_(min_remaining_s) {}
 
 uint64_t ExpireCache::KeyHash(std::string_view key) {
   // MurmurHash3 x64 128, as for items; a different seed keeps it independent.
-  return HashItem(key, 0x65787069).h1;
+  const uint64_t h = HashItem(key, 0x65787069).h1;
+  return h == 0 ? 1 : h;
 }
 
-bool ExpireCache::Fresh(const Entry& e, int64_t expire_at, int64_t now_s) const {
+const ExpireCache::Slot* ExpireCache::Table::Find(uint64_t hash) const {
+  if (slots.empty()) return nullptr;
+  const size_t mask = slots.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Slot& s = slots[i];
+    if (s.hash == hash) return &s;
+    if (s.hash == 0) return nullptr;
+  }
+}
+
+ExpireCache::Slot* ExpireCache::Table::FindOrInsert(uint64_t hash) {
+  if (2 * (used + 1) > slots.size()) {
+    // Keep the load at most 1/2: re-insert into a table twice the size.
+    std::vector<Slot> old;
+    old.swap(slots);
+    slots.assign(std::max<size_t>(1024, old.size() * 2), Slot{});
+    used = 0;
+    for (const Slot& s : old) {
+      if (s.hash != 0) *FindOrInsert(s.hash) = s;
+    }
+  }
+  const size_t mask = slots.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    Slot& s = slots[i];
+    if (s.hash == hash) return &s;
+    if (s.hash == 0) {
+      s.hash = hash;
+      ++used;
+      return &s;
+    }
+  }
+}
+
+void ExpireCache::Table::Clear() {
+  std::fill(slots.begin(), slots.end(), Slot{});
+  used = 0;
+}
+
+bool ExpireCache::Fresh(const Slot& e, int64_t expire_at, int64_t now_s) const {
   return e.expire_at == expire_at && now_s - e.set_at_s < refresh_s_ &&
          expire_at - now_s >= min_remaining_s_;
 }
@@ -24,30 +63,28 @@ bool ExpireCache::Fresh(const Entry& e, int64_t expire_at, int64_t now_s) const 
 bool ExpireCache::Known(std::string_view key, int64_t expire_at, int64_t now_s) const {
   if (!generation_capacity_) return false;
   const uint64_t h = KeyHash(key);
-  auto it = current_.find(h);
-  if (it != current_.end()) return Fresh(it->second, expire_at, now_s);
-  it = previous_.find(h);
-  return it != previous_.end() && Fresh(it->second, expire_at, now_s);
+  if (const Slot* s = current_.Find(h)) return Fresh(*s, expire_at, now_s);
+  const Slot* s = previous_.Find(h);
+  return s && Fresh(*s, expire_at, now_s);
 }
 
 void ExpireCache::Remember(std::string_view key, int64_t expire_at, int64_t now_s) {
   if (!generation_capacity_) return;
   const uint64_t h = KeyHash(key);
-  auto it = current_.find(h);
-  if (it != current_.end()) {
-    it->second = {expire_at, now_s};
-    return;
+  if (current_.used >= generation_capacity_ && !current_.Find(h)) {
+    // The current generation is full: it becomes the previous one (the older
+    // is dropped), and the new current one reuses the dropped one's memory.
+    std::swap(previous_, current_);
+    current_.Clear();
   }
-  if (current_.size() >= generation_capacity_) {
-    previous_.swap(current_);
-    current_.clear();
-  }
-  current_.emplace(h, Entry{expire_at, now_s});
+  Slot* s = current_.FindOrInsert(h);
+  s->expire_at = expire_at;
+  s->set_at_s = now_s;
 }
 
 void ExpireCache::Clear() {
-  current_.clear();
-  previous_.clear();
+  current_.Clear();
+  previous_.Clear();
 }
 
 }  // namespace ef

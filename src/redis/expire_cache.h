@@ -8,13 +8,14 @@
 // write; a key whose expiry is less than `min_remaining_s` away is never
 // trusted (clock skew between the daemon and Redis). The writer clears it when
 // its connection is re-established (Redis may have restarted empty).
-// capacity 0 disables the cache. Keys are remembered by a 64-bit hash. Not
-// thread-safe.
+// capacity 0 disables the cache. Keys are remembered by a 64-bit hash, in flat
+// open-addressing tables (24 bytes a slot, at most half full, grown on demand):
+// no allocation per key. Not thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
-#include <unordered_map>
+#include <vector>
 
 namespace ef {
 
@@ -27,22 +28,31 @@ class ExpireCache {
   // Records that Redis acknowledged EXPIREAT key expire_at at time now_s.
   void Remember(std::string_view key, int64_t expire_at, int64_t now_s);
   void Clear();
-  size_t size() const { return current_.size() + previous_.size(); }
+  size_t size() const { return current_.used + previous_.used; }
   bool enabled() const { return generation_capacity_ > 0; }
 
   static uint64_t KeyHash(std::string_view key);
 
  private:
-  struct Entry {
-    int64_t expire_at;
-    int64_t set_at_s;
+  struct Slot {
+    uint64_t hash = 0;  // 0 = empty (a key hashing to 0 is stored as 1)
+    int64_t expire_at = 0;
+    int64_t set_at_s = 0;
   };
-  bool Fresh(const Entry& e, int64_t expire_at, int64_t now_s) const;
+  struct Table {
+    std::vector<Slot> slots;  // size a power of two, or empty
+    size_t used = 0;
+    const Slot* Find(uint64_t hash) const;
+    Slot* FindOrInsert(uint64_t hash);  // grows as needed
+    void Clear();
+  };
+  bool Fresh(const Slot& e, int64_t expire_at, int64_t now_s) const;
+
   size_t generation_capacity_;
   int64_t refresh_s_;
   int64_t min_remaining_s_;
-  std::unordered_map<uint64_t, Entry> current_;
-  std::unordered_map<uint64_t, Entry> previous_;
+  Table current_;
+  Table previous_;
 };
 
 }  // namespace ef

@@ -138,6 +138,20 @@ TEST_CASE("ExpireCache: bounded by two generations; recent keys survive", "[redi
   for (int i = 0; i < 100; ++i) CHECK_FALSE(cache.Known("k" + std::to_string(i), kExpire, kNow));
 }
 
+TEST_CASE("ExpireCache: tables grow without losing entries", "[redis]") {
+  ExpireCache cache(200000, 600);
+  for (int i = 0; i < 50000; ++i) cache.Remember("k" + std::to_string(i), kExpire + i, kNow);
+  CHECK(cache.size() == 50000);
+  for (int i = 0; i < 50000; ++i) {
+    CHECK(cache.Known("k" + std::to_string(i), kExpire + i, kNow));
+    CHECK_FALSE(cache.Known("k" + std::to_string(i), kExpire + i + 1, kNow));
+  }
+  CHECK_FALSE(cache.Known("k50000", kExpire, kNow));
+  cache.Remember("k7", kExpire, kNow + 1);  // an update, not a new entry
+  CHECK(cache.size() == 50000);
+  CHECK(cache.Known("k7", kExpire, kNow + 1));
+}
+
 TEST_CASE("ExpireCache: capacity 0 disables it", "[redis]") {
   ExpireCache cache(0, 600);
   cache.Remember("k", kExpire, kNow);
