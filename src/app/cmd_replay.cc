@@ -191,6 +191,8 @@ int Replay(const ReplayArgs& a) {
       last_report = SC::now();
     }
   }
+  // The last batch decoded while the one before it was written.
+  if (st.ok()) st = ingest.Flush(stop);
   (*source)->Close();
   report(true);
   if (!st.ok()) return Fail(st);

@@ -37,6 +37,7 @@ void Ingest::Batch::Clear() {
   coalescer.Clear();
   event_ts_ms.clear();
   items = 0;
+  messages = 0;
   partitions.clear();
 }
 
@@ -47,6 +48,7 @@ void Ingest::DecodeMessages(const std::vector<Message>& messages) {
   const std::string* last_topic = nullptr;
   int32_t last_partition = -1;
   PendingPartition* part = nullptr;
+  batch.messages += messages.size();
   for (const Message& m : messages) {
     ++totals_.messages;
     if (m.topic != last_topic || m.partition != last_partition) {
@@ -192,37 +194,61 @@ void Ingest::CommitIfDue() {
 }
 
 Status Ingest::Step(const std::atomic<bool>& stop, size_t* got) {
-  Status st = source_.Poll(options_.batch_max_events, options_.poll_timeout_ms,
-                           options_.batch_max_wait_ms, &messages_);
-  if (got) *got = messages_.size();
-  if (!st.ok()) {
-    if (st.code() == StatusCode::kUnavailable) return Status::Ok();
-    return st;
+  if (!failed_.ok()) return failed_;
+  // A batch decoded during the previous write is due now: only take what is
+  // already fetched on top of it, without waiting.
+  const bool due = !building().empty();
+  const size_t room =
+      options_.batch_max_events - std::min(building().messages, options_.batch_max_events);
+  if (got) *got = 0;
+  if (room > 0) {
+    Status st = source_.Poll(room, due ? 0 : options_.poll_timeout_ms,
+                             due ? 0 : options_.batch_max_wait_ms, &messages_);
+    if (got) *got = messages_.size();
+    if (!st.ok() && st.code() != StatusCode::kUnavailable) return st;
+    if (!messages_.empty()) DecodeMessages(messages_);
   }
-  if (!messages_.empty()) DecodeMessages(messages_);
-  const bool idle = building().empty();
-  while (!building().empty()) {
-    Batch& batch = building();
-    building_ ^= 1;
-    // A batch of bad events only has nothing to write: it must not wait for Redis.
-    const bool writing = !batch.coalescer.empty();
-    Status fetch;
-    if (writing) {
-      batch.coalescer.Seal();
-      sink_.Send(batch.coalescer.batch());
-      // While Redis works: decode what the consumer has already fetched.
-      if (!stop.load()) {
-        fetch = source_.Poll(options_.batch_max_events, 0, 0, &messages_);
-        if (got) *got += messages_.size();
-        if (fetch.ok() && !messages_.empty()) DecodeMessages(messages_);
-      }
-      EF_RETURN_IF_ERROR(Write(batch, true, stop));
-    }
-    Ack(batch);
-    if (!fetch.ok() && fetch.code() != StatusCode::kUnavailable) return fetch;
+  if (building().empty()) {
     CommitIfDue();
+    return Status::Ok();
   }
-  if (idle) CommitIfDue();
+  Status st = WriteBuilding(stop, !stop.load(), got);
+  if (!st.ok()) failed_ = st;
+  return st;
+}
+
+Status Ingest::Flush(const std::atomic<bool>& stop) {
+  if (!failed_.ok()) return failed_;
+  while (!building().empty()) {
+    Status st = WriteBuilding(stop, false, nullptr);
+    if (!st.ok()) {
+      failed_ = st;
+      return st;
+    }
+  }
+  return Status::Ok();
+}
+
+Status Ingest::WriteBuilding(const std::atomic<bool>& stop, bool overlap, size_t* got) {
+  Batch& batch = building();
+  building_ ^= 1;
+  // A batch of bad events only has nothing to write: it must not wait for Redis.
+  Status fetch;
+  if (!batch.coalescer.empty()) {
+    batch.coalescer.Seal();
+    sink_.Send(batch.coalescer.batch());
+    // While Redis works: decode what the consumer has already fetched into the
+    // next batch, which the next Step writes.
+    if (overlap) {
+      fetch = source_.Poll(options_.batch_max_events, 0, 0, &messages_);
+      if (got) *got += messages_.size();
+      if (fetch.ok() && !messages_.empty()) DecodeMessages(messages_);
+    }
+    EF_RETURN_IF_ERROR(Write(batch, true, stop));
+  }
+  Ack(batch);
+  if (!fetch.ok() && fetch.code() != StatusCode::kUnavailable) return fetch;
+  CommitIfDue();
   return Status::Ok();
 }
 
@@ -314,15 +340,15 @@ void Ingest::OnRevoke(const std::vector<TopicPartition>& partitions) {
 }
 
 Status Ingest::Run(const std::atomic<bool>& stop) {
-  while (!stop.load()) {
-    Status st = Step(stop);
-    if (!st.ok()) {
-      // Fatal or cancelled: commit what Redis already acknowledged before giving up.
-      CommitAcked(true).IgnoreError();
-      return st;
-    }
+  Status st;
+  while (!stop.load() && st.ok()) st = Step(stop);
+  if (st.ok()) st = Flush(stop);
+  if (!st.ok()) {
+    // Fatal or cancelled: commit what Redis already acknowledged before giving up.
+    CommitAcked(true).IgnoreError();
+    return st;
   }
-  Status st = CommitAcked(true);
+  st = CommitAcked(true);
   if (!st.ok()) return st.Prefixed("final commit");
   return Status::Ok();
 }

@@ -76,9 +76,16 @@ class Ingest {
   // kCancelled if the sink still failed when the shutdown grace ran out.
   Status Run(const std::atomic<bool>& stop);
 
-  // One cycle: poll a batch, decode, write (retrying until written or stopped),
-  // commit if due. *got is the number of messages polled.
+  // One cycle: poll a batch, decode, write it (retrying until written or
+  // stopped) while decoding what the consumer already fetched into the next
+  // batch, commit if due. *got is the number of messages polled. The next batch
+  // is written by the next Step (which then does not wait for messages), or by
+  // Flush. After an error, Step and Flush return that error again.
   Status Step(const std::atomic<bool>& stop, size_t* got = nullptr);
+  // Writes what is decoded and not yet written (the next batch), no polling.
+  Status Flush(const std::atomic<bool>& stop);
+  // True while decoded messages wait to be written.
+  bool pending() const { return !batches_[building_].empty(); }
 
   // Commits every acknowledged offset, with metadata (kafka/commit_metadata.h):
   // commit time and newest event time written. Called every commit_interval
@@ -112,11 +119,15 @@ class Ingest {
     Coalescer coalescer;
     std::vector<int64_t> event_ts_ms;  // event times, for the latency histogram
     uint64_t items = 0;
+    size_t messages = 0;  // consumed into it, bad ones included
     std::map<TopicPartition, PendingPartition> partitions;
     bool empty() const { return partitions.empty(); }
     void Clear();
   };
   Batch& building() { return batches_[building_]; }
+  // Writes the building batch; with `overlap`, polls and decodes the next one
+  // meanwhile.
+  Status WriteBuilding(const std::atomic<bool>& stop, bool overlap, size_t* got);
   void DecodeMessages(const std::vector<Message>& messages);
   // Writes (already sent, if `sent`) `batch` until acknowledged or given up.
   Status Write(Batch& batch, bool sent, const std::atomic<bool>& stop);
@@ -139,6 +150,7 @@ class Ingest {
   std::vector<Message> messages_;
   Batch batches_[2];
   int building_ = 0;  // index of the batch messages are decoded into
+  Status failed_;     // the error that ended Step or Flush, if any
   std::map<TopicPartition, int64_t> acked_;
   std::map<TopicPartition, int64_t> acked_event_ms_;  // newest event time acknowledged
   int64_t last_commit_ms_ = 0;

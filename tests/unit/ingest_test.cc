@@ -204,10 +204,12 @@ class Harness {
     INFO(st.ToString());
     REQUIRE(st.ok());
   }
-  // Steps until the source has nothing left to deliver.
+  // Steps until the source has nothing left to deliver and nothing decoded
+  // waits to be written.
   void Drain() {
-    for (int i = 0; i < 1000 && source.Unconsumed() > 0; ++i) StepOk();
+    for (int i = 0; i < 1000 && (source.Unconsumed() > 0 || ingest->pending()); ++i) StepOk();
     REQUIRE(source.Unconsumed() == 0);
+    REQUIRE_FALSE(ingest->pending());
   }
 
   // Next offset of every partition that has messages.
@@ -514,7 +516,10 @@ TEST_CASE("Ingest: the next batch is decoded while one is written, and acknowled
     at_write.push_back({h.source.polls(), h.source.commits().size(),
                         a == h.ingest->acked().end() ? 0 : a->second});
   };
-  h.StepOk();  // one Step: the queue is drained batch after batch
+  h.StepOk();  // writes batch 1, decodes batch 2 meanwhile
+  CHECK(at_write.size() == 1);
+  CHECK(h.ingest->pending());
+  h.Drain();
   REQUIRE(at_write.size() == 3);
   // Batch 1 (offsets 0-1) is written after the poll of batch 2 (overlap), and
   // before anything is acknowledged or committed.
@@ -778,6 +783,9 @@ TEST_CASE("Ingest: messages still delivered while paused join the next batch", "
   h.StepOk();
   CHECK(h.source.polls_while_paused() >= 1);
   CHECK(h.source.Unconsumed() == 0);
+  CHECK(h.sink.acked_batches().size() == 1);
+  CHECK(h.ingest->pending());
+  h.Drain();
   // The failing batch is written as it was; the late messages follow in the next.
   REQUIRE(h.sink.acked_batches().size() == 2);
   CHECK(h.sink.acked_batches()[0].size() == 1);
