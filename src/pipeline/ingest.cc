@@ -10,6 +10,10 @@
 namespace ef {
 namespace {
 
+// While a batch is written, the next one is polled in waits this short, so its
+// messages are decoded as they arrive and the write's end is noticed at once.
+constexpr int kOverlapPollMs = 2;
+
 int64_t SteadyMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -237,12 +241,19 @@ Status Ingest::WriteBuilding(const std::atomic<bool>& stop, bool overlap, size_t
   if (!batch.coalescer.empty()) {
     batch.coalescer.Seal();
     sink_.Send(batch.coalescer.batch());
-    // While Redis works: decode what the consumer has already fetched into the
-    // next batch, which the next Step writes.
-    if (overlap) {
-      fetch = source_.Poll(options_.batch_max_events, 0, 0, &messages_);
+    // While Redis works: decode what the consumer has fetched, and what arrives
+    // until the write is done, into the next batch (up to a full batch), which
+    // the next Step writes.
+    while (overlap) {
+      const size_t room =
+          options_.batch_max_events - std::min(building().messages, options_.batch_max_events);
+      if (room == 0) break;
+      const bool ready = sink_.Ready();
+      fetch = source_.Poll(room, ready ? 0 : kOverlapPollMs, 0, &messages_);
       if (got) *got += messages_.size();
-      if (fetch.ok() && !messages_.empty()) DecodeMessages(messages_);
+      if (!fetch.ok()) break;
+      if (!messages_.empty()) DecodeMessages(messages_);
+      if (ready || stop.load()) break;
     }
     EF_RETURN_IF_ERROR(Write(batch, true, stop));
   }

@@ -31,6 +31,9 @@ class BitSink {
   // flight, and Write must not be called meanwhile. By default Await does the
   // whole Write.
   virtual void Send(const BitBatch& batch) { in_flight_ = &batch; }
+  // True when Await would return without waiting (the default Await writes
+  // synchronously: always true).
+  virtual bool Ready() { return true; }
   virtual Status Await(WriteStats* stats) {
     const BitBatch* batch = in_flight_;
     in_flight_ = nullptr;

@@ -151,6 +151,11 @@ Status RedisBitWriter::Await(WriteStats* stats) {
   return job_status_;
 }
 
+bool RedisBitWriter::Ready() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return job_done_;
+}
+
 void RedisBitWriter::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {

@@ -47,6 +47,7 @@ class RedisBitWriter : public BitSink {
   Status Write(const BitBatch& batch, WriteStats* stats) override;
   void Send(const BitBatch& batch) override;
   Status Await(WriteStats* stats) override;
+  bool Ready() override;
 
   // Error kind of the last failed Write (for metrics), kNone after a success.
   RedisErrorKind last_error_kind() const { return last_error_; }
