@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -300,6 +301,7 @@ def ceiling(stack, events, sets=()):
 def freshness(stack, topic, rate, seconds):
     """loadgen at `rate` events/s for `seconds` with live event times into an
     empty topic; latency quantiles from the daemon's histogram."""
+    stack.flush()  # every phase starts from an empty Redis, as the drain does
     d = Daemon(stack, topic, [f"kafka.topics=[{topic}]"])
     hist = "exposure_filter_end_to_end_latency_seconds"
     # Produce only once the partitions are assigned (the group join takes ~3 s
@@ -309,7 +311,17 @@ def freshness(stack, topic, rate, seconds):
                            f'topic="{topic}"' in k for k in d.metrics()), 0.1)
     m0 = d.metrics()
     n = int(rate * seconds)
+    children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu0 = cpu_seconds(d.proc.pid)
+    redis_cpu0 = cpu_seconds(stack.redis.pid)
+    kafka_cpu0 = cpu_seconds(stack.kafka.pid)
     lg = loadgen(stack, topic, n, rate, ["-X", f"linger.ms={LINGER_MS}"])
+    children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    loadgen_cpu = (children1.ru_utime + children1.ru_stime) - \
+        (children0.ru_utime + children0.ru_stime)
+    busy = {"loadgen": loadgen_cpu, "broker": cpu_seconds(stack.kafka.pid) - kafka_cpu0,
+            "daemon": cpu_seconds(d.proc.pid) - cpu0,
+            "redis": cpu_seconds(stack.redis.pid) - redis_cpu0}
     target = written(m0) + lg["delivered"]
     wait_until(f"freshness {topic}: catch up", 120, lambda: written(d.metrics()) >= target, 0.05)
     m1 = d.metrics()
@@ -323,6 +335,9 @@ def freshness(stack, topic, rate, seconds):
         "p50_s": round(quantile(buckets, 0.50), 4),
         "p99_s": round(quantile(buckets, 0.99), 4),
         "max_s_le": max_bound(buckets),
+        # Cores used while producing, by process: the load generator and the mock
+        # broker share the machine with the daemon and Redis.
+        "cores_busy": {k: round(v / lg["seconds"], 2) for k, v in busy.items()},
     }
 
 
@@ -410,6 +425,8 @@ def main():
                      f"p50 {f['p50_s']:.3f} s  p99 {f['p99_s']:.3f} s  max <= {f['max_s_le']} s",
                      f"{f['produced_rate']:,} events/s for {f['seconds']} s; target p99 < "
                      f"{1 if pct == 50 else 2} s"))
+        rows.append(("  cores busy", " ".join(f"{k} {v}" for k, v in f["cores_busy"].items()),
+                     "while producing"))
     width = max(len(r[0]) for r in rows)
     print(f"exposure-filter bench: {a.events:,} events, {a.partitions} partitions, "
           f"{os.cpu_count()} cores, {result['elapsed_s']} s")
