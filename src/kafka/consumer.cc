@@ -73,6 +73,7 @@ struct KafkaConsumer::Impl {
 namespace {
 
 constexpr int kSyncCommitTimeoutMs = 10000;
+constexpr int kCloseTimeoutMs = 10000;
 
 void RebalanceCb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions,
                  void* opaque) {
@@ -264,9 +265,35 @@ void KafkaConsumer::Close() {
   if (!impl_ || impl_->closed) return;
   impl_->closed = true;
   impl_->held.clear();
-  rd_kafka_resp_err_t e = rd_kafka_consumer_close(impl_->rk.get());
-  if (e) spdlog::warn("kafka: consumer close: {}", rd_kafka_err2str(e));
-  impl_->rk.reset();
+  // rd_kafka_consumer_close waits for the group coordinator without limit: with
+  // the brokers gone, shutdown would hang. Close through a queue of our own,
+  // serving its rebalance events, for a bounded time.
+  rd_kafka_t* rk = impl_->rk.get();
+  kafka::QueuePtr queue(rd_kafka_queue_new(rk));
+  if (rd_kafka_error_t* err = rd_kafka_consumer_close_queue(rk, queue.get())) {
+    spdlog::warn("kafka: consumer close: {}", rd_kafka_error_string(err));
+    rd_kafka_error_destroy(err);
+  } else {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(kCloseTimeoutMs);
+    while (!rd_kafka_consumer_closed(rk) && std::chrono::steady_clock::now() < deadline) {
+      rd_kafka_event_t* ev = rd_kafka_queue_poll(queue.get(), 100);
+      if (!ev) continue;
+      if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE) {
+        impl_->OnRebalance(rd_kafka_event_error(ev), rd_kafka_event_topic_partition_list(ev));
+      }
+      rd_kafka_event_destroy(ev);
+    }
+    if (!rd_kafka_consumer_closed(rk)) {
+      spdlog::warn(
+          "kafka: consumer close did not finish within {} s (group coordinator "
+          "unreachable); leaving without it: the group notices after "
+          "session.timeout.ms",
+          kCloseTimeoutMs / 1000);
+    }
+  }
+  queue.reset();
+  rd_kafka_destroy_flags(impl_->rk.release(), RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 }
 
 }  // namespace ef
