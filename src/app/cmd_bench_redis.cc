@@ -50,12 +50,6 @@ struct BenchRedisArgs {
   size_t connections = 2;
 };
 
-// The daemon's writer options, built the way cmd_run.cc builds them. Kept in
-// one place so it can follow cmd_run.cc if that changes.
-BitWriterOptions WriterOptionsFromConfig(const Config& config, const RedisOptions& redis) {
-  return BitWriterOptionsFromConfig(config.redis, redis);
-}
-
 // SCAN MATCH pattern text matching `s` literally.
 std::string GlobEscape(std::string_view s) {
   std::string out;
@@ -233,7 +227,8 @@ int BenchRedis(BenchRedisArgs& a) {
   std::vector<std::unique_ptr<RedisBitWriter>> writers;
   WriteStats total;
   for (size_t t = 0; t < n_conn; ++t) {
-    writers.push_back(std::make_unique<RedisBitWriter>(WriterOptionsFromConfig(*config, *redis)));
+    writers.push_back(
+        std::make_unique<RedisBitWriter>(BitWriterOptionsFromConfig(config->redis, *redis)));
     st = writers.back()->Write(BitBatch{}, &total);
     if (!st.ok()) return Fail(st);
   }
@@ -260,10 +255,7 @@ int BenchRedis(BenchRedisArgs& a) {
                                  std::to_string(batches.size()) + " failed");
         return;
       }
-      stats[t].commands += s.commands;
-      stats[t].bits += s.bits;
-      stats[t].keys += s.keys;
-      stats[t].skipped_keys += s.skipped_keys;
+      stats[t] += s;
     }
   };
   {
@@ -274,10 +266,7 @@ int BenchRedis(BenchRedisArgs& a) {
   }
   for (size_t t = 0; t < n_conn; ++t) {
     if (!results[t].ok()) return Fail(results[t]);
-    total.commands += stats[t].commands;
-    total.bits += stats[t].bits;
-    total.keys += stats[t].keys;
-    total.skipped_keys += stats[t].skipped_keys;
+    total += stats[t];
   }
   const double seconds = std::chrono::duration<double>(SC::now() - start).count();
   auto cpu_after = RedisCpuSeconds(conn);

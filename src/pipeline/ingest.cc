@@ -99,10 +99,10 @@ void Ingest::RecordWritten(const Batch& batch, const WriteStats& stats, int64_t 
   metrics_->redis_up->Set(1);
 }
 
-Status Ingest::Write(Batch& batch, bool sent, const std::atomic<bool>& stop) {
+Status Ingest::AwaitWrite(Batch& batch, const std::atomic<bool>& stop) {
   const int64_t start_ms = clock_.NowMs();
   WriteStats stats;
-  Status st = sent ? sink_.Await(&stats) : sink_.Write(batch.coalescer.batch(), &stats);
+  Status st = sink_.Await(&stats);
   if (st.ok()) {
     RecordWritten(batch, stats, start_ms);
     return st;
@@ -255,7 +255,7 @@ Status Ingest::WriteBuilding(const std::atomic<bool>& stop, bool overlap, size_t
       if (!messages_.empty()) DecodeMessages(messages_);
       if (ready || stop.load()) break;
     }
-    EF_RETURN_IF_ERROR(Write(batch, true, stop));
+    EF_RETURN_IF_ERROR(AwaitWrite(batch, stop));
   }
   Ack(batch);
   if (!fetch.ok() && fetch.code() != StatusCode::kUnavailable) return fetch;

@@ -129,8 +129,9 @@ class Ingest {
   // meanwhile.
   Status WriteBuilding(const std::atomic<bool>& stop, bool overlap, size_t* got);
   void DecodeMessages(const std::vector<Message>& messages);
-  // Writes (already sent, if `sent`) `batch` until acknowledged or given up.
-  Status Write(Batch& batch, bool sent, const std::atomic<bool>& stop);
+  // Awaits the write of `batch` (sent to the sink), retrying until it is
+  // acknowledged or given up.
+  Status AwaitWrite(Batch& batch, const std::atomic<bool>& stop);
   Status RetryWrite(Batch& batch, Status first_error, const std::atomic<bool>& stop);
   void Ack(Batch& batch);
   void OnRevoke(const std::vector<TopicPartition>& partitions);

@@ -15,6 +15,15 @@ struct WriteStats {
   uint64_t keys = 0;             // keys written
   uint64_t skipped_keys = 0;     // keys Redis refused for good (e.g. WRONGTYPE): logged, counted
   uint64_t expires_skipped = 0;  // EXPIREATs not sent: the key already has that expiry
+
+  WriteStats& operator+=(const WriteStats& o) {
+    commands += o.commands;
+    bits += o.bits;
+    keys += o.keys;
+    skipped_keys += o.skipped_keys;
+    expires_skipped += o.expires_skipped;
+    return *this;
+  }
 };
 
 class BitSink {
