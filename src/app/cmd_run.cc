@@ -60,16 +60,14 @@ int Run(const ConfigArgs& args) {
   rules.freshness_target_seconds = static_cast<double>(config->metrics.freshness_target_ms) / 1000;
   rules.freshness_limit_seconds = static_cast<double>(config->metrics.freshness_limit_ms) / 1000;
   PartitionMonitor monitor(*registry, rules, rules.freshness_target_seconds);
-  std::atomic<bool> redis_ok{false};
+  // Until the layout is checked in Redis, not ready; from then on the monitor
+  // decides (partitions, freshness, Redis writes), refreshed every tick.
+  std::atomic<bool> started{false};
   std::unique_ptr<HttpServer> http;
   if (!config->metrics.listen.empty()) {
-    auto server = HttpServer::Start(config->metrics.listen, registry, [&monitor, &redis_ok] {
-      Readiness r = monitor.Ready();
-      if (!redis_ok.load()) {
-        r.ready = false;
-        r.reason = r.reason.empty() ? "redis not connected yet" : r.reason;
-      }
-      return r;
+    auto server = HttpServer::Start(config->metrics.listen, registry, [&monitor, &started] {
+      if (!started.load()) return Readiness{false, "starting: redis layout not checked yet"};
+      return monitor.Ready();
     });
     if (!server.ok()) return Fail(server.status(), kExitUsage);
     http = std::move(server.value());
@@ -79,21 +77,24 @@ int Run(const ConfigArgs& args) {
   spdlog::info("layout: m={} k={} seed={} prefix='{}' bucket={}s window={}s", layout->m, layout->k,
                layout->seed, layout->prefix, layout->bucket_seconds, layout->window_seconds);
   Status st = ConnectAndCheckMeta(*redis, *layout);
-  if (!st.ok()) return Fail(st, st.code() == StatusCode::kCancelled ? kExitOk : kExitUsage);
+  if (!st.ok()) {
+    return Fail(st, st.code() == StatusCode::kCancelled          ? kExitOk
+                    : st.code() == StatusCode::kPermissionDenied ? kExitDenied
+                                                                 : kExitUsage);
+  }
   metrics.redis_up->Set(1);
-  redis_ok = true;
   spdlog::info("redis {}:{}: layout checked", redis->host, redis->port);
 
   auto consumer = KafkaConsumer::Create(config->kafka);
   if (!consumer.ok()) return Fail(consumer.status(), kExitUsage);
   std::unique_ptr<DeadLetterSink> dead_letter;
   if (!config->kafka.dead_letter_topic.empty()) {
-    auto dl = DeadLetterSink::Create(config->kafka);
+    auto dl = DeadLetterSink::Create(config->kafka, DeadLetterOptions{}, &metrics);
     if (!dl.ok()) return Fail(dl.status(), kExitUsage);
     dead_letter = std::move(dl.value());
   }
 
-  RedisBitWriter writer(BitWriterOptionsFromConfig(config->redis, *redis));
+  RedisBitWriter writer(BitWriterOptionsFromConfig(config->redis, *redis, *layout));
   writer.SetErrorObserver([&metrics](RedisErrorKind kind) {
     metrics.redis_errors[static_cast<size_t>(kind)]->Increment();
   });
@@ -106,8 +107,10 @@ int Run(const ConfigArgs& args) {
   io.backoff_min_ms = config->redis.retry_backoff_min_ms;
   io.backoff_max_ms = config->redis.retry_backoff_max_ms;
   Ingest ingest(**consumer, writer, decoder, *layout, clock, &metrics, io, dead_letter.get());
-  ingest.SetTick(config->metrics.refresh_interval_ms,
-                 [&] { monitor.Update(ingest.Snapshot(), clock.NowMs()); });
+  ingest.SetTick(config->metrics.refresh_interval_ms, [&] {
+    monitor.Update(ingest.Snapshot(), clock.NowMs(), ingest.Health());
+    started = true;
+  });
 
   spdlog::info("running; SIGTERM or Ctrl-C drains, flushes and commits");
   st = ingest.Run(stop);
@@ -117,7 +120,8 @@ int Run(const ConfigArgs& args) {
       "stopped: {} messages, {} events written ({} items), {} rejected, {} batches, {} "
       "commits",
       t.messages, t.events_written, t.items_written, t.events_rejected, t.batches, t.commits);
-  if (!st.ok()) return Fail(st);
+  if (!st.ok())
+    return Fail(st, st.code() == StatusCode::kPermissionDenied ? kExitDenied : kExitFailure);
   return kExitOk;
 }
 

@@ -2,11 +2,10 @@
 // stop signals.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "common/status.h"
 #include "config/config.h"
@@ -17,6 +16,9 @@ namespace ef::app {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
+// Kafka or Redis refused us for good (authentication, authorization, unknown
+// topic): a restart loop would not help; fix the credentials, ACLs or topic.
+inline constexpr int kExitDenied = 3;
 
 struct ConfigArgs {
   std::string path;

@@ -14,10 +14,12 @@ enum class StatusCode {
   kOk = 0,
   kInvalidArgument,  // bad input from the user: config, CLI, event
   kNotFound,
-  kUnavailable,      // a server could not be reached or answered with a retriable error
+  kUnavailable,         // a server could not be reached or answered with a retriable error
   kFailedPrecondition,  // e.g. stored layout disagrees with config
   kInternal,
   kCancelled,
+  kPermissionDenied,  // refused for good: authentication, authorization (ACL), unknown topic;
+                      // retrying or restarting does not help until the config changes
 };
 
 class [[nodiscard]] Status {
@@ -43,17 +45,24 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return Status(StatusCode::kInvalidArgument, std::move(m)); }
+inline Status InvalidArgument(std::string m) {
+  return Status(StatusCode::kInvalidArgument, std::move(m));
+}
 inline Status NotFound(std::string m) { return Status(StatusCode::kNotFound, std::move(m)); }
 inline Status Unavailable(std::string m) { return Status(StatusCode::kUnavailable, std::move(m)); }
-inline Status FailedPrecondition(std::string m) { return Status(StatusCode::kFailedPrecondition, std::move(m)); }
+inline Status FailedPrecondition(std::string m) {
+  return Status(StatusCode::kFailedPrecondition, std::move(m));
+}
 inline Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
 inline Status Cancelled(std::string m) { return Status(StatusCode::kCancelled, std::move(m)); }
+inline Status PermissionDenied(std::string m) {
+  return Status(StatusCode::kPermissionDenied, std::move(m));
+}
 
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT
     if (status_.ok()) status_ = Internal("StatusOr constructed from OK status without a value");
   }
@@ -74,8 +83,8 @@ class [[nodiscard]] StatusOr {
 
 }  // namespace ef
 
-#define EF_RETURN_IF_ERROR(expr)          \
-  do {                                    \
-    ::ef::Status ef_status_ = (expr);     \
+#define EF_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::ef::Status ef_status_ = (expr);        \
     if (!ef_status_.ok()) return ef_status_; \
   } while (0)

@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "kafka/consumer_handle.h"
@@ -17,14 +19,34 @@ using kafka::HandlePtr;
 using kafka::MessagePtr;
 using kafka::PartitionListPtr;
 
+// The consumer's partition state, kept here and nowhere else.
+// Invariants (all on the one thread that calls Poll/Commit/Close; librdkafka runs
+// the rebalance callback inside rd_kafka_consumer_poll / close on that thread):
+//  - `assigned` is exactly the set librdkafka has assigned to us: eager protocol:
+//    replaced on assign, cleared on revoke; cooperative: grown by incremental
+//    assign, shrunk by incremental revoke.
+//  - every Message that Poll hands out belongs to a partition in `assigned` at
+//    the moment Poll returns: a revoke served in the middle of a Poll removes the
+//    revoked partitions' messages gathered so far (`polling`), so no caller ever
+//    decodes, acknowledges or commits a partition it no longer owns.
+//  - `paused` applies to every assigned partition, also to ones assigned later.
 struct KafkaConsumer::Impl {
   HandlePtr rk;
   RevokeHandler revoke_handler;
   std::vector<MessagePtr> held;  // messages returned by the last Poll
   std::set<TopicPartition> assigned;
-  kafka::TopicNames topic_names;  // stable storage for Message::topic
+  std::vector<Message>* polling = nullptr;  // Poll's output while Poll runs
+  kafka::TopicNames topic_names;            // stable storage for Message::topic
   bool paused = false;
   bool closed = false;
+  bool cooperative = false;  // the group's protocol, known from the first rebalance
+  // While paused, watermarks are asked from the broker; after a failed ask, the
+  // cached values serve until this time (so a Kafka outage costs one timeout per
+  // kWatermarkRetryMs, not one per partition per tick).
+  int64_t watermark_retry_at_ms = 0;
+  std::map<TopicPartition, int64_t> high_cache;
+  // First time a subscribed topic was reported missing (0: not missing).
+  int64_t topic_missing_since_ms = 0;
 
   static PartitionListPtr ToList(const std::vector<TopicPartition>& tps) {
     PartitionListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(tps.size())));
@@ -41,23 +63,58 @@ struct KafkaConsumer::Impl {
   }
 
   void OnRebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions) {
+    cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk.get()), "COOPERATIVE") == 0;
     auto tps = FromList(partitions);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-      spdlog::info("kafka: assigned {} partition(s): {}", tps.size(), Describe(tps));
-      rd_kafka_resp_err_t e = rd_kafka_assign(rk.get(), partitions);
-      if (e) spdlog::error("kafka: assign failed: {}", rd_kafka_err2str(e));
+      spdlog::info("kafka: assigned {} partition(s){}: {}", tps.size(),
+                   cooperative ? " (cooperative, added)" : "", Describe(tps));
+      Status st =
+          cooperative
+              ? TakeError(rd_kafka_incremental_assign(rk.get(), partitions), "assign")
+              : kafka::FromKafkaError(rd_kafka_assign(rk.get(), partitions), "kafka: assign");
+      if (!st.ok()) spdlog::error("{}", st.message());
+      if (!cooperative) assigned.clear();
       assigned.insert(tps.begin(), tps.end());
-      if (paused) rd_kafka_pause_partitions(rk.get(), partitions);
+      if (paused && partitions->cnt > 0) rd_kafka_pause_partitions(rk.get(), partitions);
       return;
     }
+    const bool lost = rd_kafka_assignment_lost(rk.get());
     if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
-      spdlog::info("kafka: revoking {} partition(s): {}", tps.size(), Describe(tps));
-      if (revoke_handler) revoke_handler(tps);
+      spdlog::info("kafka: revoking {} partition(s){}: {}", tps.size(),
+                   lost ? " (assignment lost: no commit)" : "", Describe(tps));
     } else {
       spdlog::error("kafka: rebalance error: {}", rd_kafka_err2str(err));
+      tps = {assigned.begin(), assigned.end()};
     }
-    rd_kafka_assign(rk.get(), nullptr);
-    assigned.clear();
+    // Messages of these partitions gathered by the Poll under way are no longer
+    // ours to hand out.
+    if (polling) {
+      std::erase_if(*polling, [&](const Message& m) {
+        return std::find(tps.begin(), tps.end(), TopicPartition{*m.topic, m.partition}) !=
+               tps.end();
+      });
+    }
+    if (revoke_handler) revoke_handler(tps, lost);
+    for (const auto& tp : tps) {
+      assigned.erase(tp);
+      high_cache.erase(tp);
+    }
+    Status st;
+    if (cooperative && err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
+      st = TakeError(rd_kafka_incremental_unassign(rk.get(), partitions), "unassign");
+    } else {
+      st = kafka::FromKafkaError(rd_kafka_assign(rk.get(), nullptr), "kafka: unassign");
+      assigned.clear();
+    }
+    if (!st.ok()) spdlog::error("{}", st.message());
+  }
+
+  static Status TakeError(rd_kafka_error_t* error, const char* what) {
+    if (!error) return Status::Ok();
+    Status st = Unavailable(std::string("kafka: incremental ") + what + ": " +
+                            rd_kafka_error_string(error));
+    rd_kafka_error_destroy(error);
+    return st;
   }
 
   static std::string Describe(const std::vector<TopicPartition>& tps) {
@@ -74,6 +131,19 @@ namespace {
 
 constexpr int kSyncCommitTimeoutMs = 10000;
 constexpr int kCloseTimeoutMs = 10000;
+// Watermark queries of paused partitions: each waits at most this long, and
+// after one fails none is tried again for kWatermarkRetryMs.
+constexpr int kWatermarkQueryMs = 500;
+constexpr int64_t kWatermarkRetryMs = 10000;
+// A subscribed topic reported missing for this long is a fatal configuration
+// error (a topic being created gets this long to appear).
+constexpr int64_t kTopicMissingFatalMs = 10000;
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 void RebalanceCb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions,
                  void* opaque) {
@@ -152,6 +222,11 @@ Status KafkaConsumer::Poll(size_t max_messages, int timeout_ms, int max_wait_ms,
                            std::vector<Message>* out) {
   out->clear();
   impl_->held.clear();
+  impl_->polling = out;
+  struct Done {
+    Impl* impl;
+    ~Done() { impl->polling = nullptr; }
+  } done{impl_.get()};
   using Clock = std::chrono::steady_clock;
   // Until the first message: up to timeout_ms. From the first message on: up to
   // max_wait_ms more for the batch to fill.
@@ -170,19 +245,37 @@ Status KafkaConsumer::Poll(size_t max_messages, int timeout_ms, int max_wait_ms,
     MessagePtr msg(raw);
     if (msg->err) {
       if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) continue;
-      char fatal[512];
-      if (rd_kafka_fatal_error(impl_->rk.get(), fatal, sizeof fatal))
-        return Internal(std::string("kafka: fatal consumer error: ") + fatal);
-      kafka::LogThrottled(msg->err,
-                          std::string("kafka: consumer: ") + rd_kafka_message_errstr(msg.get()));
+      EF_RETURN_IF_ERROR(OnConsumerError(*msg));
       continue;
     }
+    impl_->topic_missing_since_ms = 0;
     if (out->empty()) deadline = Clock::now() + std::chrono::milliseconds(max_wait_ms);
     out->push_back(
         kafka::ToMessage(*msg, impl_->topic_names.Intern(rd_kafka_topic_name(msg->rkt))));
     impl_->held.push_back(std::move(msg));
     wait = 0;  // drain what is already queued without waiting
   }
+  return Status::Ok();
+}
+
+Status KafkaConsumer::OnConsumerError(const rd_kafka_message_t& msg) {
+  char fatal[512];
+  if (rd_kafka_fatal_error(impl_->rk.get(), fatal, sizeof fatal))
+    return Internal(std::string("kafka: fatal consumer error: ") + fatal);
+  const std::string text = std::string("kafka: consumer: ") + rd_kafka_message_errstr(&msg);
+  Status st = kafka::FromKafkaError(msg.err, text);
+  if (st.code() == StatusCode::kPermissionDenied) return st;
+  if (msg.err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
+      msg.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+    const int64_t now = SteadyMs();
+    if (impl_->topic_missing_since_ms == 0) impl_->topic_missing_since_ms = now;
+    if (now - impl_->topic_missing_since_ms >= kTopicMissingFatalMs) {
+      return PermissionDenied(text + " (for " +
+                              std::to_string((now - impl_->topic_missing_since_ms) / 1000) +
+                              " s: check kafka.topic and the broker's topics)");
+    }
+  }
+  kafka::LogThrottled(msg.err, text);
   return Status::Ok();
 }
 
@@ -251,14 +344,33 @@ std::vector<TopicPartition> KafkaConsumer::Assignment() {
 
 int64_t KafkaConsumer::HighWatermark(const TopicPartition& tp) {
   int64_t low = -1, high = -1;
-  // Fetch responses keep the cached value fresh, but a paused partition is not
-  // fetched: ask the broker then (bounded), so lag never goes stale.
-  rd_kafka_resp_err_t e = impl_->paused
-                              ? rd_kafka_query_watermark_offsets(impl_->rk.get(), tp.topic.c_str(),
-                                                                 tp.partition, &low, &high, 500)
-                              : rd_kafka_get_watermark_offsets(impl_->rk.get(), tp.topic.c_str(),
-                                                               tp.partition, &low, &high);
-  return e == RD_KAFKA_RESP_ERR_NO_ERROR ? high : -1;
+  rd_kafka_t* rk = impl_->rk.get();
+  if (!impl_->paused) {
+    // Fetch responses keep the cached value fresh.
+    rd_kafka_resp_err_t e =
+        rd_kafka_get_watermark_offsets(rk, tp.topic.c_str(), tp.partition, &low, &high);
+    return e == RD_KAFKA_RESP_ERR_NO_ERROR ? high : -1;
+  }
+  // A paused partition is not fetched: ask the broker, so lag never goes stale;
+  // but while asking fails, answer from the cache without waiting.
+  auto cached = impl_->high_cache.find(tp);
+  const int64_t fallback = cached == impl_->high_cache.end() ? -1 : cached->second;
+  if (SteadyMs() < impl_->watermark_retry_at_ms) return fallback;
+  rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, tp.topic.c_str(), tp.partition, &low,
+                                                           &high, kWatermarkQueryMs);
+  if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    impl_->watermark_retry_at_ms = SteadyMs() + kWatermarkRetryMs;
+    return fallback;
+  }
+  impl_->high_cache[tp] = high;
+  return high;
+}
+
+int64_t KafkaConsumer::Position(const TopicPartition& tp) {
+  auto list = Impl::ToList({tp});
+  if (rd_kafka_position(impl_->rk.get(), list.get()) != RD_KAFKA_RESP_ERR_NO_ERROR) return -1;
+  const int64_t pos = list->elems[0].offset;
+  return pos >= 0 ? pos : -1;
 }
 
 void KafkaConsumer::Close() {

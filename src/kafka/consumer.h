@@ -1,6 +1,10 @@
 // KafkaConsumer: the MessageSource over librdkafka's high-level consumer.
 // Consumer group with subscribe; auto-commit and auto offset store are off: the
 // owner commits explicit offsets only after Redis acknowledged the writes.
+// Both rebalance protocols: eager (range, roundrobin) and cooperative
+// (cooperative-sticky: incremental assign/unassign, only what is revoked stops).
+// Poll fails for good (kPermissionDenied) on authentication or authorization
+// errors and when a subscribed topic stays missing for 10 s.
 // Thread-compatible: all calls from one thread (the callbacks run inside Poll/Close).
 #pragma once
 
@@ -11,6 +15,8 @@
 #include "common/status.h"
 #include "config/config.h"
 #include "kafka/source.h"
+
+struct rd_kafka_message_s;
 
 namespace ef {
 
@@ -28,11 +34,14 @@ class KafkaConsumer : public MessageSource {
   Status ResumeAll() override;
   std::vector<TopicPartition> Assignment() override;
   int64_t HighWatermark(const TopicPartition& tp) override;
+  int64_t Position(const TopicPartition& tp) override;
   void Close() override;
 
   struct Impl;
 
  private:
+  // A consumer error event: fatal (returned) or logged (OK).
+  Status OnConsumerError(const rd_kafka_message_s& msg);
   explicit KafkaConsumer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -2,31 +2,77 @@
 // headers naming why and where from:
 //   exposure-filter-reason  e.g. "not_json"
 //   exposure-filter-source  "<topic>/<partition>/<offset>"
-// Flush() waits for delivery, so a commit never passes a rejected message
-// whose copy could still be lost.
+// Nothing is lost: each copy is kept until Kafka acknowledged it, and
+// CommitLimit(tp) stays at the oldest undelivered copy's offset, so the pipeline
+// never commits past a rejected message whose copy could still be lost. A copy
+// that fails with a retriable error is produced again (backoff 100 ms .. 10 s);
+// one that fails for good (too large, not authorized, ...) is retried as well
+// unless `drop_on_permanent_failure`: then it is counted as dropped
+// (exposure_filter_dead_letter_total{result="dropped"}) and logged as an error.
+// Single-threaded (delivery reports are served inside Send and Flush).
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "kafka/producer.h"
+#include "metrics/ingest_metrics.h"
 #include "pipeline/ingest.h"
 
 namespace ef {
 
+struct DeadLetterOptions {
+  bool drop_on_permanent_failure = false;
+  int64_t retry_backoff_min_ms = 100;
+  int64_t retry_backoff_max_ms = 10000;
+};
+
 class DeadLetterSink : public RejectSink {
  public:
-  static StatusOr<std::unique_ptr<DeadLetterSink>> Create(const KafkaConfig& config);
+  static StatusOr<std::unique_ptr<DeadLetterSink>> Create(const KafkaConfig& config,
+                                                          DeadLetterOptions options = {},
+                                                          IngestMetrics* metrics = nullptr);
+  ~DeadLetterSink() override;
+
   void Send(const Message& message, RejectReason reason) override;
-  Status Flush() override;
+  Status Flush(int timeout_ms) override;
+  int64_t CommitLimit(const TopicPartition& tp) override;
+  void Forget(const std::vector<TopicPartition>& tps) override;
+
+  size_t outstanding() const { return copies_.size(); }
 
  private:
-  DeadLetterSink(std::unique_ptr<KafkaProducer> producer, std::string topic)
-      : producer_(std::move(producer)), topic_(std::move(topic)) {}
+  struct Copy {
+    TopicPartition tp;
+    int64_t offset = 0;
+    std::string payload;
+    int64_t timestamp_ms = 0;
+    std::vector<Header> headers;
+    bool in_flight = false;
+    int64_t retry_at_ms = 0;
+    int64_t backoff_ms = 0;
+    int attempts = 0;
+  };
+  DeadLetterSink(std::unique_ptr<KafkaProducer> producer, std::string topic,
+                 DeadLetterOptions options, IngestMetrics* metrics);
+  void Produce(uint64_t token, Copy& copy);
+  void OnDelivery(uint64_t token, const Status& result, bool retriable);
+  void Erase(std::map<uint64_t, Copy>::iterator it);
+  void RetryDue();
+  void UpdateGauge();
+
   std::unique_ptr<KafkaProducer> producer_;
   std::string topic_;
-  uint64_t failed_seen_ = 0;
+  DeadLetterOptions options_;
+  IngestMetrics* metrics_;
+  uint64_t next_token_ = 1;
+  std::map<uint64_t, Copy> copies_;                               // not yet delivered, by token
+  std::map<TopicPartition, std::multiset<int64_t>> undelivered_;  // offsets of copies_
 };
 
 }  // namespace ef

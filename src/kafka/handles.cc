@@ -14,12 +14,14 @@ Status FromKafkaError(rd_kafka_resp_err_t err, const std::string& what) {
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return Status::Ok();
   std::string msg = what + ": " + rd_kafka_err2str(err);
   switch (err) {
-    case RD_KAFKA_RESP_ERR__FATAL:
-    case RD_KAFKA_RESP_ERR__INVALID_ARG:
     case RD_KAFKA_RESP_ERR__AUTHENTICATION:
     case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
     case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
     case RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED:
+      return PermissionDenied(msg);
+    case RD_KAFKA_RESP_ERR__FATAL:
+    case RD_KAFKA_RESP_ERR__INVALID_ARG:
       return Internal(msg);
     default:
       return Unavailable(msg);

@@ -30,7 +30,8 @@ using QueuePtr = std::unique_ptr<rd_kafka_queue_t, KafkaDeleter>;
 // Sets one property; the error names the property.
 Status SetConf(rd_kafka_conf_t* conf, const std::string& name, const std::string& value);
 
-// A kUnavailable status for retriable errors, kInternal for fatal ones.
+// kPermissionDenied for authentication and authorization errors, kInternal for
+// other fatal ones, kUnavailable for the rest (retriable).
 Status FromKafkaError(rd_kafka_resp_err_t err, const std::string& what);
 
 }  // namespace ef::kafka

@@ -105,7 +105,8 @@ StatusOr<std::vector<int64_t>> ReadMessageTimestamps(const KafkaConfig& config,
           msg->err, "kafka: reading message timestamps" +
                         (i >= 0 ? " of " + at[i].tp.topic + "/" + std::to_string(at[i].tp.partition)
                                 : std::string()));
-      if (st.code() == StatusCode::kInternal) return st;  // e.g. not authorized
+      if (st.code() == StatusCode::kInternal || st.code() == StatusCode::kPermissionDenied)
+        return st;  // e.g. not authorized
       failure = st;
       continue;
     }

@@ -1,6 +1,5 @@
 #include "kafka/range_source.h"
 
-
 #include "kafka/consumer_handle.h"
 #include "kafka/handles.h"
 #include "kafka/log.h"
@@ -21,7 +20,11 @@ StatusOr<std::unique_ptr<RangeSource>> RangeSource::Create(const KafkaConfig& co
   // joins it (no subscribe) and never commits, whatever the user's properties say.
   auto handle = kafka::NewConsumerHandle(config, {{"group.id", config.group_id + "-replay"},
                                                   {"enable.auto.commit", "false"},
-                                                  {"queued.min.messages", "100000"}});
+                                                  {"queued.min.messages", "100000"},
+                                                  // The end-of-partition event says where
+                                                  // the log ends, past transaction markers
+                                                  // and compaction gaps.
+                                                  {"enable.partition.eof", "true"}});
   if (!handle.ok()) return handle.status().Prefixed("replay");
   rd_kafka_t* rk = handle->get();
   rd_kafka_poll_set_consumer(rk);
@@ -52,6 +55,19 @@ bool RangeSource::Done() const {
 
 std::vector<int64_t> RangeSource::Positions() const { return impl_->next; }
 
+size_t RangeSource::RangeOf(const char* topic, int32_t partition) const {
+  size_t i = 0;
+  while (i < ranges_.size() &&
+         !(ranges_[i].tp.partition == partition && ranges_[i].tp.topic == topic))
+    ++i;
+  return i;
+}
+
+int64_t RangeSource::Position(const TopicPartition& tp) {
+  const size_t i = RangeOf(tp.topic.c_str(), tp.partition);
+  return i < ranges_.size() ? impl_->next[i] : -1;
+}
+
 Status RangeSource::Poll(size_t max_messages, int timeout_ms, int, std::vector<Message>* out) {
   out->clear();
   impl_->held.clear();
@@ -61,8 +77,14 @@ Status RangeSource::Poll(size_t max_messages, int timeout_ms, int, std::vector<M
     if (!raw) break;
     wait = 0;
     kafka::MessagePtr msg(raw);
+    if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      // Nothing more to read up to msg->offset: a range ending there is done
+      // even if its last offsets hold no record (marker, compacted away).
+      const size_t i = RangeOf(rd_kafka_topic_name(msg->rkt), msg->partition);
+      if (i < ranges_.size() && msg->offset >= ranges_[i].end) impl_->next[i] = ranges_[i].end;
+      continue;
+    }
     if (msg->err) {
-      if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) continue;
       if (msg->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE)
         return InvalidArgument(std::string("kafka: replay range no longer in the topic: ") +
                                rd_kafka_message_errstr(msg.get()));
@@ -71,11 +93,12 @@ Status RangeSource::Poll(size_t max_messages, int timeout_ms, int, std::vector<M
       continue;
     }
     const char* topic = rd_kafka_topic_name(msg->rkt);
-    size_t i = 0;
-    while (i < ranges_.size() &&
-           !(ranges_[i].tp.partition == msg->partition && ranges_[i].tp.topic == topic))
-      ++i;
-    if (i == ranges_.size() || msg->offset >= ranges_[i].end) continue;  // past the range
+    const size_t i = RangeOf(topic, msg->partition);
+    if (i == ranges_.size()) continue;
+    if (msg->offset >= ranges_[i].end) {  // past the range: everything before it was read
+      impl_->next[i] = ranges_[i].end;
+      continue;
+    }
     impl_->next[i] = msg->offset + 1;
     out->push_back(kafka::ToMessage(*msg, impl_->topics.Intern(topic)));
     impl_->held.push_back(std::move(msg));

@@ -1,8 +1,11 @@
 // RangeSource: a MessageSource over fixed offset ranges [start, end) of given
 // partitions, for `replay`. It assigns the partitions directly: no group
 // membership, no commits (Commit is a no-op), so it never touches the live
-// group's offsets. Messages at or past a partition's end are dropped and the
-// partition is paused; Done() once every partition reached its end.
+// group's offsets. Messages at or past a partition's end are dropped; a range is
+// done once a message at or past its end arrives, or the partition's end-of-log
+// event says nothing is left before its end (so a range whose last offsets hold
+// no record — a transaction marker, a compaction gap — still finishes);
+// Done() once every range is.
 #pragma once
 
 #include <memory>
@@ -23,7 +26,7 @@ struct OffsetRange {
 class RangeSource : public MessageSource {
  public:
   static StatusOr<std::unique_ptr<RangeSource>> Create(const KafkaConfig& config,
-                                                      std::vector<OffsetRange> ranges);
+                                                       std::vector<OffsetRange> ranges);
   ~RangeSource() override;
 
   void SetRevokeHandler(RevokeHandler) override {}
@@ -33,6 +36,7 @@ class RangeSource : public MessageSource {
   Status PauseAll() override;
   Status ResumeAll() override;
   std::vector<TopicPartition> Assignment() override;
+  int64_t Position(const TopicPartition& tp) override;
   void Close() override;
 
   bool Done() const;
@@ -44,6 +48,7 @@ class RangeSource : public MessageSource {
 
  private:
   RangeSource() = default;
+  size_t RangeOf(const char* topic, int32_t partition) const;  // ranges_.size() if none
   std::unique_ptr<Impl> impl_;
   std::vector<OffsetRange> ranges_;
 };

@@ -41,8 +41,12 @@ class MessageSource {
   virtual ~MessageSource() = default;
 
   // Called from inside Poll (same thread) before partitions are taken away, so the
-  // owner can flush and commit what Redis acknowledged for them.
-  using RevokeHandler = std::function<void(const std::vector<TopicPartition>&)>;
+  // owner can flush and commit what Redis acknowledged for them. `lost`: the
+  // group already gave them to another member (session timed out): a commit
+  // would be refused, and must not be tried. After the handler returns, no
+  // Message of these partitions is handed out (not even one gathered earlier in
+  // the same Poll) until they are assigned again.
+  using RevokeHandler = std::function<void(const std::vector<TopicPartition>&, bool lost)>;
   virtual void SetRevokeHandler(RevokeHandler handler) = 0;
 
   // Appends up to max_messages to *out (cleared first), waiting at most
@@ -61,10 +65,18 @@ class MessageSource {
   virtual Status PauseAll() = 0;
   virtual Status ResumeAll() = 0;
 
+  // The partitions assigned now. Poll only returns messages of these.
   virtual std::vector<TopicPartition> Assignment() = 0;
 
+  // The next offset Poll will hand out for the partition: one past the last
+  // message returned, or further when the log skips offsets there (transaction
+  // control records, compaction gaps). -1 while not known (nothing fetched yet).
+  // Once every message before it is acknowledged, this is the offset to commit.
+  virtual int64_t Position(const TopicPartition& /*tp*/) { return -1; }
+
   // The partition's high watermark, at most one fetch old (a paused partition
-  // asks the broker, waiting at most 500 ms); -1 when not known.
+  // asks the broker, waiting at most 500 ms, and after a failed ask answers from
+  // its cache for 10 s); -1 when not known.
   virtual int64_t HighWatermark(const TopicPartition& /*tp*/) { return -1; }
 
   // Leaves the group (after the final commit).

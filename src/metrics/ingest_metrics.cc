@@ -75,6 +75,21 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
                       .Register(r);
   commits_ok = &commits.Add({{"result", "ok"}});
   commits_failed = &commits.Add({{"result", "failed"}});
+  auto& dead_letters = prometheus::BuildCounter()
+                           .Name("exposure_filter_dead_letter_total")
+                           .Help(
+                               "Dead-letter copies, by result: delivered, failed (a delivery "
+                               "attempt failed; retried), dropped (given up by config)")
+                           .Register(r);
+  dead_letter_delivered = &dead_letters.Add({{"result", "delivered"}});
+  dead_letter_failed = &dead_letters.Add({{"result", "failed"}});
+  dead_letter_dropped = &dead_letters.Add({{"result", "dropped"}});
+  dead_letter_outstanding =
+      &prometheus::BuildGauge()
+           .Name("exposure_filter_dead_letter_outstanding")
+           .Help("Dead-letter copies not delivered yet (their offsets are not committed)")
+           .Register(r)
+           .Add({});
   batch_events = &prometheus::BuildHistogram()
                       .Name("exposure_filter_batch_events")
                       .Help("Messages per batch")

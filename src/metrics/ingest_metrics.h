@@ -47,15 +47,19 @@ struct IngestMetrics {
   prometheus::Counter* redis_commands;   // exposure_filter_redis_commands_total
   prometheus::Counter* expires_skipped;  // exposure_filter_redis_expire_skipped_total
   std::array<prometheus::Counter*, static_cast<size_t>(RedisErrorKind::kCount_)>
-      redis_errors;                      // exposure_filter_redis_errors_total{kind}
-  prometheus::Gauge* redis_up;           // exposure_filter_redis_up
-  prometheus::Counter* batches;          // exposure_filter_batches_total
-  prometheus::Counter* write_retries;    // exposure_filter_redis_write_retries_total
-  prometheus::Counter* commits_ok;       // exposure_filter_commits_total{result="ok"}
-  prometheus::Counter* commits_failed;   // exposure_filter_commits_total{result="failed"}
-  prometheus::Histogram* batch_events;   // exposure_filter_batch_events
-  prometheus::Histogram* write_seconds;  // exposure_filter_redis_write_seconds
-  prometheus::Histogram* e2e_seconds;    // exposure_filter_end_to_end_latency_seconds
+      redis_errors;                            // exposure_filter_redis_errors_total{kind}
+  prometheus::Gauge* redis_up;                 // exposure_filter_redis_up
+  prometheus::Counter* batches;                // exposure_filter_batches_total
+  prometheus::Counter* write_retries;          // exposure_filter_redis_write_retries_total
+  prometheus::Counter* commits_ok;             // exposure_filter_commits_total{result="ok"}
+  prometheus::Counter* commits_failed;         // exposure_filter_commits_total{result="failed"}
+  prometheus::Counter* dead_letter_delivered;  // exposure_filter_dead_letter_total{result=...}
+  prometheus::Counter* dead_letter_failed;
+  prometheus::Counter* dead_letter_dropped;
+  prometheus::Gauge* dead_letter_outstanding;  // exposure_filter_dead_letter_outstanding
+  prometheus::Histogram* batch_events;         // exposure_filter_batch_events
+  prometheus::Histogram* write_seconds;        // exposure_filter_redis_write_seconds
+  prometheus::Histogram* e2e_seconds;          // exposure_filter_end_to_end_latency_seconds
 
   static std::vector<double> LatencyBuckets();  // seconds, 1 ms .. 120 s
 };

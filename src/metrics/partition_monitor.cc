@@ -23,9 +23,10 @@ constexpr PartitionStatus kAllStatuses[] = {PartitionStatus::kOk, PartitionStatu
 }  // namespace
 
 PartitionMonitor::PartitionMonitor(prometheus::Registry& r, StatusRules rules,
-                                   double freshness_target_s)
+                                   double freshness_target_s, int64_t unassigned_grace_ms)
     : rules_(rules),
       freshness_target_s_(freshness_target_s),
+      unassigned_grace_ms_(unassigned_grace_ms),
       position_(Gauge(r, "exposure_filter_partition_position", "Next offset the daemon will read")),
       committed_(Gauge(r, "exposure_filter_partition_committed_offset",
                        "Next offset committed after Redis acknowledged everything before it")),
@@ -41,8 +42,9 @@ PartitionMonitor::Series& PartitionMonitor::Get(const TopicPartition& tp) {
   auto it = series_.find(tp);
   if (it != series_.end()) return it->second;
   auto labels = LabelsOf(tp);
-  Series s{&position_.Add(labels), &committed_.Add(labels), &high_.Add(labels),
-           &lag_messages_.Add(labels), &lag_seconds_.Add(labels), {}, StatusEvaluator(rules_)};
+  Series s{&position_.Add(labels),     &committed_.Add(labels),   &high_.Add(labels),
+           &lag_messages_.Add(labels), &lag_seconds_.Add(labels), {},
+           StatusEvaluator(rules_)};
   for (PartitionStatus st : kAllStatuses) {
     auto l = labels;
     l["status"] = PartitionStatusName(st);
@@ -61,7 +63,8 @@ void PartitionMonitor::Remove(const TopicPartition& tp, Series& s) {
   (void)tp;
 }
 
-void PartitionMonitor::Update(const std::vector<PartitionSnapshot>& parts, int64_t now_ms) {
+void PartitionMonitor::Update(const std::vector<PartitionSnapshot>& parts, int64_t now_ms,
+                              const IngestHealth& health) {
   for (auto it = series_.begin(); it != series_.end();) {
     bool kept = std::any_of(parts.begin(), parts.end(),
                             [&](const PartitionSnapshot& p) { return p.tp == it->first; });
@@ -73,13 +76,37 @@ void PartitionMonitor::Update(const std::vector<PartitionSnapshot>& parts, int64
     }
   }
   Readiness ready;
+  auto not_ready = [&ready](const std::string& why) {
+    ready.ready = false;
+    if (!ready.reason.empty()) ready.reason += "; ";
+    ready.reason += why;
+  };
+  if (health.sink_failing) not_ready("redis writes failing: " + health.sink_error);
+  if (parts.empty()) {
+    if (unassigned_since_ms_ < 0) unassigned_since_ms_ = now_ms;
+    const int64_t for_ms = now_ms - unassigned_since_ms_;
+    if (for_ms >= unassigned_grace_ms_) {
+      not_ready("no partition assigned for " + std::to_string(for_ms / 1000) +
+                " s (Kafka unreachable, or more daemons than partitions)");
+    }
+  } else {
+    unassigned_since_ms_ = -1;
+  }
   for (const auto& p : parts) {
+    const bool is_new = series_.count(p.tp) == 0;
     Series& s = Get(p.tp);
+    if (is_new) s.assigned_at_ms = now_ms;
+    if (p.position < 0 && p.committed < 0 && now_ms - s.assigned_at_ms >= unassigned_grace_ms_) {
+      not_ready(p.tp.topic + "/" + std::to_string(p.tp.partition) + " assigned " +
+                std::to_string((now_ms - s.assigned_at_ms) / 1000) +
+                " s ago and never fetched (partition leader unreachable?)");
+    }
     const int64_t base = p.committed >= 0 ? p.committed : p.position;
     const int64_t lag = p.high >= 0 && base >= 0 ? std::max<int64_t>(0, p.high - base) : 0;
-    const double lag_s = lag > 0 && p.newest_event_ms > 0
-                             ? std::max(0.0, static_cast<double>(now_ms - p.newest_event_ms) / 1000.0)
-                             : 0.0;
+    const double lag_s =
+        lag > 0 && p.newest_event_ms > 0
+            ? std::max(0.0, static_cast<double>(now_ms - p.newest_event_ms) / 1000.0)
+            : 0.0;
     s.position->Set(static_cast<double>(p.position));
     s.committed->Set(static_cast<double>(p.committed));
     s.high->Set(static_cast<double>(p.high));
@@ -87,8 +114,7 @@ void PartitionMonitor::Update(const std::vector<PartitionSnapshot>& parts, int64
     s.lag_seconds->Set(lag_s);
     s.evaluator.Add({now_ms, p.committed, lag, lag_s, 0});
     PartitionStatus st = s.evaluator.Evaluate();
-    for (size_t i = 0; i < s.status.size(); ++i)
-      s.status[i]->Set(kAllStatuses[i] == st ? 1 : 0);
+    for (size_t i = 0; i < s.status.size(); ++i) s.status[i]->Set(kAllStatuses[i] == st ? 1 : 0);
     if (st != s.last) {
       auto log = st == PartitionStatus::kOk ? spdlog::level::info : spdlog::level::warn;
       spdlog::log(log, "partition {}/{}: {} -> {}: {}", p.tp.topic, p.tp.partition,
@@ -100,10 +126,8 @@ void PartitionMonitor::Update(const std::vector<PartitionSnapshot>& parts, int64
     if (lag_s > freshness_target_s_)
       why = "lag " + std::to_string(static_cast<int64_t>(lag_s)) + " s above the freshness target";
     if (!why.empty()) {
-      ready.ready = false;
-      if (!ready.reason.empty()) ready.reason += "; ";
-      ready.reason += p.tp.topic + "/" + std::to_string(p.tp.partition) + " " +
-                      PartitionStatusName(st) + ": " + why;
+      not_ready(p.tp.topic + "/" + std::to_string(p.tp.partition) + " " + PartitionStatusName(st) +
+                ": " + why);
     }
   }
   std::lock_guard<std::mutex> lock(mu_);

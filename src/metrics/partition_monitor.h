@@ -9,7 +9,10 @@
 //                                              while lag > 0; 0 when caught up
 //   exposure_filter_partition_status{status}   1 for the current status (lag/status.h), else 0
 // Status changes are logged once each. Readiness (for /readyz) is false while any
-// partition is STALL, or its lag in seconds is above the freshness target.
+// partition is STALL, or its lag in seconds is above the freshness target, while
+// the Redis writes fail, while no partition has been assigned for
+// `unassigned_grace_ms` (Kafka unreachable, or more daemons than partitions), and
+// while a partition assigned that long ago has never been fetched.
 // Update runs on one thread; Ready may be called from any thread.
 #pragma once
 
@@ -19,6 +22,7 @@
 
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "kafka/source.h"
@@ -30,16 +34,24 @@ namespace ef {
 struct PartitionSnapshot {
   TopicPartition tp;
   int64_t position = -1;
-  int64_t committed = -1;        // -1: nothing acknowledged yet
-  int64_t high = -1;             // -1: not known yet
-  int64_t newest_event_ms = 0;   // 0: nothing written yet
+  int64_t committed = -1;       // -1: nothing acknowledged yet
+  int64_t high = -1;            // -1: not known yet
+  int64_t newest_event_ms = 0;  // 0: nothing written yet
+};
+
+// What readiness needs from the pipeline besides the partitions.
+struct IngestHealth {
+  bool sink_failing = false;
+  std::string sink_error;  // the last sink error while failing
 };
 
 class PartitionMonitor {
  public:
-  PartitionMonitor(prometheus::Registry& registry, StatusRules rules, double freshness_target_s);
+  PartitionMonitor(prometheus::Registry& registry, StatusRules rules, double freshness_target_s,
+                   int64_t unassigned_grace_ms = 30000);
   // Partitions missing from `parts` (revoked) lose their series.
-  void Update(const std::vector<PartitionSnapshot>& parts, int64_t now_ms);
+  void Update(const std::vector<PartitionSnapshot>& parts, int64_t now_ms,
+              const IngestHealth& health = {});
   Readiness Ready() const;
 
  private:
@@ -53,12 +65,15 @@ class PartitionMonitor {
     StatusEvaluator evaluator;
     PartitionStatus last = PartitionStatus::kOk;
     double last_lag_seconds = 0;
+    int64_t assigned_at_ms = 0;  // first Update that saw the partition
   };
   Series& Get(const TopicPartition& tp);
   void Remove(const TopicPartition& tp, Series& s);
 
   StatusRules rules_;
   double freshness_target_s_;
+  int64_t unassigned_grace_ms_;
+  int64_t unassigned_since_ms_ = -1;  // -1: partitions are assigned
   prometheus::Family<prometheus::Gauge>& position_;
   prometheus::Family<prometheus::Gauge>& committed_;
   prometheus::Family<prometheus::Gauge>& high_;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cstdint>
 
 #include "kafka/commit_metadata.h"
 
@@ -13,6 +15,11 @@ namespace {
 // While a batch is written, the next one is polled in waits this short, so its
 // messages are decoded as they arrive and the write's end is noticed at once.
 constexpr int kOverlapPollMs = 2;
+// How long a commit waits for dead-letter copies to be delivered: none for the
+// periodic commits (the copies' offsets are simply not committed yet), a little
+// on revoke and at shutdown.
+constexpr int kRevokeRejectFlushMs = 2000;
+constexpr int kFinalRejectFlushMs = 5000;
 
 int64_t SteadyMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -33,27 +40,54 @@ Ingest::Ingest(MessageSource& source, BitSink& sink, Decoder& decoder, const Lay
       rejects_(rejects),
       batches_{Batch(layout), Batch(layout)},
       e2e_(IngestMetrics::LatencyBuckets()) {
-  source_.SetRevokeHandler([this](const std::vector<TopicPartition>& tps) { OnRevoke(tps); });
+  source_.SetRevokeHandler(
+      [this](const std::vector<TopicPartition>& tps, bool lost) { OnRevoke(tps, lost); });
   last_commit_ms_ = SteadyMs();
+  k_ = std::max<uint32_t>(layout.k, 1);
 }
 
 void Ingest::Batch::Clear() {
   coalescer.Clear();
   event_ts_ms.clear();
   items = 0;
+  positions = 0;
   messages = 0;
   partitions.clear();
 }
 
-void Ingest::DecodeMessages(const std::vector<Message>& messages) {
+size_t Ingest::Room() {
+  const Batch& b = building();
+  if (b.positions >= options_.batch_max_positions) return 0;
+  return options_.batch_max_events - std::min(b.messages, options_.batch_max_events);
+}
+
+Status Ingest::PollAndDecode(int timeout_ms, int max_wait_ms, size_t* got) {
+  if (next_message_ < messages_.size()) {  // left over from a full batch: no Poll
+    DecodeMessages();
+    return Status::Ok();
+  }
+  const size_t room = Room();
+  if (room == 0) return Status::Ok();
+  Status st = source_.Poll(room, timeout_ms, max_wait_ms, &messages_);
+  next_message_ = 0;
+  if (got) *got += messages_.size();
+  if (!messages_.empty()) DecodeMessages();
+  return st;
+}
+
+void Ingest::DecodeMessages(bool all) {
   Batch& batch = building();
   const int64_t now_ms = clock_.NowMs();
   uint64_t rejected = 0;
   const std::string* last_topic = nullptr;
   int32_t last_partition = -1;
   PendingPartition* part = nullptr;
-  batch.messages += messages.size();
-  for (const Message& m : messages) {
+  for (; next_message_ < messages_.size(); ++next_message_) {
+    if (!all && (batch.messages >= options_.batch_max_events ||
+                 batch.positions >= options_.batch_max_positions))
+      break;
+    const Message& m = messages_[next_message_];
+    ++batch.messages;
     ++totals_.messages;
     if (m.topic != last_topic || m.partition != last_partition) {
       part = &batch.partitions[TopicPartition{*m.topic, m.partition}];
@@ -72,6 +106,7 @@ void Ingest::DecodeMessages(const std::vector<Message>& messages) {
     batch.event_ts_ms.push_back(event_.ts_ms);
     part->newest_event_ms = std::max(part->newest_event_ms, event_.ts_ms);
     batch.items += event_.items.size();
+    batch.positions += event_.items.size() * k_;
   }
   totals_.events_rejected += rejected;
   if (metrics_ && rejected) metrics_->events_rejected->Increment(static_cast<double>(rejected));
@@ -83,6 +118,7 @@ void Ingest::RecordWritten(const Batch& batch, const WriteStats& stats, int64_t 
   totals_.items_written += batch.items;
   ++totals_.batches;
   sink_failing_ = false;
+  sink_error_.clear();
   if (!metrics_) return;
   for (int64_t ts : batch.event_ts_ms) e2e_.Observe(static_cast<double>(ack_ms - ts) / 1000.0);
   e2e_.FlushTo(*metrics_->e2e_seconds);
@@ -125,8 +161,9 @@ Status Ingest::RetryWrite(Batch& batch, Status st, const std::atomic<bool>& stop
     }
     if (st.code() != StatusCode::kUnavailable && st.code() != StatusCode::kFailedPrecondition &&
         st.code() != StatusCode::kInternal) {
-      return st;
+      return st;  // kPermissionDenied, kCancelled, ...: retrying cannot help
     }
+    sink_error_ = st.message();
     if (!sink_failing_) {
       spdlog::error(
           "{}; pausing consumption, retrying every {}..{} ms, nothing is committed "
@@ -148,12 +185,16 @@ Status Ingest::RetryWrite(Batch& batch, Status st, const std::atomic<bool>& stop
     }
     // Wait out the backoff while serving the consumer (heartbeats, rebalances).
     // Anything that still arrives joins the next batch.
+    // (Paused: only what librdkafka had fetched before still arrives; it is all
+    // decoded, over the batch limits if need be, because Poll releases it.)
     const int64_t until = SteadyMs() + backoff;
     while (SteadyMs() < until) {
       int wait = static_cast<int>(std::min<int64_t>(until - SteadyMs(), options_.poll_timeout_ms));
+      DecodeMessages(/*all=*/true);
       Status ps = source_.Poll(options_.batch_max_events, std::max(wait, 0), 0, &messages_);
+      next_message_ = 0;
       if (!ps.ok() && ps.code() != StatusCode::kUnavailable) return ps;
-      if (!messages_.empty()) DecodeMessages(messages_);
+      DecodeMessages(/*all=*/true);
       if (SteadyMs() - last_commit_ms_ >= options_.commit_interval_ms) {
         // Earlier batches' offsets again: the heartbeat shows "alive, stuck".
         CommitAcked(false).IgnoreError();
@@ -180,7 +221,11 @@ Status Ingest::RetryWrite(Batch& batch, Status st, const std::atomic<bool>& stop
 }
 
 void Ingest::Ack(Batch& batch) {
+  const std::vector<TopicPartition> assigned = source_.Assignment();
   for (const auto& [tp, p] : batch.partitions) {
+    // A message of a partition revoked meanwhile: its bits were written
+    // (harmless), its offset is not ours to commit.
+    if (std::find(assigned.begin(), assigned.end(), tp) == assigned.end()) continue;
     int64_t& a = acked_[tp];
     a = std::max(a, p.next);
     int64_t& e = acked_event_ms_[tp];
@@ -202,28 +247,26 @@ Status Ingest::Step(const std::atomic<bool>& stop, size_t* got) {
   // A batch decoded during the previous write is due now: only take what is
   // already fetched on top of it, without waiting.
   const bool due = !building().empty();
-  const size_t room =
-      options_.batch_max_events - std::min(building().messages, options_.batch_max_events);
   if (got) *got = 0;
-  if (room > 0) {
-    Status st = source_.Poll(room, due ? 0 : options_.poll_timeout_ms,
-                             due ? 0 : options_.batch_max_wait_ms, &messages_);
-    if (got) *got = messages_.size();
-    if (!st.ok() && st.code() != StatusCode::kUnavailable) return st;
-    if (!messages_.empty()) DecodeMessages(messages_);
+  Status st =
+      PollAndDecode(due ? 0 : options_.poll_timeout_ms, due ? 0 : options_.batch_max_wait_ms, got);
+  if (!st.ok() && st.code() != StatusCode::kUnavailable) {
+    failed_ = st;
+    return st;
   }
   if (building().empty()) {
     CommitIfDue();
     return Status::Ok();
   }
-  Status st = WriteBuilding(stop, !stop.load(), got);
+  st = WriteBuilding(stop, !stop.load(), got);
   if (!st.ok()) failed_ = st;
   return st;
 }
 
 Status Ingest::Flush(const std::atomic<bool>& stop) {
   if (!failed_.ok()) return failed_;
-  while (!building().empty()) {
+  while (!building().empty() || next_message_ < messages_.size()) {
+    if (building().empty()) DecodeMessages();
     Status st = WriteBuilding(stop, false, nullptr);
     if (!st.ok()) {
       failed_ = st;
@@ -245,14 +288,10 @@ Status Ingest::WriteBuilding(const std::atomic<bool>& stop, bool overlap, size_t
     // until the write is done, into the next batch (up to a full batch), which
     // the next Step writes.
     while (overlap) {
-      const size_t room =
-          options_.batch_max_events - std::min(building().messages, options_.batch_max_events);
-      if (room == 0) break;
+      if (Room() == 0) break;
       const bool ready = sink_.Ready();
-      fetch = source_.Poll(room, ready ? 0 : kOverlapPollMs, 0, &messages_);
-      if (got) *got += messages_.size();
+      fetch = PollAndDecode(ready ? 0 : kOverlapPollMs, 0, got);
       if (!fetch.ok()) break;
-      if (!messages_.empty()) DecodeMessages(messages_);
       if (ready || stop.load()) break;
     }
     EF_RETURN_IF_ERROR(AwaitWrite(batch, stop));
@@ -271,6 +310,26 @@ void Ingest::MaybeTick() {
   tick_();
 }
 
+bool Ingest::Pending(const TopicPartition& tp) const {
+  for (const Batch& b : batches_) {
+    if (b.partitions.count(tp)) return true;
+  }
+  for (size_t i = next_message_; i < messages_.size(); ++i) {
+    if (messages_[i].partition == tp.partition && *messages_[i].topic == tp.topic) return true;
+  }
+  return false;
+}
+
+int64_t Ingest::CommitOffset(const TopicPartition& tp, int64_t acked) {
+  const int64_t limit = rejects_ ? rejects_->CommitLimit(tp) : INT64_MAX;
+  if (limit < acked) return limit;  // a dead-letter copy is not delivered yet
+  if (limit == INT64_MAX && !Pending(tp)) {
+    // Everything Poll returned is acknowledged: step over what the log skips.
+    return std::max(acked, source_.Position(tp));
+  }
+  return acked;
+}
+
 std::vector<PartitionSnapshot> Ingest::Snapshot() {
   std::vector<PartitionSnapshot> out;
   for (const auto& tp : source_.Assignment()) {
@@ -278,11 +337,15 @@ std::vector<PartitionSnapshot> Ingest::Snapshot() {
     s.tp = tp;
     auto a = acked_.find(tp);
     if (a != acked_.end()) s.committed = a->second;
+    if (s.committed >= 0) s.committed = CommitOffset(tp, s.committed);
     s.position = s.committed;
     for (const Batch& b : batches_) {
       auto p = b.partitions.find(tp);
       if (p != b.partitions.end()) s.position = std::max(s.position, p->second.next);
     }
+    // Nothing in flight: the consumer's position also covers partitions idle
+    // since they were assigned, and what the log skips.
+    if (!Pending(tp)) s.position = std::max(s.position, source_.Position(tp));
     auto e = acked_event_ms_.find(tp);
     if (e != acked_event_ms_.end()) s.newest_event_ms = e->second;
     s.high = source_.HighWatermark(tp);
@@ -294,8 +357,12 @@ std::vector<PartitionSnapshot> Ingest::Snapshot() {
 std::vector<PartitionOffset> Ingest::AckedOffsets() {
   const int64_t now_ms = clock_.NowMs();
   std::vector<PartitionOffset> offsets;
-  offsets.reserve(acked_.size());
-  for (const auto& [tp, next] : acked_) {
+  const std::vector<TopicPartition> assigned = source_.Assignment();
+  offsets.reserve(assigned.size());
+  for (const TopicPartition& tp : assigned) {
+    auto a = acked_.find(tp);
+    if (a == acked_.end()) continue;
+    const int64_t next = CommitOffset(tp, a->second);
     auto e = acked_event_ms_.find(tp);
     offsets.push_back(
         {tp, next, EncodeCommitMetadata({now_ms, e == acked_event_ms_.end() ? 0 : e->second})});
@@ -305,14 +372,16 @@ std::vector<PartitionOffset> Ingest::AckedOffsets() {
 
 Status Ingest::CommitAcked(bool sync) {
   last_commit_ms_ = SteadyMs();
+  if (rejects_) {
+    // Delivery reports move CommitLimit; a final commit waits a little for them.
+    rejects_->Flush(sync ? kFinalRejectFlushMs : 0).IgnoreError();
+  }
   // Everything acknowledged, every time: unchanged offsets too (the heartbeat),
   // and an earlier async commit that failed after it was queued is repaired.
+  // Only assigned partitions: a commit of another member's partition makes the
+  // broker fence this member and restart the group's rebalance.
   std::vector<PartitionOffset> offsets = AckedOffsets();
   if (offsets.empty()) return Status::Ok();
-  if (rejects_) {
-    Status fs = rejects_->Flush();
-    if (!fs.ok()) return fs.Prefixed("dead-letter flush before commit");
-  }
   Status st = source_.Commit(offsets, sync);
   if (!st.ok()) {
     if (metrics_) metrics_->commits_failed->Increment();
@@ -323,14 +392,18 @@ Status Ingest::CommitAcked(bool sync) {
   return Status::Ok();
 }
 
-void Ingest::OnRevoke(const std::vector<TopicPartition>& partitions) {
+void Ingest::OnRevoke(const std::vector<TopicPartition>& partitions, bool lost) {
+  auto revoked = [&](const TopicPartition& tp) {
+    return std::find(partitions.begin(), partitions.end(), tp) != partitions.end();
+  };
   std::vector<PartitionOffset> offsets;
-  for (auto& po : AckedOffsets()) {
-    if (std::find(partitions.begin(), partitions.end(), po.tp) != partitions.end())
-      offsets.push_back(std::move(po));
+  if (!lost) {
+    if (rejects_) rejects_->Flush(kRevokeRejectFlushMs).IgnoreError();
+    for (auto& po : AckedOffsets()) {
+      if (revoked(po.tp)) offsets.push_back(std::move(po));
+    }
   }
   if (!offsets.empty()) {
-    if (rejects_) rejects_->Flush().IgnoreError();
     Status st = source_.Commit(offsets, true);
     if (st.ok()) {
       ++totals_.commits;
@@ -342,12 +415,22 @@ void Ingest::OnRevoke(const std::vector<TopicPartition>& partitions) {
     }
   }
   // Pending batches, if any, are still written (harmless: idempotent bits) but
-  // their offsets for these partitions are no longer ours to commit.
+  // their offsets for these partitions are no longer ours to commit; messages
+  // not decoded yet are dropped (the new owner reads them again).
   for (const auto& tp : partitions) {
     acked_.erase(tp);
     acked_event_ms_.erase(tp);
     for (Batch& b : batches_) b.partitions.erase(tp);
   }
+  if (next_message_ < messages_.size()) {
+    auto first = messages_.begin() + static_cast<std::ptrdiff_t>(next_message_);
+    messages_.erase(std::remove_if(first, messages_.end(),
+                                   [&](const Message& m) {
+                                     return revoked(TopicPartition{*m.topic, m.partition});
+                                   }),
+                    messages_.end());
+  }
+  if (rejects_) rejects_->Forget(partitions);
 }
 
 Status Ingest::Run(const std::atomic<bool>& stop) {

@@ -15,12 +15,30 @@
 // are acknowledged, and their offsets become committable, strictly in order.
 // Single-threaded: Run, Step and the revoke callback all run on the caller's
 // thread (the sink may write on a thread of its own between Send and Await).
+//
+// Partition state, and its invariants (kept in this class and nowhere else):
+//  - acked_[tp]: every message of tp before this offset was acknowledged by the
+//    sink or rejected; acked_ holds only partitions the source has assigned
+//    (entries are dropped on revoke, and Ack ignores partitions no longer
+//    assigned, even if a message of one slipped into a batch).
+//  - A commit sends, for each assigned partition with an acked_ entry,
+//    min(acked_[tp], the reject sink's CommitLimit(tp)), raised to the source's
+//    Position(tp) when nothing of tp is pending (every message Poll returned is
+//    acknowledged and no dead-letter copy is outstanding): that steps over
+//    transaction markers and compaction gaps, so an idle partition reads lag 0.
+//    Nothing is committed while the assignment is empty.
+//  - messages_[next_message_..] were polled but not decoded yet (the batch was
+//    full): no Poll happens before they are decoded, because Poll releases them.
+//  - A batch holds at most batch_max_events messages and batch_max_positions
+//    positions (items × k), plus at most one event: memory is bounded by
+//    positions, not by messages.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "bloom/layout.h"
@@ -37,6 +55,8 @@ namespace ef {
 
 struct IngestOptions {
   size_t batch_max_events = 20000;
+  // Positions (items × k, before de-duplication) per batch: about 4 bytes each.
+  size_t batch_max_positions = 4000000;
   int batch_max_wait_ms = 20;
   int poll_timeout_ms = 100;  // bounds how late a stop request is seen
   int64_t commit_interval_ms = 1000;
@@ -48,12 +68,21 @@ struct IngestOptions {
 };
 
 // Where rejected messages go besides the counters (e.g. a dead-letter topic).
+// A rejected message's offset is committed only once its copy is delivered:
+// CommitLimit caps each partition's commit below the oldest copy not yet
+// delivered.
 class RejectSink {
  public:
   virtual ~RejectSink() = default;
   virtual void Send(const Message& message, RejectReason reason) = 0;
-  // Called before offsets are committed: everything sent must be durable.
-  virtual Status Flush() = 0;
+  // Serves delivery reports and retries, waiting at most timeout_ms for
+  // outstanding copies (0: no wait). OK when nothing is outstanding.
+  virtual Status Flush(int timeout_ms) = 0;
+  // The lowest offset of tp whose copy is not delivered yet; INT64_MAX if none.
+  virtual int64_t CommitLimit(const TopicPartition& tp) = 0;
+  // The partitions are no longer ours: their outstanding copies need not hold
+  // back any commit (they are still delivered when possible).
+  virtual void Forget(const std::vector<TopicPartition>& tps) = 0;
 };
 
 struct IngestTotals {
@@ -95,6 +124,7 @@ class Ingest {
 
   // Offsets and newest event time of every assigned partition, now.
   std::vector<PartitionSnapshot> Snapshot();
+  IngestHealth Health() const { return {sink_failing_, sink_error_}; }
   // Calls fn about every interval_ms from the ingest thread, also while Redis
   // writes are being retried.
   void SetTick(int64_t interval_ms, std::function<void()> fn) {
@@ -119,22 +149,34 @@ class Ingest {
     Coalescer coalescer;
     std::vector<int64_t> event_ts_ms;  // event times, for the latency histogram
     uint64_t items = 0;
-    size_t messages = 0;  // consumed into it, bad ones included
+    uint64_t positions = 0;  // items × k, before de-duplication
+    size_t messages = 0;     // consumed into it, bad ones included
     std::map<TopicPartition, PendingPartition> partitions;
     bool empty() const { return partitions.empty(); }
     void Clear();
   };
   Batch& building() { return batches_[building_]; }
+  // Messages the building batch can still take (0 when full).
+  size_t Room();
+  // Polls (unless undecoded messages are left) and decodes into the building
+  // batch as far as it has room.
+  Status PollAndDecode(int timeout_ms, int max_wait_ms, size_t* got);
   // Writes the building batch; with `overlap`, polls and decodes the next one
   // meanwhile.
   Status WriteBuilding(const std::atomic<bool>& stop, bool overlap, size_t* got);
-  void DecodeMessages(const std::vector<Message>& messages);
+  // Decodes messages_ from next_message_ on into the building batch, until it
+  // is full (or, with `all`, to the end).
+  void DecodeMessages(bool all = false);
+  // True while messages of tp are decoded or polled but not acknowledged.
+  bool Pending(const TopicPartition& tp) const;
+  // The offset to commit for tp, given acked_[tp] (see the invariants above).
+  int64_t CommitOffset(const TopicPartition& tp, int64_t acked);
   // Awaits the write of `batch` (sent to the sink), retrying until it is
   // acknowledged or given up.
   Status AwaitWrite(Batch& batch, const std::atomic<bool>& stop);
   Status RetryWrite(Batch& batch, Status first_error, const std::atomic<bool>& stop);
   void Ack(Batch& batch);
-  void OnRevoke(const std::vector<TopicPartition>& partitions);
+  void OnRevoke(const std::vector<TopicPartition>& partitions, bool lost);
   void RecordWritten(const Batch& batch, const WriteStats& stats, int64_t write_start_ms);
   std::vector<PartitionOffset> AckedOffsets();
   void CommitIfDue();
@@ -149,6 +191,8 @@ class Ingest {
 
   Event event_;
   std::vector<Message> messages_;
+  size_t next_message_ = 0;  // messages_[next_message_..] are not decoded yet
+  uint32_t k_ = 1;
   Batch batches_[2];
   int building_ = 0;  // index of the batch messages are decoded into
   Status failed_;     // the error that ended Step or Flush, if any
@@ -160,6 +204,7 @@ class Ingest {
   int64_t tick_interval_ms_ = 1000;
   int64_t last_tick_ms_ = 0;
   bool sink_failing_ = false;
+  std::string sink_error_;
   LocalHistogram e2e_;
   IngestTotals totals_;
 };

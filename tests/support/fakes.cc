@@ -1,6 +1,7 @@
 #include "support/fakes.h"
 
 #include <algorithm>
+#include <climits>
 #include <utility>
 
 namespace ef::testing {
@@ -48,9 +49,35 @@ int64_t FakeSource::EndOffset(int32_t partition) const {
   return it->second.records.back().offset + 1;
 }
 
+int64_t FakeSource::AppendMarker(int32_t partition) {
+  Log& log = LogOf(Tp(partition));
+  const int64_t offset = log.records.empty() ? 0 : log.records.back().offset + 1;
+  log.records.push_back(Record{offset, "", 0, true});
+  return offset;
+}
+
+int64_t FakeSource::Position(const TopicPartition& tp) {
+  auto it = logs_.find(tp);
+  if (it == logs_.end() || !it->second.assigned || !it->second.polled) return -1;
+  const Log& log = it->second;
+  if (log.position < log.records.size()) return log.records[log.position].offset;
+  return log.records.empty() ? 0 : log.records.back().offset + 1;
+}
+
+void FakeSource::Revoke(std::vector<TopicPartition>* tps, bool lost) {
+  std::vector<TopicPartition> revoked;
+  revoked.swap(*tps);
+  if (revoke_handler_) revoke_handler_(revoked, lost);
+  for (const auto& tp : revoked) {
+    auto it = logs_.find(tp);
+    if (it != logs_.end()) it->second.assigned = false;
+  }
+}
+
 void FakeSource::Assign(const TopicPartition& tp) {
   Log& log = LogOf(tp);
   log.assigned = true;
+  log.polled = false;
   auto c = committed_.find(tp);
   const int64_t from = c == committed_.end() ? 0 : c->second;
   log.position = 0;
@@ -64,15 +91,7 @@ Status FakeSource::Poll(size_t max_messages, int /*timeout_ms*/, int /*max_wait_
   out->clear();
   ++polls_;
   if (on_poll) on_poll(*this);
-  if (!revoke_next_.empty()) {
-    std::vector<TopicPartition> revoked;
-    revoked.swap(revoke_next_);
-    if (revoke_handler_) revoke_handler_(revoked);
-    for (const auto& tp : revoked) {
-      auto it = logs_.find(tp);
-      if (it != logs_.end()) it->second.assigned = false;
-    }
-  }
+  if (!revoke_next_.empty()) Revoke(&revoke_next_, revoke_lost_);
   if (unavailable_next_) {
     unavailable_next_ = false;
     return Unavailable("fake source: broker transport failure (simulated)");
@@ -82,6 +101,11 @@ Status FakeSource::Poll(size_t max_messages, int /*timeout_ms*/, int /*max_wait_
   if (paused_) budget = std::min(budget, deliver_while_paused_);
   for (auto& [tp, log] : logs_) {
     if (!log.assigned) continue;
+    log.polled = true;
+    auto skip_markers = [&log] {
+      while (log.position < log.records.size() && log.records[log.position].control) ++log.position;
+    };
+    skip_markers();
     while (budget > 0 && log.position < log.records.size()) {
       const Record& r = log.records[log.position++];
       Message m;
@@ -93,9 +117,11 @@ Status FakeSource::Poll(size_t max_messages, int /*timeout_ms*/, int /*max_wait_
       m.timestamp_ms = r.timestamp_ms;
       out->push_back(m);
       --budget;
+      skip_markers();
     }
   }
   if (paused_) deliver_while_paused_ -= out->size();
+  if (!leaky_revoke_next_.empty()) Revoke(&leaky_revoke_next_, false);
   return Status::Ok();
 }
 
@@ -130,6 +156,41 @@ std::vector<TopicPartition> FakeSource::Assignment() {
     if (log.assigned) tps.push_back(tp);
   }
   return tps;
+}
+
+// ---------------------------------------------------------------- FakeRejectSink
+
+void FakeRejectSink::Send(const Message& m, RejectReason reason) {
+  Sent s{TopicPartition{*m.topic, m.partition}, m.offset, reason};
+  sent_.push_back(s);
+  outstanding_.push_back(s);
+}
+
+Status FakeRejectSink::Flush(int /*timeout_ms*/) {
+  ++flushes_;
+  if (deliver_on_flush) DeliverAll();
+  if (outstanding_.empty()) return Status::Ok();
+  return Unavailable("fake dead letter: " + std::to_string(outstanding_.size()) +
+                     " copies outstanding");
+}
+
+int64_t FakeRejectSink::CommitLimit(const TopicPartition& tp) {
+  int64_t limit = INT64_MAX;
+  for (const auto& s : outstanding_) {
+    if (s.tp == tp) limit = std::min(limit, s.offset);
+  }
+  return limit;
+}
+
+void FakeRejectSink::Forget(const std::vector<TopicPartition>& tps) {
+  forgotten_.push_back(tps);
+  std::erase_if(outstanding_, [&](const Sent& s) {
+    return std::find(tps.begin(), tps.end(), s.tp) != tps.end();
+  });
+}
+
+void FakeRejectSink::Deliver(size_t n) {
+  while (n-- > 0 && !outstanding_.empty()) outstanding_.pop_front();
 }
 
 // ---------------------------------------------------------------- FakeSink

@@ -17,10 +17,19 @@
 //  - Commit: every call is recorded (offsets, sync flag) in commits(); committed()
 //    is the last committed next-offset per partition. FailNextCommits(n) makes the
 //    next n calls return kUnavailable (still recorded, with ok = false).
-//  - RevokeOnNextPoll(tps): the next Poll first calls the revoke handler with tps
-//    (from inside Poll, like librdkafka), then drops them from the assignment;
+//  - RevokeOnNextPoll(tps, lost): the next Poll first calls the revoke handler with
+//    tps (from inside Poll, like librdkafka), then drops them from the assignment;
 //    their messages are no longer returned. Assign(tp) hands a partition (back),
 //    fetching from its last committed offset (0 if none), like a new owner.
+//  - LeakyRevokeOnNextPoll(tps): like RevokeOnNextPoll, but the next Poll gathers
+//    its messages first and revokes afterwards, returning messages of the revoked
+//    partitions anyway: what KafkaConsumer did before issue 9 (defect 3), to test
+//    that the pipeline never commits a partition it does not own even then.
+//  - AppendMarker(partition): a transaction control record: takes an offset,
+//    never returned by Poll. Position(tp) is the offset of the next record Poll
+//    would return (control records right after the last returned one are
+//    stepped over, like librdkafka), or the end of the log; -1 for a partition
+//    assigned but not polled since.
 //  - UnavailableOnNextPoll(): the next Poll returns kUnavailable with no messages.
 //  - on_poll: called at the start of every Poll (before anything else); tests use
 //    it to append messages "while the pipeline is busy" or to set a stop flag.
@@ -46,6 +55,13 @@
 //  - WriteStats filled on success: keys = live keys, bits = positions sent,
 //    commands = 2 per key (SETBIT/BITFIELD + EXPIREAT), skipped_keys = 0.
 //
+// FakeRejectSink (pipeline/ingest.h RejectSink): a dead-letter topic in memory.
+//  - Send records (topic/partition/offset, reason) in sent(); the copy is
+//    outstanding until Deliver(n) delivers the oldest n (or DeliverAll()).
+//    With deliver_on_flush, Flush delivers everything outstanding.
+//  - CommitLimit(tp): the lowest outstanding offset of tp, INT64_MAX if none.
+//  - Forget(tps): drops their outstanding copies; forgotten() lists the calls.
+//
 // FakeClock (common/clock.h Clock): wall time the test sets: Set(ms), Advance(ms).
 #pragma once
 
@@ -62,6 +78,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "kafka/source.h"
+#include "pipeline/ingest.h"
 #include "pipeline/sink.h"
 
 namespace ef::testing {
@@ -72,6 +89,7 @@ class FakeSource : public MessageSource {
     int64_t offset = 0;
     std::string payload;
     int64_t timestamp_ms = 0;
+    bool control = false;  // a transaction marker: never returned by Poll
   };
   struct CommitCall {
     std::vector<PartitionOffset> offsets;
@@ -96,7 +114,15 @@ class FakeSource : public MessageSource {
   int64_t EndOffset(int32_t partition) const;
 
   void Assign(const TopicPartition& tp);
-  void RevokeOnNextPoll(std::vector<TopicPartition> tps) { revoke_next_ = std::move(tps); }
+  void RevokeOnNextPoll(std::vector<TopicPartition> tps, bool lost = false) {
+    revoke_next_ = std::move(tps);
+    revoke_lost_ = lost;
+  }
+  void LeakyRevokeOnNextPoll(std::vector<TopicPartition> tps) {
+    leaky_revoke_next_ = std::move(tps);
+  }
+  // Appends a control record (see above); returns its offset.
+  int64_t AppendMarker(int32_t partition);
   void UnavailableOnNextPoll() { unavailable_next_ = true; }
   void DeliverWhilePaused(size_t n) { deliver_while_paused_ = n; }
   void FailNextCommits(int n) { fail_commits_ = n; }
@@ -120,6 +146,7 @@ class FakeSource : public MessageSource {
   Status PauseAll() override;
   Status ResumeAll() override;
   std::vector<TopicPartition> Assignment() override;
+  int64_t Position(const TopicPartition& tp) override;
   void Close() override { closed_ = true; }
 
  private:
@@ -127,6 +154,7 @@ class FakeSource : public MessageSource {
     std::deque<Record> records;  // deque: references stay valid on push_back
     size_t position = 0;         // index of the next record to return
     bool assigned = false;
+    bool polled = false;  // polled since it was (last) assigned
   };
   Log& LogOf(const TopicPartition& tp);
 
@@ -134,6 +162,9 @@ class FakeSource : public MessageSource {
   std::map<TopicPartition, Log> logs_;  // map: keys (topic strings) never move
   RevokeHandler revoke_handler_;
   std::vector<TopicPartition> revoke_next_;
+  bool revoke_lost_ = false;
+  std::vector<TopicPartition> leaky_revoke_next_;
+  void Revoke(std::vector<TopicPartition>* tps, bool lost);
   bool unavailable_next_ = false;
   size_t deliver_while_paused_ = 0;
   int fail_commits_ = 0;
@@ -186,6 +217,34 @@ class FakeSink : public BitSink {
   uint64_t write_calls_ = 0;
   uint64_t writes_ok_ = 0;
   uint64_t write_failures_ = 0;
+};
+
+class FakeRejectSink : public RejectSink {
+ public:
+  struct Sent {
+    TopicPartition tp;
+    int64_t offset = 0;
+    RejectReason reason = RejectReason::kNone;
+  };
+  bool deliver_on_flush = false;
+
+  void Send(const Message& m, RejectReason reason) override;
+  Status Flush(int timeout_ms) override;
+  int64_t CommitLimit(const TopicPartition& tp) override;
+  void Forget(const std::vector<TopicPartition>& tps) override;
+
+  void Deliver(size_t n);
+  void DeliverAll() { Deliver(outstanding_.size()); }
+  const std::vector<Sent>& sent() const { return sent_; }
+  size_t outstanding() const { return outstanding_.size(); }
+  const std::vector<std::vector<TopicPartition>>& forgotten() const { return forgotten_; }
+  int flushes() const { return flushes_; }
+
+ private:
+  std::vector<Sent> sent_;
+  std::deque<Sent> outstanding_;
+  std::vector<std::vector<TopicPartition>> forgotten_;
+  int flushes_ = 0;
 };
 
 class FakeClock : public Clock {

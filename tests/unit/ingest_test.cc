@@ -166,6 +166,7 @@ class Harness {
   std::vector<Sent> sent;  // every good event appended, in order
   std::unique_ptr<Decoder> decoder;
   std::unique_ptr<Ingest> ingest;
+  ::ef::testing::FakeRejectSink* rejects = nullptr;  // set before Start to dead-letter
 
   // Builds the pipeline from filter, events and options as they are now.
   Ingest& Start() {
@@ -173,7 +174,8 @@ class Harness {
     REQUIRE(l.ok());
     layout = *l;
     decoder = std::make_unique<Decoder>(events, filter);
-    ingest = std::make_unique<Ingest>(source, sink, *decoder, layout, clock, &metrics, options);
+    ingest =
+        std::make_unique<Ingest>(source, sink, *decoder, layout, clock, &metrics, options, rejects);
     return *ingest;
   }
 
@@ -352,7 +354,7 @@ TEST_CASE("FakeSource: logs, Poll order and limits, pause, revoke, unavailable, 
 
   // Revoke: the handler runs inside the next Poll, then the partition is gone.
   std::vector<TopicPartition> revoked;
-  source.SetRevokeHandler([&](const std::vector<TopicPartition>& tps) {
+  source.SetRevokeHandler([&](const std::vector<TopicPartition>& tps, bool) {
     revoked = tps;
     CHECK(source.Assignment().size() == 2);  // still owned while the handler runs
   });
@@ -1085,4 +1087,170 @@ TEST_CASE("Ingest: a batch of bad events only is not held back by a failing sink
 }
 
 }  // namespace
+
+// ------------------------------------------------------------------ issue 9 defects
+
+// Defect 3: librdkafka may serve a revoke in the middle of our Poll, after it
+// handed out messages of the revoked partitions. Committing any partition we do
+// not own makes the broker fence us and restart the group's rebalance (the
+// whole group stalled). Before the fix the pipeline decoded those messages,
+// re-created the partition's acked offset and committed it every second, with
+// no assignment at all.
+TEST_CASE(
+    "Ingest: a partition revoked in the middle of a Poll is never committed again, and "
+    "nothing is committed without an assignment",
+    "[pipeline][rebalance]") {
+  Harness h(1);
+  h.options.commit_interval_ms = 0;  // a commit is due at every step (heartbeats)
+  h.Start();
+  h.Good(0, "u1", "i1", kNowMs);
+  h.StepOk();
+  REQUIRE(h.MaxCommitted(0) == 1);
+  h.Good(0, "u2", "i2", kNowMs);
+  h.Good(0, "u3", "i3", kNowMs);
+  h.source.LeakyRevokeOnNextPoll({h.source.Tp(0)});  // hands out offsets 1, 2, then revokes
+  h.StepOk();
+  REQUIRE(h.source.Assignment().empty());
+  const size_t commits_after_revoke = h.source.commits().size();
+  for (int i = 0; i < 5; ++i) h.StepOk();
+  REQUIRE(h.ingest->CommitAcked(false).ok());
+  REQUIRE(h.ingest->CommitAcked(true).ok());
+  INFO("commits: " << h.source.commits().size() << ", after the revoke: " << commits_after_revoke);
+  CHECK(h.source.commits().size() == commits_after_revoke);
+  CHECK(h.MaxCommitted(0) == 1);
+  CHECK(h.ingest->acked().empty());
+  CHECK(h.ingest->Snapshot().empty());
+
+  // Assigned again: the new generation commits from where the group stood.
+  h.source.Assign(h.source.Tp(0));
+  h.Drain();
+  REQUIRE(h.ingest->CommitAcked(true).ok());
+  CHECK(h.MaxCommitted(0) == 3);
+  h.CheckSinkHoldsEverySentEvent();
+}
+
+TEST_CASE("Ingest: a lost assignment is not committed on revoke", "[pipeline][rebalance]") {
+  Harness h(2);
+  h.Start();
+  h.Good(0, "u1", "i1", kNowMs);
+  h.Good(1, "u2", "i2", kNowMs);
+  h.StepOk();
+  h.source.RevokeOnNextPoll({h.source.Tp(0), h.source.Tp(1)}, /*lost=*/true);
+  h.StepOk();
+  CHECK(h.source.commits().empty());
+  CHECK(h.ingest->acked().empty());
+}
+
+// Defect 10: a partition that ends in a transaction control record (any
+// transactional producer) was committed at last record + 1, one short of the
+// high watermark: lag 1 forever, STALL, /readyz 503 while idle.
+TEST_CASE("Ingest: commits step over a transaction marker at the end of a partition",
+          "[pipeline][transactions]") {
+  Harness h(2);
+  h.Start();
+  h.Good(0, "u1", "i1", kNowMs);
+  h.Good(0, "u2", "i2", kNowMs);
+  const int64_t marker = h.source.AppendMarker(0);  // offset 2
+  h.Good(1, "u3", "i3", kNowMs);
+  h.Drain();
+  REQUIRE(h.ingest->CommitAcked(true).ok());
+  CHECK(h.source.committed().at(h.source.Tp(0)) == marker + 1);
+  CHECK(h.source.committed().at(h.source.Tp(1)) == 1);
+  for (const PartitionSnapshot& p : h.ingest->Snapshot()) {
+    INFO("partition " << p.tp.partition);
+    CHECK(p.committed == h.source.EndOffset(p.tp.partition));
+  }
+  // A marker between records, and more data after it.
+  h.Good(0, "u4", "i4", kNowMs);
+  h.source.AppendMarker(0);
+  h.Good(0, "u5", "i5", kNowMs);
+  h.Drain();
+  REQUIRE(h.ingest->CommitAcked(true).ok());
+  CHECK(h.source.committed().at(h.source.Tp(0)) == h.source.EndOffset(0));
+  h.CheckSinkHoldsEverySentEvent();
+}
+
+TEST_CASE("Ingest: the position never lifts a commit past a batch not yet acknowledged",
+          "[pipeline][transactions]") {
+  Harness h(1);
+  h.Start();
+  h.Good(0, "u1", "i1", kNowMs);
+  h.StepOk();
+  h.Good(0, "u2", "i2", kNowMs);
+  h.source.AppendMarker(0);
+  h.sink.FailAlways(true);
+  h.stop = true;  // give up after the shutdown grace
+  CHECK(h.ingest->Step(h.stop).code() == StatusCode::kCancelled);
+  REQUIRE(h.ingest->CommitAcked(true).ok());
+  CHECK(h.MaxCommitted(0) == 1);  // not 3: offset 1 was never written
+}
+
+// Defect 7: a batch was bounded by messages only: 2,950 list events of 10,000
+// items took 1.5 GB. Now positions (items × k) bound it too.
+TEST_CASE("Ingest: a batch holds at most batch_max_positions positions, plus one event",
+          "[pipeline][memory]") {
+  Harness h(1);
+  h.events.max_items_per_event = 2000;
+  h.filter.items_per_bucket = 10000;  // no saturation: the sink check probes an unseen item
+  h.options.batch_max_positions = 30000;
+  h.Start();
+  const uint64_t per_event = 1000 * h.layout.k;
+  std::vector<std::string> items;
+  for (int e = 0; e < 20; ++e) {
+    items.clear();
+    for (int i = 0; i < 1000; ++i)
+      items.push_back("e" + std::to_string(e) + "-" + std::to_string(i));
+    h.GoodList(0, "u" + std::to_string(e % 3), items, kNowMs);
+  }
+  h.Drain();
+  REQUIRE(h.sink.acked_batches().size() > 1);
+  for (const auto& batch : h.sink.acked_batches()) {
+    uint64_t positions = 0;
+    for (const KeyBits& kb : batch) positions += kb.positions.size();
+    CHECK(positions <= h.options.batch_max_positions + per_event);
+  }
+  h.CheckSinkHoldsEverySentEvent();
+  REQUIRE(h.ingest->CommitAcked(true).ok());
+  CHECK(ToOffsets(h.source.committed()) == h.EndOffsets());
+}
+
+// Defect 5: a rejected message's offset was committed whether or not its
+// dead-letter copy was delivered.
+TEST_CASE("Ingest: a rejected message is committed only once its dead-letter copy is delivered",
+          "[pipeline][dead_letter]") {
+  Harness h(2);
+  ::ef::testing::FakeRejectSink dead_letters;
+  h.rejects = &dead_letters;
+  h.Start();
+  h.Good(0, "u1", "i1", kNowMs);
+  h.Bad(0, "not json");           // offset 1
+  h.Good(0, "u2", "i2", kNowMs);  // offset 2
+  h.Good(1, "u3", "i3", kNowMs);
+  h.Drain();
+  REQUIRE(dead_letters.sent().size() == 1);
+  REQUIRE(h.ingest->CommitAcked(false).ok());
+  CHECK(h.source.committed().at(h.source.Tp(0)) == 1);  // held at the undelivered copy
+  CHECK(h.source.committed().at(h.source.Tp(1)) == 1);  // other partitions go on
+
+  // A revoke commits only up to the undelivered copy too, and forgets it.
+  dead_letters.DeliverAll();
+  h.Bad(0, "still not json");  // offset 3
+  h.Good(0, "u4", "i4", kNowMs);
+  h.Drain();
+  h.source.RevokeOnNextPoll({h.source.Tp(0)});
+  h.StepOk();
+  CHECK(h.source.committed().at(h.source.Tp(0)) == 3);
+  REQUIRE_FALSE(dead_letters.forgotten().empty());
+  CHECK(dead_letters.forgotten().back() == std::vector<TopicPartition>{h.source.Tp(0)});
+
+  // Once delivered, the offset moves past it.
+  h.Bad(1, "[1]");
+  h.Drain();
+  REQUIRE(h.ingest->CommitAcked(false).ok());
+  CHECK(h.source.committed().at(h.source.Tp(1)) == 1);
+  dead_letters.DeliverAll();
+  REQUIRE(h.ingest->CommitAcked(false).ok());
+  CHECK(h.source.committed().at(h.source.Tp(1)) == 2);
+}
+
 }  // namespace ef
