@@ -1,11 +1,13 @@
 // exposure-filter size: the sizing calculator.
+#include <fmt/format.h>
+
 #include <cstdio>
 
 #include "app/commands.h"
 #include "app/common.h"
 #include "bloom/size_report.h"
 #include "bloom/sizing.h"
-#include "common/duration.h"
+#include "config/loader.h"
 
 namespace ef::app {
 namespace {
@@ -20,22 +22,29 @@ struct SizeArgs {
   bool json = false;
 };
 
+// The options are config keys: each goes through the loader's own parser and
+// rule, then Validate, so `size` accepts exactly the layouts `run` accepts.
 int Size(const SizeArgs& a) {
   auto config = LoadOrReport(a.config);
   if (!config.ok()) return kExitUsage;
-  FilterConfig f = config->filter;
-  if (a.items) f.items_per_bucket = a.items;
-  if (a.fpr >= 0) f.fpr = a.fpr;
-  if (!a.window.empty()) {
-    auto ms = ParseDurationMs(a.window);
-    if (!ms.ok()) return Fail(ms.status().Prefixed("--window"), kExitUsage);
-    f.window_seconds = *ms / 1000;
+  struct Option {
+    const char* name;
+    const char* key;
+    std::string text;  // "" = not given
+  };
+  const Option options[] = {
+      {"-n", "filter.items_per_bucket", a.items ? std::to_string(a.items) : ""},
+      {"--fpr", "filter.fpr", a.fpr >= 0 ? fmt::format("{}", a.fpr) : ""},  // shortest exact
+      {"--window", "filter.window", a.window},
+      {"--bucket", "filter.bucket", a.bucket},
+  };
+  for (const Option& o : options) {
+    if (o.text.empty()) continue;
+    Status st = ApplyConfigOverride(o.key, o.text, &*config);
+    if (!st.ok()) return Fail(st.Prefixed(o.name), kExitUsage);
   }
-  if (!a.bucket.empty()) {
-    auto ms = ParseDurationMs(a.bucket);
-    if (!ms.ok()) return Fail(ms.status().Prefixed("--bucket"), kExitUsage);
-    f.bucket_seconds = *ms / 1000;
-  }
+  if (Status st = Validate(*config); !st.ok()) return Fail(st, kExitUsage);
+  const FilterConfig& f = config->filter;
   auto s = ComputeSizing(f.items_per_bucket, f.fpr, f.window_seconds, f.bucket_seconds);
   if (!s.ok()) return Fail(s.status(), kExitUsage);
   if (a.json) {
@@ -44,10 +53,10 @@ int Size(const SizeArgs& a) {
                             .dump(2)
                             .c_str());
   } else {
-    std::fputs(FormatSizeReport(*s, f.items_per_bucket, f.fpr, f.window_seconds, f.bucket_seconds,
-                                a.users)
-                   .c_str(),
-               stdout);
+    std::fputs(
+        FormatSizeReport(*s, f.items_per_bucket, f.fpr, f.window_seconds, f.bucket_seconds, a.users)
+            .c_str(),
+        stdout);
   }
   return kExitOk;
 }
@@ -59,11 +68,13 @@ Action AddSizeCommand(CLI::App& app) {
       "size", "Sizing calculator: users, exposures per bucket, window, FPR -> m, k, memory");
   auto a = std::make_shared<SizeArgs>();
   AddConfigOptions(cmd, &a->config, false);
-  cmd->add_option("--users", a->users, "Number of users (default 1000000)")->check(CLI::PositiveNumber);
+  cmd->add_option("--users", a->users, "Number of users (default 1000000)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("-n,--items-per-bucket", a->items,
                   "Expected exposures per user per bucket (default: filter.items_per_bucket)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("-p,--fpr", a->fpr, "Target false-positive rate over the window (default: filter.fpr)")
+  cmd->add_option("-p,--fpr", a->fpr,
+                  "Target false-positive rate over the window (default: filter.fpr)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
             double x = -1;

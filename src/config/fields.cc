@@ -609,8 +609,37 @@ Status SetMapEntry(const Field& field, const std::string& entry, std::string_vie
 }
 
 bool IsSecretPropertyName(std::string_view name) {
-  std::string lower = ToLower(name);
-  return lower.find("password") != std::string::npos || lower.find("secret") != std::string::npos;
+  // librdkafka's own list: the properties its rdkafka_conf.c flags
+  // _RK_SENSITIVE (checked against 2.0.2, the version we build with) and
+  // redacts in its own config dumps. Later versions' sensitive properties
+  // (sasl.oauthbearer.client.secret, sasl.oauthbearer.assertion.private.key.*)
+  // are caught by the words below.
+  static constexpr std::string_view kSensitive[] = {
+      "sasl.username", "sasl.password",         "sasl.oauthbearer.config",
+      "ssl.ca.pem",    "ssl.key.location",      "ssl.key.password",
+      "ssl.key.pem",   "ssl.keystore.password", "ssl_key",
+  };
+  // Any other name that says it holds a secret: other clients' properties,
+  // future librdkafka ones, and Java-style sasl.jaas.config (librdkafka rejects
+  // it, but only after `config check` has printed it).
+  static constexpr std::string_view kSecretWords[] = {
+      "password",   "passwd",  "passphrase", "secret", "token",
+      "credential", "private", "key.pem",    "jaas",
+  };
+  // Public despite a word above: the OIDC token endpoint is a URL an operator
+  // needs to see.
+  static constexpr std::string_view kPublic[] = {"sasl.oauthbearer.token.endpoint.url"};
+  const std::string lower = ToLower(name);
+  for (std::string_view pub : kPublic) {
+    if (lower == pub) return false;
+  }
+  for (std::string_view sensitive : kSensitive) {
+    if (lower == sensitive) return true;
+  }
+  for (std::string_view word : kSecretWords) {
+    if (lower.find(word) != std::string::npos) return true;
+  }
+  return false;
 }
 
 }  // namespace ef::config_internal

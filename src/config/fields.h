@@ -89,7 +89,15 @@ Status SetFromText(const Field& field, std::string_view text, Config* config);
 Status SetMapEntry(const Field& field, const std::string& entry, std::string_view text,
                    Config* config);
 
-// Kafka property names holding secrets: containing "password" or "secret", any case.
+// Kafka property names whose values DumpConfig masks, compared in any case:
+// every property librdkafka 2.0.2 flags sensitive (sasl.username,
+// sasl.password, sasl.oauthbearer.config, ssl.ca.pem, ssl.key.location,
+// ssl.key.password, ssl.key.pem, ssl.keystore.password, ssl_key), and any
+// other name containing "password", "passwd", "passphrase", "secret", "token",
+// "credential", "private", "key.pem" or "jaas" (sasl.oauthbearer.client.secret,
+// sasl.jaas.config, ...). Public material stays visible: ssl.certificate.pem,
+// *.location paths other than ssl.key.location, sasl.kerberos.keytab (a path),
+// sasl.oauthbearer.client.id and sasl.oauthbearer.token.endpoint.url.
 bool IsSecretPropertyName(std::string_view name);
 
 }  // namespace ef::config_internal

@@ -303,6 +303,14 @@ Status Validate(const Config& config) {
   return Status::Ok();
 }
 
+Status ApplyConfigOverride(const std::string& key, std::string_view text, Config* config) {
+  return ApplyKeyValue(key, text, config);
+}
+
+bool IsSecretKafkaProperty(std::string_view name) {
+  return config_internal::IsSecretPropertyName(name);
+}
+
 std::string DumpConfig(const Config& config) {
   YAML::Emitter out;
   out << YAML::BeginMap;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -22,12 +23,26 @@ StatusOr<Config> LoadConfig(const std::string& path, const std::vector<std::stri
 StatusOr<Config> LoadConfigFromString(const std::string& yaml, const std::string& origin,
                                       const std::vector<std::string>& overrides);
 
+// Sets one key (or "kafka.properties.<name>") from text exactly as --set does:
+// the key's own parser and rule, e.g. filter.bucket must tile days. Errors name
+// neither the key nor where the text came from; the caller prefixes them.
+// Cross-field rules are not checked: call Validate after the last change.
+Status ApplyConfigOverride(const std::string& key, std::string_view text, Config* config);
+
 // Cross-field checks (bucket divides a day or is whole days, window >= bucket,
 // sizing gives m < 2^32, ...). Called by the loaders.
 Status Validate(const Config& config);
 
-// The effective config as YAML, secrets (passwords, sasl.password, any property
-// whose name contains "password" or "secret") replaced by "***".
+// The effective config as YAML, every non-empty secret replaced by "***":
+// redis.password and the kafka.properties that librdkafka flags sensitive or
+// whose name says they hold a secret (ssl.key.pem, sasl.password,
+// sasl.oauthbearer.config, ...; the full rule is IsSecretKafkaProperty).
+// Nothing else prints kafka.properties; code that logs one must mask it with
+// IsSecretKafkaProperty.
 std::string DumpConfig(const Config& config);
+
+// True for a kafka.properties name whose value DumpConfig masks (any case).
+// For anyone who logs a librdkafka property: mask these the same way.
+bool IsSecretKafkaProperty(std::string_view name);
 
 }  // namespace ef

@@ -685,4 +685,57 @@ TEST_CASE("cli: dev-kafka writes a connectable bootstrap file and removes it on 
   CHECK_FALSE(std::filesystem::exists(file + ".tmp"));
 }
 
+// Issue 9 (minor): `size --bucket 90m` printed a layout that `run` rejects.
+// `size` now sends --bucket/--window/-n/--fpr through the config loader's own
+// field rules and Validate, so it rejects exactly what `run` rejects, with the
+// same reason after the option name.
+TEST_CASE("cli: size rejects the bucket and window spans that run rejects for the same reason",
+          "[integration][cli]") {
+  // The reason: the error line after "<option or key>: ".
+  auto reason = [](const SplitRunResult& r, const std::string& after) {
+    const auto lines = ErrorLines(r.err);
+    if (lines.size() != 1) return std::string();
+    const size_t pos = lines[0].find(after);
+    return pos == std::string::npos ? std::string() : lines[0].substr(pos + after.size());
+  };
+  struct Bad {
+    std::string option, key, value;
+  };
+  const std::vector<Bad> rejected = {
+      {"--bucket", "filter.bucket", "90m"},     {"--bucket", "filter.bucket", "5h"},
+      {"--bucket", "filter.bucket", "25h"},     {"--bucket", "filter.bucket", "30m"},
+      {"--bucket", "filter.bucket", "1500ms"},  {"--window", "filter.window", "30m"},
+      {"--window", "filter.window", "90000ms"},
+  };
+  for (const Bad& b : rejected) {
+    INFO(b.option << " " << b.value << " / --set " << b.key << "=" << b.value);
+    const auto run = Ef({"run", "--set", b.key + "=" + b.value});
+    ExpectOneLineError(run, {kUsage}, {"--set " + b.key});
+    const auto size = Ef({"size", b.option, b.value});
+    ExpectOneLineError(size, {kUsage}, {b.option});
+    const std::string run_reason = reason(run, b.key + ": ");
+    CHECK_FALSE(run_reason.empty());
+    CHECK(reason(size, b.option + ": ") == run_reason);
+  }
+
+  // A window that is not a multiple of the bucket: the cross-field check.
+  const auto run = Ef({"run", "--set", "filter.window=36h", "--set", "filter.bucket=1d"});
+  ExpectOneLineError(run, {kUsage}, {"filter.window", "filter.bucket"});
+  const auto size = Ef({"size", "--window", "36h", "--bucket", "1d"});
+  ExpectOneLineError(size, {kUsage}, {"filter.window", "filter.bucket"});
+  CHECK(ErrorLines(size.err) == ErrorLines(run.err));
+
+  // What `run` accepts, `size` accepts (config check loads as run does).
+  for (const char* bucket : {"1h", "3h", "8h", "12h", "1d", "2d"}) {
+    INFO("--bucket " << bucket);
+    const auto check = Ef({"config", "check", "--set", std::string("filter.bucket=") + bucket});
+    INFO(check.err);
+    CHECK(check.code == 0);
+    const auto ok = Ef({"size", "--bucket", bucket});
+    INFO(ok.err);
+    CHECK(ok.code == 0);
+    CHECK(Contains(ok.out, "buckets per query (B)"));
+  }
+}
+
 }  // namespace ef::test

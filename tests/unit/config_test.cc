@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -509,7 +510,7 @@ TEST_CASE("DumpConfig masks secrets", "[config]") {
   c.kafka.properties["sasl.username"] = "alice";
   const std::string dump = DumpConfig(c);
   INFO(dump);
-  for (const char* secret : {"hunter2", "kafka-pw", "key-pw", "oauth-value"}) {
+  for (const char* secret : {"hunter2", "kafka-pw", "key-pw", "oauth-value", "alice"}) {
     CHECK(dump.find(secret) == std::string::npos);
   }
   Config back = Load(dump);
@@ -517,7 +518,10 @@ TEST_CASE("DumpConfig masks secrets", "[config]") {
   CHECK(back.kafka.properties["sasl.password"] == "***");
   CHECK(back.kafka.properties["ssl.key.password"] == "***");
   CHECK(back.kafka.properties["sasl.oauthbearer.client.SECRET"] == "***");
-  CHECK(back.kafka.properties["sasl.username"] == "alice");
+  // librdkafka flags sasl.username sensitive (with SASL/PLAIN on hosted Kafka it
+  // is the API key), so it is masked too; redis.username is not.
+  CHECK(back.kafka.properties["sasl.username"] == "***");
+  CHECK(back.redis.username == c.redis.username);
 
   // Equal apart from the masked values.
   back.redis.password = c.redis.password;
@@ -528,6 +532,63 @@ TEST_CASE("DumpConfig masks secrets", "[config]") {
 
   // An empty secret is not a secret: it stays empty, so "no password" is visible.
   CHECK(Load(DumpConfig(Config{})).redis.password.empty());
+}
+
+// Defect 8 (issue 9): only names containing "password"/"secret" were masked, so
+// `config check` printed private keys (ssl.key.pem) and OAUTHBEARER configs.
+TEST_CASE("DumpConfig masks librdkafka's sensitive properties and secret-like names", "[config]") {
+  CleanEnv env;
+  // Every property librdkafka flags _RK_SENSITIVE, plus names caught by the
+  // substring rule, each with a distinct value that must not appear in the dump.
+  const std::map<std::string, std::string> secrets = {
+      {"ssl.key.pem", "-----BEGIN PRIVATE KEY-----MIIEvAIBADANBgkq"},
+      {"ssl.key.location", "/etc/kafka/client.key"},
+      {"ssl.key.password", "pem-passphrase"},
+      {"ssl_key", "internal-key-object"},
+      {"ssl.keystore.password", "p12-pass"},
+      {"ssl.ca.pem", "-----BEGIN CERTIFICATE-----CAPEM"},
+      {"sasl.username", "api-key-ABC"},
+      {"sasl.password", "api-secret-XYZ"},
+      {"sasl.oauthbearer.config", "principal=admin extension_token=T0KEN"},
+      {"sasl.oauthbearer.client.secret", "oidc-client-s3cr3t"},
+      {"sasl.oauthbearer.assertion.private.key.pem", "-----BEGIN PRIVATE KEY-----JWTKEY"},
+      {"sasl.oauthbearer.assertion.private.key.passphrase", "jwt-key-pass"},
+      {"sasl.jaas.config", "PlainLoginModule required password=\"jaas-pw\";"},
+      {"SSL.Key.PEM", "upper-case-name"},
+      {"some.future.access.token", "bearer-abc"},
+      {"vendor.api.credentials", "cred-value"},
+      {"vendor.private.key", "private-value"},
+  };
+  // Public or non-secret: shown, so an operator can see what is configured.
+  const std::map<std::string, std::string> shown = {
+      {"ssl.certificate.pem", "-----BEGIN CERTIFICATE-----PUBLICCERT"},
+      {"ssl.certificate.location", "/etc/kafka/client.crt"},
+      {"ssl.ca.location", "/etc/ssl/certs"},
+      {"ssl.keystore.location", "/etc/kafka/client.p12"},
+      {"sasl.kerberos.keytab", "/etc/security/kafka.keytab"},
+      {"sasl.kerberos.principal", "kafka/host@REALM"},
+      {"sasl.mechanism", "OAUTHBEARER"},
+      {"sasl.oauthbearer.client.id", "client-id-123"},
+      {"sasl.oauthbearer.token.endpoint.url", "https://idp.example/oauth2/token"},
+      {"security.protocol", "SASL_SSL"},
+  };
+  Config c = NonDefaultConfig();
+  for (const auto& [name, value] : secrets) c.kafka.properties[name] = value;
+  for (const auto& [name, value] : shown) c.kafka.properties[name] = value;
+  const std::string dump = DumpConfig(c);
+  INFO(dump);
+  Config back = Load(dump);
+  for (const auto& [name, value] : secrets) {
+    INFO("secret property " << name);
+    CHECK(dump.find(value) == std::string::npos);
+    CHECK(back.kafka.properties[name] == "***");
+    CHECK(config_internal::IsSecretPropertyName(name));
+  }
+  for (const auto& [name, value] : shown) {
+    INFO("public property " << name);
+    CHECK(back.kafka.properties[name] == value);
+    CHECK_FALSE(config_internal::IsSecretPropertyName(name));
+  }
 }
 
 TEST_CASE("the shipped config file loads to the defaults and has every key", "[config]") {
