@@ -227,8 +227,8 @@ int BenchRedis(BenchRedisArgs& a) {
   std::vector<std::unique_ptr<RedisBitWriter>> writers;
   WriteStats total;
   for (size_t t = 0; t < n_conn; ++t) {
-    writers.push_back(
-        std::make_unique<RedisBitWriter>(BitWriterOptionsFromConfig(config->redis, *redis)));
+    writers.push_back(std::make_unique<RedisBitWriter>(
+        BitWriterOptionsFromConfig(config->redis, *redis, *layout)));
     st = writers.back()->Write(BitBatch{}, &total);
     if (!st.ok()) return Fail(st);
   }

@@ -26,7 +26,11 @@ struct CheckArgs {
 int Check(CheckArgs& a) {
   auto config = LoadOrReport(a.config);
   if (!config.ok()) return kExitUsage;
-  if (a.user.empty()) return Fail(InvalidArgument("--user: must not be empty"), kExitUsage);
+  // A user ID with no valid key (docs/FORMAT.md rule 4) is a usage error, named
+  // before anything is read, not an "unseen" answer.
+  if (Status st = CheckUserId(a.user); !st.ok()) {
+    return Fail(InvalidArgument("--user: " + st.message()), kExitUsage);
+  }
   if (a.items.empty()) {
     // Items from stdin, one per line, when none are given as arguments.
     std::string line;
@@ -35,7 +39,8 @@ int Check(CheckArgs& a) {
       if (!line.empty()) a.items.push_back(line);
     }
   }
-  if (a.items.empty()) return Fail(InvalidArgument("no items: give them as arguments or on stdin"), kExitUsage);
+  if (a.items.empty())
+    return Fail(InvalidArgument("no items: give them as arguments or on stdin"), kExitUsage);
   auto layout = LayoutFromConfig(config->filter);
   if (!layout.ok()) return Fail(layout.status(), kExitUsage);
   auto options = RedisOptionsFromConfig(config->redis);
@@ -46,9 +51,14 @@ int Check(CheckArgs& a) {
   Status st = CheckMeta(**conn, *layout, &found);
   if (!st.ok()) return Fail(st, kExitUsage);
   if (!found)
-    std::fprintf(stderr, "exposure-filter: note: no layout stored at %s yet: nothing was written "
-                 "with this prefix\n", MetaKey(layout->prefix).c_str());
+    std::fprintf(stderr,
+                 "exposure-filter: note: no layout stored at %s yet: nothing was written "
+                 "with this prefix\n",
+                 MetaKey(layout->prefix).c_str());
   const int64_t now_s = a.at > 0 ? a.at : SystemClock().NowMs() / 1000;
+  // The live buckets and the next one (rule 6: clock skew between writer and reader).
+  const size_t buckets_read =
+      ReadBuckets(now_s, layout->window_seconds, layout->bucket_seconds).size();
   BloomReader reader(**conn, *layout);
   auto result = reader.Check(a.user, a.items, now_s);
   if (!result.ok()) return Fail(result.status());
@@ -58,7 +68,7 @@ int Check(CheckArgs& a) {
   if (a.json) {
     nlohmann::json j;
     j["user"] = a.user;
-    j["buckets_checked"] = LiveBuckets(now_s, layout->window_seconds, layout->bucket_seconds).size();
+    j["buckets_checked"] = buckets_read;
     j["buckets_present"] = result->buckets_present;
     j["seen"] = nlohmann::json::array();
     j["unseen"] = nlohmann::json::array();
@@ -81,9 +91,8 @@ int Check(CheckArgs& a) {
   }
   std::fflush(stdout);
   if (!a.only_unseen)
-    std::fprintf(stderr, "%zu of %zu item(s) seen by user %s (%zu of %zu live bucket(s) present)\n",
-                 seen, a.items.size(), a.user.c_str(), result->buckets_present,
-                 LiveBuckets(now_s, layout->window_seconds, layout->bucket_seconds).size());
+    std::fprintf(stderr, "%zu of %zu item(s) seen by user %s (%zu of %zu bucket(s) present)\n",
+                 seen, a.items.size(), a.user.c_str(), result->buckets_present, buckets_read);
   return kExitOk;
 }
 

@@ -116,10 +116,11 @@ int Replay(const ReplayArgs& a) {
   if (!source.ok()) return Fail(source.status());
   prometheus::Registry registry;
   IngestMetrics metrics(registry);
-  RedisBitWriter writer(BitWriterOptionsFromConfig(config->redis, *redis));
+  RedisBitWriter writer(BitWriterOptionsFromConfig(config->redis, *redis, *layout));
   Decoder decoder(config->events, config->filter);
   IngestOptions io;
   io.batch_max_events = static_cast<size_t>(config->pipeline.batch_max_events);
+  io.batch_max_positions = static_cast<size_t>(config->pipeline.batch_max_positions);
   if (a.max_rate > 0)
     io.batch_max_events =
         std::max<size_t>(1, std::min<size_t>(io.batch_max_events, a.max_rate / 10));

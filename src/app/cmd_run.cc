@@ -59,7 +59,8 @@ int Run(const ConfigArgs& args) {
   rules.window_samples = static_cast<size_t>(config->metrics.status_window);
   rules.freshness_target_seconds = static_cast<double>(config->metrics.freshness_target_ms) / 1000;
   rules.freshness_limit_seconds = static_cast<double>(config->metrics.freshness_limit_ms) / 1000;
-  PartitionMonitor monitor(*registry, rules, rules.freshness_target_seconds);
+  PartitionMonitor monitor(*registry, rules, rules.freshness_target_seconds,
+                           config->metrics.unassigned_grace_ms);
   // Until the layout is checked in Redis, not ready; from then on the monitor
   // decides (partitions, freshness, Redis writes), refreshed every tick.
   std::atomic<bool> started{false};
@@ -89,7 +90,9 @@ int Run(const ConfigArgs& args) {
   if (!consumer.ok()) return Fail(consumer.status(), kExitUsage);
   std::unique_ptr<DeadLetterSink> dead_letter;
   if (!config->kafka.dead_letter_topic.empty()) {
-    auto dl = DeadLetterSink::Create(config->kafka, DeadLetterOptions{}, &metrics);
+    DeadLetterOptions dlo;
+    dlo.drop_on_permanent_failure = config->kafka.dead_letter_on_failure == "drop";
+    auto dl = DeadLetterSink::Create(config->kafka, dlo, &metrics);
     if (!dl.ok()) return Fail(dl.status(), kExitUsage);
     dead_letter = std::move(dl.value());
   }
@@ -102,6 +105,7 @@ int Run(const ConfigArgs& args) {
   SystemClock clock;
   IngestOptions io;
   io.batch_max_events = static_cast<size_t>(config->pipeline.batch_max_events);
+  io.batch_max_positions = static_cast<size_t>(config->pipeline.batch_max_positions);
   io.batch_max_wait_ms = static_cast<int>(config->pipeline.batch_max_wait_ms);
   io.commit_interval_ms = config->pipeline.commit_interval_ms;
   io.backoff_min_ms = config->redis.retry_backoff_min_ms;

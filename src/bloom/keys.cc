@@ -1,7 +1,10 @@
 #include "bloom/keys.h"
 
+#include <array>
 #include <charconv>
 #include <cstddef>
+
+#include "common/printable.h"
 
 namespace ef {
 namespace {
@@ -68,6 +71,28 @@ size_t FormatBucketTo(int64_t bucket_start_seconds, int64_t bucket_seconds, char
   return n;
 }
 
+// CRC16-CCITT as Redis Cluster uses it (XMODEM: polynomial 0x1021, initial value
+// 0, no reflection, no final xor), one table lookup per byte.
+constexpr std::array<uint16_t, 256> MakeCrc16Table() {
+  std::array<uint16_t, 256> table{};
+  for (unsigned i = 0; i < 256; ++i) {
+    unsigned crc = i << 8;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc & 0x8000) != 0 ? (crc << 1) ^ 0x1021 : crc << 1;
+    table[i] = static_cast<uint16_t>(crc);
+  }
+  return table;
+}
+constexpr std::array<uint16_t, 256> kCrc16Table = MakeCrc16Table();
+
+uint16_t Crc16(std::string_view bytes) {
+  uint16_t crc = 0;
+  for (const char c : bytes) {
+    crc = static_cast<uint16_t>((crc << 8) ^
+                                kCrc16Table[((crc >> 8) ^ static_cast<unsigned char>(c)) & 0xff]);
+  }
+  return crc;
+}
+
 }  // namespace
 
 int64_t BucketStart(int64_t ts_seconds, int64_t bucket_seconds) {
@@ -111,6 +136,34 @@ std::vector<int64_t> LiveBuckets(int64_t now_seconds, int64_t window_seconds,
   starts.reserve(static_cast<size_t>((last - first) / bucket_seconds + 1));
   for (int64_t t = first; t <= last; t += bucket_seconds) starts.push_back(t);
   return starts;
+}
+
+std::vector<int64_t> ReadBuckets(int64_t now_seconds, int64_t window_seconds,
+                                 int64_t bucket_seconds) {
+  std::vector<int64_t> starts = LiveBuckets(now_seconds, window_seconds, bucket_seconds);
+  starts.push_back(starts.back() + bucket_seconds);
+  return starts;
+}
+
+Status CheckUserId(std::string_view user) {
+  if (user.empty()) return InvalidArgument("user ID must not be empty");
+  if (user.front() == '}') {
+    return InvalidArgument("user ID \"" + Printable(user) +
+                           "\" starts with '}': it has no valid key (the Redis Cluster hash tag "
+                           "would be empty; docs/FORMAT.md rule 4)");
+  }
+  return Status::Ok();
+}
+
+uint16_t KeySlot(std::string_view key) {
+  const size_t open = key.find('{');
+  if (open != std::string_view::npos) {
+    const size_t close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) {
+      key = key.substr(open + 1, close - open - 1);
+    }
+  }
+  return Crc16(key) & 16383;
 }
 
 Status CheckBucketSeconds(int64_t bucket_seconds) {

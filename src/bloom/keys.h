@@ -1,8 +1,10 @@
-// Contract v1, rule 4. Keys `<prefix>{<user_id>}:<bucket>`; bucket is the UTC start
-// of the bucket holding the event time, YYYYMMDD when bucket_seconds is a whole
-// number of days, YYYYMMDDHH when it is a whole number of hours (and not days).
-// Buckets are aligned to the Unix epoch (1970-01-01T00:00Z), so 1d buckets start
-// at 00:00 UTC. A key expires at bucket end + window (EXPIREAT, seconds).
+// Contract v1 revision 2, rules 4 and 6 (docs/FORMAT.md). Keys
+// `<prefix>{<user_id>}:<bucket>`; bucket is the UTC start of the bucket holding the
+// write time min(event time, writer's clock), YYYYMMDD when bucket_seconds is a
+// whole number of days, YYYYMMDDHH when it is a whole number of hours (and not
+// days). Buckets are aligned to the Unix epoch (1970-01-01T00:00Z), so 1d buckets
+// start at 00:00 UTC. A key expires at bucket end + window (EXPIREAT, seconds).
+// A user ID must not start with '}' (it would empty the Redis Cluster hash tag).
 #pragma once
 
 #include <cstdint>
@@ -39,12 +41,36 @@ inline int64_t ExpireAt(int64_t bucket_start_seconds, int64_t bucket_seconds,
                         int64_t window_seconds) {
   return bucket_start_seconds + bucket_seconds + window_seconds;
 }
-// Start times of the buckets a query at `now` checks: the B = window/bucket + 1
-// buckets from BucketStart(now - window) to BucketStart(now), oldest first.
-// Requires window_seconds >= 0. The oldest one's key expires after `now`; the
-// bucket before it expired at or before `now`.
+// Start times of the live buckets at `now`: the B = window/bucket + 1 buckets from
+// BucketStart(now - window) to BucketStart(now), oldest first. Requires
+// window_seconds >= 0. The oldest one's key expires after `now`; the bucket before
+// it expired at or before `now`. A writer whose clock reads `now` writes only
+// into the newest of them (rule 4: the write time is never later than now).
 std::vector<int64_t> LiveBuckets(int64_t now_seconds, int64_t window_seconds,
                                  int64_t bucket_seconds);
+// Start times of the buckets a reader at `now` reads (rule 6, revision 2): the
+// live buckets and the one after them, B + 1 in all, oldest first. The extra one
+// holds data only when a writer's clock is ahead of the reader's (it then holds
+// what that writer wrote since its clock passed the boundary; or, from a revision
+// 1 writer, events stamped ahead of its clock), so reading it tolerates clock skew
+// of up to one bucket between writers and readers.
+std::vector<int64_t> ReadBuckets(int64_t now_seconds, int64_t window_seconds,
+                                 int64_t bucket_seconds);
+
+// Rule 4, revision 2: a user ID is valid iff it is non-empty and its first byte is
+// not '}'. Then the key's Redis Cluster hash tag (the bytes between its first '{',
+// the one after the prefix, and the first '}' after that) is non-empty and made
+// of the user ID alone, so all of a user's keys are in one slot. A '}' later in the
+// ID ends the tag early ("a}b" has the tag "a"): still one slot per user.
+inline bool IsValidUserId(std::string_view user) { return !user.empty() && user.front() != '}'; }
+// OK iff IsValidUserId(user); else an error that names the user ID and the rule.
+Status CheckUserId(std::string_view user);
+
+// The Redis Cluster slot of a key, per the cluster specification: CRC16 (XMODEM)
+// of the key's hash tag if it has a non-empty one, else of the whole key, mod
+// 16384. Pure; for tests, tools and checks (the daemon does not route by slot).
+uint16_t KeySlot(std::string_view key);
+
 // The meta key: `<prefix>meta`.
 inline std::string MetaKey(std::string_view prefix) { return std::string(prefix) + "meta"; }
 

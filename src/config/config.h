@@ -19,6 +19,10 @@ struct KafkaConfig {
   // applied after our defaults so they win.
   std::map<std::string, std::string> properties;
   std::string dead_letter_topic;  // kafka.dead_letter_topic: "" = off
+  // kafka.dead_letter_on_failure: retry (a copy that cannot be delivered holds
+  // its partition's commits back until it is) | drop (a copy that fails for
+  // good, e.g. too large, is counted as dropped and its offset committed).
+  std::string dead_letter_on_failure = "retry";
 };
 
 struct RedisConfig {
@@ -52,14 +56,15 @@ struct EventsConfig {
   std::string time_field = "ts";        // events.time_field
   std::string time_unit = "ms";         // events.time_unit: ms|s
   int64_t max_id_bytes = 256;           // events.max_id_bytes
-  int64_t max_items_per_event = 10000;  // events.max_items_per_event
+  int64_t max_items_per_event = 1000;   // events.max_items_per_event
   int64_t max_future_ms = 3600 * 1000;  // events.max_future (duration): later ts is rejected
 };
 
 struct PipelineConfig {
-  int64_t batch_max_events = 20000;   // pipeline.batch_max_events
-  int64_t batch_max_wait_ms = 20;     // pipeline.batch_max_wait (duration)
-  int64_t commit_interval_ms = 1000;  // pipeline.commit_interval (duration)
+  int64_t batch_max_events = 20000;       // pipeline.batch_max_events
+  int64_t batch_max_positions = 4000000;  // pipeline.batch_max_positions: items × k per batch
+  int64_t batch_max_wait_ms = 20;         // pipeline.batch_max_wait (duration)
+  int64_t commit_interval_ms = 1000;      // pipeline.commit_interval (duration)
 };
 
 struct MetricsConfig {
@@ -68,6 +73,9 @@ struct MetricsConfig {
   int64_t status_window = 10;             // metrics.status_window: samples the status rules see
   int64_t freshness_target_ms = 10000;    // metrics.freshness_target: WARN, /readyz 503 above
   int64_t freshness_limit_ms = 60000;     // metrics.freshness_limit: ERR above
+  // metrics.unassigned_grace: /readyz 503 when no partition is assigned, or one
+  // is never fetched, for this long.
+  int64_t unassigned_grace_ms = 30000;
 };
 
 struct LogConfig {

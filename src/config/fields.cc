@@ -265,6 +265,8 @@ std::vector<Field> BuildFields() {
   }
   t.push_back(StringField("kafka.dead_letter_topic", &C::kafka, &KafkaConfig::dead_letter_topic,
                           AnyString));
+  t.push_back(StringField("kafka.dead_letter_on_failure", &C::kafka,
+                          &KafkaConfig::dead_letter_on_failure, OneOf({"retry", "drop"})));
 
   // redis
   t.push_back(StringField("redis.address", &C::redis, &RedisConfig::address, HostPort(false)));
@@ -321,6 +323,8 @@ std::vector<Field> BuildFields() {
   // pipeline
   t.push_back(IntField("pipeline.batch_max_events", &C::pipeline, &PipelineConfig::batch_max_events,
                        1, 10'000'000));
+  t.push_back(IntField("pipeline.batch_max_positions", &C::pipeline,
+                       &PipelineConfig::batch_max_positions, 1000, 1'000'000'000));
   t.push_back(DurationField("pipeline.batch_max_wait", &C::pipeline,
                             &PipelineConfig::batch_max_wait_ms, 1, 0, 10 * kMinute));
   t.push_back(DurationField("pipeline.commit_interval", &C::pipeline,
@@ -336,6 +340,8 @@ std::vector<Field> BuildFields() {
                             &MetricsConfig::freshness_target_ms, 1, 1, kDay));
   t.push_back(DurationField("metrics.freshness_limit", &C::metrics,
                             &MetricsConfig::freshness_limit_ms, 1, 1, kDay));
+  t.push_back(DurationField("metrics.unassigned_grace", &C::metrics,
+                            &MetricsConfig::unassigned_grace_ms, 1, 1000, kDay));
   t.push_back(StringField("log.level", &C::log, &LogConfig::level,
                           OneOf({"trace", "debug", "info", "warn", "error"})));
   return t;

@@ -565,6 +565,7 @@ RejectReason Decoder::Impl::Decode(const char* data, size_t len, int64_t kafka_t
 
   if (!seen[kSlotUser]) return RejectReason::kMissingUser;
   if (user_reason != RejectReason::kNone) return user_reason;
+  if (!IsValidUserId(out->user)) return RejectReason::kUserLeadingBrace;
 
   if (seen[kSlotItems] && !items_null) {
     if (items_reason != RejectReason::kNone) return items_reason;
@@ -585,7 +586,9 @@ RejectReason Decoder::Impl::Decode(const char* data, size_t len, int64_t kafka_t
   if (FloorDiv(ts_ms, 1000) < OldestLiveBucket(FloorDiv(now_ms, 1000))) {
     return RejectReason::kTooOld;
   }
-  out->ts_ms = ts_ms;
+  // Rule 4, revision 2: an event stamped ahead of the clock is written into the
+  // bucket of the clock, which every reader at that time reads.
+  out->ts_ms = std::min(ts_ms, now_ms);
   return RejectReason::kNone;
 }
 

@@ -13,7 +13,9 @@
 //   integer, used as its decimal text exactly as written (42 -> "42", -7 -> "-7",
 //   any number of digits). Floats, booleans, null, objects and arrays are the wrong
 //   type: kMissingUser / kMissingItem. "" is kEmptyUser / kEmptyItem. Longer than
-//   max_id_bytes (unescaped bytes; for integers, digits and sign) is kIdTooLong.
+//   max_id_bytes (unescaped bytes; for integers, digits and sign) is kIdTooLong. A
+//   user ID whose first unescaped byte is '}' is kUserLeadingBrace (its keys would
+//   have an empty Redis Cluster hash tag: docs/FORMAT.md rule 4).
 // - Items: if items_field is present and not null it is used (item_field is then
 //   ignored) and must be a non-empty array of IDs (empty: kEmptyItem; not an
 //   array: kMissingItem; more than max_items_per_event: kTooManyItems; a bad element
@@ -26,6 +28,9 @@
 //   null: the Kafka message timestamp if > 0, else kMissingTimestamp. Then
 //   ts > now_ms + max_future_ms is kFutureTimestamp, and an event whose bucket has
 //   expired (ExpireAt(BucketStart(ts_s, bucket), bucket, window) <= now_s) kTooOld.
+//   An accepted event's ts_ms is min(ts, now_ms): one stamped ahead of the clock
+//   (by at most max_future) is written into the bucket of now (docs/FORMAT.md rule
+//   4, revision 2), so that readers at the processing time see it.
 // - Ranking when several fields are bad: not_json, then user, then items, then
 //   time reasons.
 // Time checks happen in Decode with the `now_ms` given (clock at the edge).

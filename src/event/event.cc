@@ -12,6 +12,8 @@ const char* RejectReasonName(RejectReason r) {
       return "missing_user";
     case RejectReason::kEmptyUser:
       return "empty_user";
+    case RejectReason::kUserLeadingBrace:
+      return "user_leading_brace";
     case RejectReason::kMissingItem:
       return "missing_item";
     case RejectReason::kEmptyItem:

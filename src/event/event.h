@@ -11,7 +11,10 @@ namespace ef {
 struct Event {
   std::string_view user;
   std::vector<std::string_view> items;  // one for the single form, many for the list form
-  int64_t ts_ms = 0;                    // event time, epoch milliseconds
+  // Write time, epoch milliseconds: the event time, or the clock (the decoder's
+  // now_ms) if the event is stamped later than that. Its bucket is the event's key
+  // (docs/FORMAT.md rule 4, revision 2), so readers at the processing time see it.
+  int64_t ts_ms = 0;
 };
 
 // Why an event was rejected. Stable names (RejectReasonName) are metric labels.
@@ -19,7 +22,8 @@ enum class RejectReason {
   kNone = 0,
   kNotJson,           // not valid JSON / not an object
   kMissingUser,       // user field absent, null or wrong type
-  kEmptyUser,
+  kEmptyUser,         // user ID is ""
+  kUserLeadingBrace,  // user ID starts with '}' (no valid Redis Cluster hash tag)
   kMissingItem,       // neither item field nor items list present (or wrong type)
   kEmptyItem,         // an item ID is "" (or the items list is empty)
   kIdTooLong,         // user or item ID longer than events.max_id_bytes

@@ -1,5 +1,6 @@
 // Coalescer: decoded events → a BitBatch with one entry per Redis key
-// (user × bucket of the event time), each item hashed once and its k positions
+// (user × bucket of event.ts_ms, the write time: the decoder has already limited it
+// to its clock, docs/FORMAT.md rule 4), each item hashed once and its k positions
 // merged; Seal() sorts and dedupes each key's positions. Reuses all storage
 // across batches: in a steady state Add, Seal and Clear allocate nothing. Not
 // thread-safe.
@@ -23,8 +24,9 @@ class Coalescer {
  public:
   explicit Coalescer(Layout layout);
 
-  // Adds every item of the event to its key. The event must have passed
-  // decoding (non-empty user and items, ts inside the window).
+  // Adds every item of the event to its key, the bucket of event.ts_ms. The event
+  // must have passed decoding (a valid user ID, non-empty items, ts inside the
+  // window and not later than the decoder's clock).
   void Add(const Event& event);
   // Sorts and dedupes positions; the batch is then ready to write.
   void Seal();

@@ -159,9 +159,10 @@ Status Ingest::RetryWrite(Batch& batch, Status st, const std::atomic<bool>& stop
       metrics_->redis_up->Set(0);
       metrics_->write_retries->Increment();
     }
-    if (st.code() != StatusCode::kUnavailable && st.code() != StatusCode::kFailedPrecondition &&
-        st.code() != StatusCode::kInternal) {
-      return st;  // kPermissionDenied, kCancelled, ...: retrying cannot help
+    if (st.code() != StatusCode::kUnavailable && st.code() != StatusCode::kInternal) {
+      // kFailedPrecondition (the stored layout changed), kPermissionDenied
+      // (credentials or ACL), kCancelled: retrying cannot help.
+      return st;
     }
     sink_error_ = st.message();
     if (!sink_failing_) {

@@ -2,7 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <climits>
 #include <ctime>
+
+#include "common/printable.h"
+#include "redis/meta.h"
 
 namespace ef {
 
@@ -12,6 +17,13 @@ BitWriterOptions BitWriterOptionsFromConfig(const RedisConfig& config, const Red
   wo.mode = config.write_mode == "setbit" ? WriteMode::kSetbit : WriteMode::kBitfield;
   wo.expire_cache_keys = static_cast<size_t>(config.expire_cache_keys);
   wo.expire_refresh_s = config.expire_refresh_ms / 1000;
+  return wo;
+}
+
+BitWriterOptions BitWriterOptionsFromConfig(const RedisConfig& config, const RedisOptions& redis,
+                                            const Layout& layout) {
+  BitWriterOptions wo = BitWriterOptionsFromConfig(config, redis);
+  wo.layout = layout;
   return wo;
 }
 
@@ -30,22 +42,42 @@ RedisBitWriter::~RedisBitWriter() {
   }
 }
 
+Status RedisBitWriter::CheckMeta(RedisConnection& conn) {
+  if (!options_.layout) return Status::Ok();
+  Status st = EnsureMeta(conn, *options_.layout);
+  if (st.code() == StatusCode::kFailedPrecondition || st.code() == StatusCode::kInternal) {
+    // The layout changed while we were away (or the meta key is not a hash):
+    // writing on would corrupt every filter. Final for this writer.
+    fatal_ = FailedPrecondition("redis " + conn.address() + ": " + st.message());
+    return fatal_;
+  }
+  return st;
+}
+
 Status RedisBitWriter::EnsureConnected() {
+  if (!fatal_.ok()) return fatal_;
   if (conn_) return Status::Ok();
   auto conn = RedisConnection::Connect(options_.redis);
   if (!conn.ok()) return conn.status();
-  conn_ = std::move(conn.value());
-  // Redis may have restarted empty, or failed over: trust no cached expiry.
+  // Redis may have restarted empty, or failed over: trust no cached expiry, and
+  // put the meta back if it is gone.
   expire_cache_.Clear();
+  EF_RETURN_IF_ERROR(CheckMeta(**conn));
+  conn_ = std::move(conn.value());
   return Status::Ok();
 }
 
-size_t RedisBitWriter::AppendKey(const KeyBits& kb, bool with_expire) {
+size_t RedisBitWriter::AppendKey(const KeyBits& kb, bool with_expire, const uint32_t* probe) {
   size_t commands = 0;
   if (options_.mode == WriteMode::kBitfield) {
-    AppendRespArrayHeader(2 + 4 * kb.positions.size(), &buffer_);
+    AppendRespArrayHeader(2 + 4 * kb.positions.size() + (probe ? 3 : 0), &buffer_);
     AppendRespBulk("BITFIELD", &buffer_);
     AppendRespBulk(kb.key, &buffer_);
+    if (probe) {
+      // First, so that it reads the bit as it was before this write.
+      buffer_.append("$3\r\nGET\r\n$2\r\nu1\r\n");
+      AppendRespBulk(static_cast<uint64_t>(*probe), &buffer_);
+    }
     for (uint32_t p : kb.positions) {
       buffer_.append("$3\r\nSET\r\n$2\r\nu1\r\n");
       AppendRespBulk(static_cast<uint64_t>(p), &buffer_);
@@ -62,77 +94,175 @@ size_t RedisBitWriter::AppendKey(const KeyBits& kb, bool with_expire) {
     commands = kb.positions.size();
   }
   if (!with_expire) return commands;
-  buffer_.append("*3\r\n$8\r\nEXPIREAT\r\n");
-  AppendRespBulk(kb.key, &buffer_);
-  AppendRespBulk(static_cast<uint64_t>(kb.expire_at), &buffer_);
+  AppendExpire(kb);
   return commands + 1;
 }
 
+void RedisBitWriter::AppendExpire(const KeyBits& kb) {
+  buffer_.append("*3\r\n$8\r\nEXPIREAT\r\n");
+  AppendRespBulk(kb.key, &buffer_);
+  AppendRespBulk(static_cast<uint64_t>(kb.expire_at), &buffer_);
+}
+
 Status RedisBitWriter::Write(const BitBatch& batch, WriteStats* stats) {
+  Status st = WriteOnce(batch, stats);
+  if (!st.ok() && expire_cache_.enabled()) {
+    // Bits of this batch may be in Redis without the EXPIREAT that was to follow
+    // them: the retry must send it, whatever the bits then say.
+    for (size_t i = 0; i < batch.size; ++i) expire_cache_.Forget(batch.keys[i].key);
+  }
+  return st;
+}
+
+Status RedisBitWriter::Fail(RedisErrorKind kind, Status st) {
+  last_error_ = kind;
+  if (observer_) observer_(kind);
+  return st;
+}
+
+Status RedisBitWriter::Pipeline(size_t commands) {
+  errors_.clear();
+  Status st = conn_->Pipeline(buffer_.data(), buffer_.size(), commands, &errors_, &ints_);
+  if (!st.ok()) {
+    RedisErrorKind kind = conn_->last_error_kind();
+    conn_.reset();  // the pipeline's state is unknown: start over on a new connection
+    return Fail(kind, st);
+  }
+  return Status::Ok();
+}
+
+Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
   WriteStats local;
   Status st = EnsureConnected();
-  if (!st.ok()) {
-    last_error_ = RedisErrorKind::kConnect;
-    if (observer_) observer_(last_error_);
-    return st;
-  }
+  if (!st.ok()) return Fail(RedisErrorKind::kConnect, st);
   const int64_t now_s = static_cast<int64_t>(std::time(nullptr));
-  expire_sent_.clear();
+  key_state_.assign(batch.size, KeyState{});
   size_t i = 0;
   while (i < batch.size) {
     buffer_.clear();
     command_key_.clear();
-    errors_.clear();
     size_t first_key = i;
     while (i < batch.size &&
            (command_key_.size() < options_.max_commands_per_round || i == first_key)) {
       const KeyBits& kb = batch.keys[i];
-      const bool with_expire = !expire_cache_.Known(kb.key, kb.expire_at, now_s);
-      size_t n = AppendKey(kb, with_expire);
-      if (with_expire) {
-        expire_sent_.push_back(i);
-      } else {
-        ++local.expires_skipped;
-      }
+      KeyState& ks = key_state_[i];
+      uint32_t sentinel = 0;
+      ks.expire_sent = !expire_cache_.Known(kb.key, kb.expire_at, now_s, &sentinel);
+      const bool probe = !ks.expire_sent && options_.mode == WriteMode::kBitfield;
+      size_t n = AppendKey(kb, ks.expire_sent, probe ? &sentinel : nullptr);
       command_key_.insert(command_key_.end(), n, i);
       local.bits += kb.positions.size();
       ++i;
     }
-    st = conn_->Pipeline(buffer_.data(), buffer_.size(), command_key_.size(), &errors_);
-    if (!st.ok()) {
-      last_error_ = conn_->last_error_kind();
-      if (observer_) observer_(last_error_);
-      conn_.reset();  // the pipeline's state is unknown: start over on a new connection
-      return st;
-    }
+    EF_RETURN_IF_ERROR(Pipeline(command_key_.size()));
     local.commands += command_key_.size();
     size_t last_skipped = SIZE_MAX;
     for (const auto& e : errors_) {
       if (observer_) observer_(e.kind);
       size_t key_index = command_key_[e.index];
       if (e.kind == RedisErrorKind::kWrongType) {
+        key_state_[key_index].failed = true;
         if (key_index != last_skipped) {
           ++local.skipped_keys;
           last_skipped = key_index;
           spdlog::warn("redis: key '{}' holds another type ({}); its bits are skipped",
-                       batch.keys[key_index].key, e.text);
+                       Printable(batch.keys[key_index].key), Printable(e.text));
         }
         continue;
       }
       last_error_ = e.kind;
-      return Unavailable("redis " + conn_->address() + ": writing '" + batch.keys[key_index].key +
-                         "': " + e.text);
+      std::string msg = "redis " + conn_->address() + ": writing '" +
+                        Printable(batch.keys[key_index].key) + "': " + Printable(e.text);
+      // READONLY / MASTERDOWN: this server will not take writes; the next Write
+      // connects again (and resolves the host name again).
+      if (RedisConnection::CallsForReconnect(e.text)) {
+        conn_.reset();
+        msg += " (reconnecting)";
+      }
+      if (e.kind == RedisErrorKind::kAuth) return PermissionDenied(msg);
+      return Unavailable(msg);
+    }
+    // Which keys showed an old bit set (the key held data of an earlier write),
+    // and which EXPIREATs found their key.
+    for (size_t c = 0; c < command_key_.size(); ++c) {
+      KeyState& ks = key_state_[command_key_[c]];
+      const bool last_of_key =
+          c + 1 == command_key_.size() || command_key_[c + 1] != command_key_[c];
+      if (ks.expire_sent && last_of_key) {
+        ks.expire_set = ints_[c].count == 1 && ints_[c].first == 1;
+      } else if (ints_[c].zeros < ints_[c].count) {
+        ks.old_bit_set = true;
+      }
     }
   }
-  // Every EXPIREAT of this batch was acknowledged (a WRONGTYPE key's too: it
-  // failed for good, and remembering it saves re-sending it).
-  for (size_t k : expire_sent_) {
-    expire_cache_.Remember(batch.keys[k].key, batch.keys[k].expire_at, now_s);
+  // The expire cache skipped EXPIREAT for a key, but the write found none of the
+  // old bits set (the remembered sentinel included): the key may have been lost
+  // and re-created by this write. Send its EXPIREAT now (docs: bit_writer.h).
+  follow_up_.clear();
+  for (size_t k = 0; k < batch.size; ++k) {
+    const KeyState& ks = key_state_[k];
+    if (ks.expire_sent) continue;
+    if (ks.failed || ks.old_bit_set) {
+      ++local.expires_skipped;
+    } else {
+      follow_up_.push_back(k);
+    }
+  }
+  if (!follow_up_.empty()) {
+    LogLostKeys(batch, now_s);
+    // Keys were lost behind our back (FLUSHALL, a restart, a resync): the meta
+    // may be gone with them.
+    st = CheckMeta(*conn_);
+    if (!st.ok()) {
+      if (st.code() == StatusCode::kUnavailable) conn_.reset();
+      return Fail(RedisErrorKind::kReply, st);
+    }
+    for (size_t at = 0; at < follow_up_.size();) {
+      const size_t end = std::min(follow_up_.size(), at + options_.max_commands_per_round);
+      buffer_.clear();
+      for (size_t f = at; f < end; ++f) AppendExpire(batch.keys[follow_up_[f]]);
+      EF_RETURN_IF_ERROR(Pipeline(end - at));
+      local.commands += end - at;
+      if (!errors_.empty()) {
+        const auto& e = errors_.front();
+        if (observer_) observer_(e.kind);
+        last_error_ = e.kind;
+        std::string msg = "redis " + conn_->address() + ": EXPIREAT '" +
+                          Printable(batch.keys[follow_up_[at + e.index]].key) +
+                          "': " + Printable(e.text);
+        if (RedisConnection::CallsForReconnect(e.text)) conn_.reset();
+        if (e.kind == RedisErrorKind::kAuth) return PermissionDenied(msg);
+        return Unavailable(msg);
+      }
+      for (size_t f = at; f < end; ++f)
+        key_state_[follow_up_[f]].expire_set = ints_[f - at].count == 1 && ints_[f - at].first == 1;
+      at = end;
+    }
+  }
+  // Remember every expiry Redis set (a WRONGTYPE key's too: its writes fail for
+  // good, and remembering it saves re-sending EXPIREAT), with the first
+  // position of the write that preceded it as the sentinel.
+  for (size_t k = 0; k < batch.size; ++k) {
+    const KeyBits& kb = batch.keys[k];
+    if (key_state_[k].expire_set)
+      expire_cache_.Remember(kb.key, kb.expire_at, now_s,
+                             kb.positions.empty() ? 0 : kb.positions.front());
   }
   local.keys = batch.size - local.skipped_keys;
   last_error_ = RedisErrorKind::kNone;
   if (stats) *stats = local;
   return Status::Ok();
+}
+
+void RedisBitWriter::LogLostKeys(const BitBatch& batch, int64_t now_s) {
+  lost_keys_ += follow_up_.size();
+  if (now_s - lost_logged_at_s_ < 60) return;
+  spdlog::warn(
+      "redis: {} key(s) found lost and written again since the last report (deleted, evicted, "
+      "flushed, a restart or a resync), e.g. '{}'; their expiry is set again",
+      lost_keys_, Printable(batch.keys[follow_up_.front()].key));
+  lost_keys_ = 0;
+  lost_logged_at_s_ = now_s;
 }
 
 void RedisBitWriter::Send(const BitBatch& batch) {

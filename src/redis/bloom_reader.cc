@@ -36,23 +36,35 @@ CheckResult TestItems(const Layout& layout, const std::vector<std::string>& buck
   return r;
 }
 
+StatusOr<ReadPlan> PlanRead(const Layout& layout, std::string_view user, int64_t now_seconds) {
+  Status st = CheckUserId(user);
+  if (!st.ok()) return st;
+  ReadPlan plan;
+  plan.bucket_starts = ReadBuckets(now_seconds, layout.window_seconds, layout.bucket_seconds);
+  plan.keys.reserve(plan.bucket_starts.size());
+  for (int64_t s : plan.bucket_starts) {
+    plan.keys.push_back(MakeKey(layout.prefix, user, s, layout.bucket_seconds));
+  }
+  return plan;
+}
+
 StatusOr<CheckResult> BloomReader::Check(std::string_view user,
                                          const std::vector<std::string>& items,
                                          int64_t now_seconds) {
-  std::vector<int64_t> starts =
-      LiveBuckets(now_seconds, layout_.window_seconds, layout_.bucket_seconds);
+  StatusOr<ReadPlan> plan = PlanRead(layout_, user, now_seconds);
+  if (!plan.ok()) return plan.status();
   std::vector<std::string> args = {"MGET"};
-  for (int64_t s : starts) args.push_back(MakeKey(layout_.prefix, user, s, layout_.bucket_seconds));
+  args.insert(args.end(), plan->keys.begin(), plan->keys.end());
   auto reply = conn_.Command(args);
   if (!reply.ok()) return reply.status();
   if (reply->type == RedisReply::Type::kError)
     return Unavailable("redis " + conn_.address() + ": MGET: " + reply->str);
-  if (reply->type != RedisReply::Type::kArray || reply->elements.size() != starts.size())
+  if (reply->type != RedisReply::Type::kArray || reply->elements.size() != plan->keys.size())
     return Internal("redis " + conn_.address() + ": MGET: unexpected reply");
   std::vector<std::string> values;
-  values.reserve(starts.size());
+  values.reserve(plan->keys.size());
   for (auto& e : reply->elements) values.push_back(std::move(e.str));
-  return TestItems(layout_, values, starts, items);
+  return TestItems(layout_, values, plan->bucket_starts, items);
 }
 
 }  // namespace ef

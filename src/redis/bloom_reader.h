@@ -1,8 +1,10 @@
-// BloomReader: the read side. For one user and candidate items, reads every live
-// bucket of the user with one MGET (one round trip; all keys share the user's
-// hash tag, so this also works on Redis Cluster) and tests each item's k bits.
-// An item is seen if all k bits are set in at least one live bucket; a missing
-// key is an empty filter (contract v1, rule 6).
+// BloomReader: the read side. For one user and candidate items, reads the user's
+// live buckets and the next one (ReadBuckets: tolerates writer clocks up to one
+// bucket ahead) with one MGET (one round trip; all keys share the user's hash tag,
+// so this also works on Redis Cluster) and tests each item's k bits. An item is
+// seen if all k bits are set in at least one bucket read; a missing key is an
+// empty filter (contract v1 revision 2, rule 6). A user ID that has no valid key
+// (rule 4: empty, or starting with '}') is an error, not an empty result.
 #pragma once
 
 #include <cstdint>
@@ -19,12 +21,23 @@ namespace ef {
 struct CheckResult {
   std::vector<bool> seen;            // per item, in input order
   std::vector<int64_t> seen_bucket;  // bucket start (epoch s) of the newest matching bucket, or -1
-  size_t buckets_present = 0;        // live bucket keys that exist
+  size_t buckets_present = 0;        // keys read (ReadBuckets) that exist
 };
+
+// The keys a check of `user` at `now_seconds` reads, oldest first, with their
+// bucket starts (ReadBuckets). kInvalidArgument naming the user if the user ID is
+// not valid (CheckUserId). Pure.
+struct ReadPlan {
+  std::vector<int64_t> bucket_starts;
+  std::vector<std::string> keys;
+};
+StatusOr<ReadPlan> PlanRead(const Layout& layout, std::string_view user, int64_t now_seconds);
 
 class BloomReader {
  public:
   BloomReader(RedisConnection& conn, Layout layout) : conn_(conn), layout_(std::move(layout)) {}
+  // PlanRead, one MGET, TestItems. Errors: PlanRead's (before any command is
+  // sent), connection failures, and error replies (e.g. CROSSSLOT) naming the server.
   StatusOr<CheckResult> Check(std::string_view user, const std::vector<std::string>& items,
                               int64_t now_seconds);
 
@@ -34,6 +47,7 @@ class BloomReader {
 };
 
 // Pure part of Check: bucket values (oldest first; empty = missing) → result.
+// buckets_present counts the non-empty values.
 CheckResult TestItems(const Layout& layout, const std::vector<std::string>& bucket_values,
                       const std::vector<int64_t>& bucket_starts,
                       const std::vector<std::string>& items);

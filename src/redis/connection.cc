@@ -107,6 +107,10 @@ RedisErrorKind RedisConnection::ClassifyErrorReply(std::string_view text) {
   return RedisErrorKind::kReply;
 }
 
+bool RedisConnection::CallsForReconnect(std::string_view error_text) {
+  return StartsWith(error_text, "READONLY") || StartsWith(error_text, "MASTERDOWN");
+}
+
 RedisConnection::RedisConnection(RedisOptions options)
     : options_(std::move(options)), impl_(std::make_unique<Impl>()) {}
 
@@ -157,7 +161,7 @@ Status RedisConnection::Handshake() {
       RedisErrorKind kind = ClassifyErrorReply(r->str);
       last_error_ = kind;
       std::string msg = "redis " + address() + ": " + what + ": " + r->str;
-      if (kind == RedisErrorKind::kAuth) return FailedPrecondition(msg);
+      if (kind == RedisErrorKind::kAuth) return PermissionDenied(msg);
       if (kind == RedisErrorKind::kBusy) return Unavailable(msg);
       return FailedPrecondition(msg);
     }
@@ -193,7 +197,8 @@ StatusOr<RedisReply> RedisConnection::Command(const std::vector<std::string>& ar
 }
 
 Status RedisConnection::Pipeline(const char* data, size_t len, size_t count,
-                                 std::vector<ReplyError>* errors) {
+                                 std::vector<ReplyError>* errors,
+                                 std::vector<ReplyScanner::Ints>* ints) {
   const int fd = impl_->ctx->fd;
   auto fail = [&](RedisErrorKind kind, const std::string& why) {
     last_error_ = kind;
@@ -213,6 +218,8 @@ Status RedisConnection::Pipeline(const char* data, size_t len, size_t count,
   const int timeout_ms =
       static_cast<int>(std::min<int64_t>(options_.command_timeout_ms, INT32_MAX));
   ReplyScanner& scanner = impl_->scanner;
+  if (ints) ints->resize(count);
+  ReplyScanner::Ints* const reply_ints = ints ? ints->data() : nullptr;
   size_t written = 0;
   size_t replies = 0;
   while (written < len || replies < count) {
@@ -247,7 +254,7 @@ Status RedisConnection::Pipeline(const char* data, size_t len, size_t count,
       scanner.Commit(static_cast<size_t>(n));
       while (replies < count) {
         std::string_view text;
-        ReplyScanner::Result r = scanner.Next(&text);
+        ReplyScanner::Result r = scanner.Next(&text, reply_ints ? reply_ints + replies : nullptr);
         if (r == ReplyScanner::Result::kIncomplete) break;
         if (r == ReplyScanner::Result::kProtocolError) {
           last_error_ = RedisErrorKind::kProtocol;

@@ -1,8 +1,20 @@
 // RedisConnection: one blocking hiredis connection with pipelining. hiredis error
 // flags and error replies are mapped once into RedisErrorKind here; callers act
 // on Status codes: kUnavailable = retriable (I/O, timeout, LOADING, READONLY,
-// OOM, MASTERDOWN, ...), kFailedPrecondition = configuration (auth), kInternal =
-// protocol. Only src/redis includes hiredis. Thread-compatible.
+// OOM, MASTERDOWN, ...), kPermissionDenied = NOAUTH/WRONGPASS/NOPERM (final until
+// the config changes), kFailedPrecondition = other configuration (SELECT),
+// kInternal = protocol. Only src/redis includes hiredis. Thread-compatible.
+//
+// Retriable error replies split in two (CallsForReconnect):
+// - READONLY (the server is a replica now: a failover happened) and MASTERDOWN
+//   (a replica that lost its master): this server will not take our writes
+//   whatever we wait. The caller drops the connection; the next connect
+//   resolves the host name again, so a failover behind a DNS name or a VIP
+//   reaches the new master.
+// - LOADING (the server is loading its data set after a start), BUSY (a script
+//   is running), TRYAGAIN, CLUSTERDOWN, OOM: the right server, not ready yet;
+//   retrying on the same connection is enough. (If a server that is LOADING
+//   comes up as a replica, its next answer is READONLY, which reconnects.)
 #pragma once
 
 #include <cstdint>
@@ -13,6 +25,7 @@
 
 #include "common/status.h"
 #include "redis/options.h"
+#include "redis/reply_scanner.h"
 
 namespace ef {
 
@@ -43,7 +56,7 @@ struct RedisReply {
 class RedisConnection {
  public:
   // Connects, AUTHs (username + password, or password alone), SELECTs db and
-  // PINGs. Errors name the address.
+  // PINGs. Errors name the address; auth refused = kPermissionDenied.
   static StatusOr<std::unique_ptr<RedisConnection>> Connect(const RedisOptions& options);
   ~RedisConnection();
 
@@ -60,16 +73,21 @@ class RedisConnection {
   // scanned, not materialised. Error replies are classified and returned in
   // *errors with the index of their command. Returns non-OK only when the
   // connection failed or went silent for command_timeout (then it is unusable:
-  // reconnect).
+  // reconnect). *ints (if given) is resized to `count`: the integers of each
+  // reply, in command order (see ReplyScanner::Ints).
   struct ReplyError {
     size_t index;
     RedisErrorKind kind;
     std::string text;
   };
-  Status Pipeline(const char* data, size_t len, size_t count, std::vector<ReplyError>* errors);
+  Status Pipeline(const char* data, size_t len, size_t count, std::vector<ReplyError>* errors,
+                  std::vector<ReplyScanner::Ints>* ints = nullptr);
 
   RedisErrorKind last_error_kind() const { return last_error_; }
   static RedisErrorKind ClassifyErrorReply(std::string_view text);
+  // True for error replies after which this connection must be dropped (READONLY,
+  // MASTERDOWN; see the top of this file).
+  static bool CallsForReconnect(std::string_view error_text);
 
   struct Impl;
 

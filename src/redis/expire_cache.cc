@@ -1,6 +1,7 @@
 #include "redis/expire_cache.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "bloom/hash.h"
 
@@ -56,19 +57,34 @@ void ExpireCache::Table::Clear() {
 }
 
 bool ExpireCache::Fresh(const Slot& e, int64_t expire_at, int64_t now_s) const {
-  return e.expire_at == expire_at && now_s - e.set_at_s < refresh_s_ &&
+  return e.expire_at == expire_at && now_s - static_cast<int64_t>(e.set_at_s) < refresh_s_ &&
          expire_at - now_s >= min_remaining_s_;
 }
 
-bool ExpireCache::Known(std::string_view key, int64_t expire_at, int64_t now_s) const {
+bool ExpireCache::Known(std::string_view key, int64_t expire_at, int64_t now_s,
+                        uint32_t* sentinel) const {
   if (!generation_capacity_) return false;
   const uint64_t h = KeyHash(key);
-  if (const Slot* s = current_.Find(h)) return Fresh(*s, expire_at, now_s);
-  const Slot* s = previous_.Find(h);
-  return s && Fresh(*s, expire_at, now_s);
+  const Slot* s = current_.Find(h);
+  if (!s) {
+    s = previous_.Find(h);
+    if (!s) return false;
+  }
+  const bool fresh = Fresh(*s, expire_at, now_s);
+  if (fresh && sentinel) *sentinel = s->sentinel;
+  return fresh;
 }
 
-void ExpireCache::Remember(std::string_view key, int64_t expire_at, int64_t now_s) {
+void ExpireCache::Forget(std::string_view key) {
+  if (!generation_capacity_) return;
+  const uint64_t h = KeyHash(key);
+  // INT64_MIN is no key's expiry: the entry can never be fresh again.
+  if (Slot* s = current_.Find(h)) s->expire_at = INT64_MIN;
+  if (Slot* s = previous_.Find(h)) s->expire_at = INT64_MIN;
+}
+
+void ExpireCache::Remember(std::string_view key, int64_t expire_at, int64_t now_s,
+                           uint32_t sentinel) {
   if (!generation_capacity_) return;
   const uint64_t h = KeyHash(key);
   if (current_.used >= generation_capacity_ && !current_.Find(h)) {
@@ -79,7 +95,8 @@ void ExpireCache::Remember(std::string_view key, int64_t expire_at, int64_t now_
   }
   Slot* s = current_.FindOrInsert(h);
   s->expire_at = expire_at;
-  s->set_at_s = now_s;
+  s->set_at_s = static_cast<uint32_t>(now_s);
+  s->sentinel = sentinel;
 }
 
 void ExpireCache::Clear() {

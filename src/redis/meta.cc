@@ -19,7 +19,11 @@ return redis.call('HGETALL', KEYS[1])
 Status ToMap(const StatusOr<RedisReply>& reply, const std::string& what,
              std::map<std::string, std::string>* out) {
   if (!reply.ok()) return reply.status();
-  if (reply->type == RedisReply::Type::kError) return Unavailable(what + ": " + reply->str);
+  if (reply->type == RedisReply::Type::kError) {
+    if (RedisConnection::ClassifyErrorReply(reply->str) == RedisErrorKind::kAuth)
+      return PermissionDenied(what + ": " + reply->str);
+    return Unavailable(what + ": " + reply->str);
+  }
   if (reply->type != RedisReply::Type::kArray)
     return Internal(what + ": unexpected reply type (is the meta key a hash?)");
   for (size_t i = 0; i + 1 < reply->elements.size(); i += 2)

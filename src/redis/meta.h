@@ -8,7 +8,9 @@
 namespace ef {
 
 // Writers: stores the layout if no meta exists (atomically, one Lua script), else
-// compares. kFailedPrecondition names each differing field with both values.
+// compares. kFailedPrecondition names each differing field with both values;
+// kInternal: the key is not a hash; kPermissionDenied: NOAUTH/NOPERM (e.g. an ACL
+// without EVAL); kUnavailable: connection lost or another error reply (READONLY).
 Status EnsureMeta(RedisConnection& conn, const Layout& layout);
 
 // Readers: compares when meta exists; *stored_found tells whether it did.

@@ -1,5 +1,7 @@
 #include "redis/reply_scanner.h"
 
+#include <climits>
+#include <cstdint>
 #include <cstring>
 
 namespace ef {
@@ -7,17 +9,20 @@ namespace {
 
 constexpr int kMaxDepth = 8;
 
+// A RESP integer: an optional '-' and 1..19 digits that fit in int64 (a longer or
+// larger number is not RESP, and accumulating it would overflow).
 bool ParseInt(std::string_view s, long long* out) {
-  if (s.empty()) return false;
-  bool neg = s[0] == '-';
-  size_t i = neg ? 1 : 0;
-  if (i == s.size()) return false;
-  long long v = 0;
-  for (; i < s.size(); ++i) {
-    if (s[i] < '0' || s[i] > '9') return false;
-    v = v * 10 + (s[i] - '0');
+  const bool neg = !s.empty() && s[0] == '-';
+  const size_t i0 = neg ? 1 : 0;
+  if (s.size() == i0 || s.size() - i0 > 19) return false;
+  unsigned long long v = 0;  // < 10^19 < 2^64: never wraps
+  for (size_t i = i0; i < s.size(); ++i) {
+    const unsigned d = static_cast<unsigned char>(s[i]) - unsigned{'0'};
+    if (d > 9) return false;
+    v = v * 10 + d;
   }
-  *out = neg ? -v : v;
+  if (v > (neg ? 9223372036854775808ull : 9223372036854775807ull)) return false;
+  *out = neg ? static_cast<long long>(0 - v) : static_cast<long long>(v);
   return true;
 }
 
@@ -70,6 +75,8 @@ bool ReplyScanner::ParseValue(size_t* pos, int depth) {
         bad_ = true;
         return false;
       }
+      if (ints_.count++ == 0) ints_.first = n;
+      ints_.zeros += n == 0;
       break;
     }
     case '-':
@@ -82,8 +89,13 @@ bool ReplyScanner::ParseValue(size_t* pos, int depth) {
         return false;
       }
       if (n >= 0) {
-        if (size_ - p < static_cast<size_t>(n) + 2) return false;
-        p += static_cast<size_t>(n) + 2;
+        const size_t len = static_cast<size_t>(n);
+        if (size_ - p < len + 2) return false;
+        if (buf_[p + len] != '\r' || buf_[p + len + 1] != '\n') {  // the payload's CRLF
+          bad_ = true;
+          return false;
+        }
+        p += len + 2;
       }
       break;
     }
@@ -106,12 +118,14 @@ bool ReplyScanner::ParseValue(size_t* pos, int depth) {
   return true;
 }
 
-ReplyScanner::Result ReplyScanner::Next(std::string_view* error_text) {
+ReplyScanner::Result ReplyScanner::Next(std::string_view* error_text, Ints* ints) {
   if (bad_) return Result::kProtocolError;
   error_ = {};
+  ints_ = Ints{};
   size_t pos = begin_;
   if (!ParseValue(&pos, 0)) return bad_ ? Result::kProtocolError : Result::kIncomplete;
   begin_ = pos;
+  if (ints) *ints = ints_;
   if (!error_.empty()) {
     if (error_text) *error_text = error_;
     return Result::kError;

@@ -3,10 +3,15 @@
 // Feed() appends bytes as they arrive; Next() consumes one complete top-level
 // reply (nested arrays included) or returns kIncomplete and keeps the partial
 // reply for the next Feed. Error replies ('-', top level or nested) are reported
-// with their text. Allocation-free in steady state. Not thread-safe.
+// with their text. The integers of a reply are summarised (how many, how many
+// are 0, the first one): for `BITFIELD ... SET u1 p 1 ...` (an array of the old
+// bits) and `SETBIT` (the old bit) that says which bits were already set, i.e.
+// how many 0 -> 1 flips the command made. Allocation-free in steady state. Not
+// thread-safe.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -16,6 +21,14 @@ class ReplyScanner {
  public:
   enum class Result { kReply, kError, kIncomplete, kProtocolError };
 
+  // The integers of one reply, at any depth (an integer reply itself, or the
+  // elements of an array reply).
+  struct Ints {
+    uint32_t count = 0;  // integers in the reply
+    uint32_t zeros = 0;  // of which equal to 0
+    int64_t first = 0;   // the first integer (0 if count == 0)
+  };
+
   // Appends raw bytes received from the server.
   void Feed(const char* data, size_t len);
   // Space to receive into: Feed(nullptr, n) after writing n bytes there.
@@ -23,11 +36,22 @@ class ReplyScanner {
   void Commit(size_t n) { size_ += n; }
 
   // Consumes one reply. kError: *error_text is the error's text (first error of
-  // the reply if nested). kProtocolError: the stream is not RESP.
-  Result Next(std::string_view* error_text);
+  // the reply if nested), a view into the buffer valid until the next Feed,
+  // PrepareWrite or Reset. kProtocolError: the stream is not RESP (a line not
+  // ended by CRLF, a bulk string whose payload is not followed by CRLF, an integer
+  // or length that is not an int64, an unknown type byte, arrays nested deeper
+  // than 8); every later call returns kProtocolError too, until Reset. The result
+  // sequence does not depend on how the bytes were split across Feed calls. *ints (if
+  // given) summarises the integers of the consumed reply (kReply or kError).
+  Result Next(std::string_view* error_text, Ints* ints = nullptr);
 
-  // Drops everything buffered (after a connection was lost).
-  void Reset() { begin_ = size_ = 0; }
+  // Drops everything buffered and any protocol error (after a connection was lost
+  // or dropped): the scanner then reads a new stream.
+  void Reset() {
+    begin_ = size_ = 0;
+    bad_ = false;
+    error_ = {};
+  }
   size_t buffered() const { return size_ - begin_; }
 
  private:
@@ -40,6 +64,7 @@ class ReplyScanner {
   size_t size_ = 0;   // end of received bytes
   bool bad_ = false;
   std::string_view error_;
+  Ints ints_;
 };
 
 }  // namespace ef

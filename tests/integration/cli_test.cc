@@ -456,7 +456,7 @@ TEST_CASE("cli: run and check authenticate as an ACL user, and a wrong password 
     CHECK(j.at("unseen") == nlohmann::json::array({"never-shown-item"}));
   }
 
-  SECTION("a wrong password: run exits 2 and check fails, each with one line naming AUTH") {
+  SECTION("a wrong password: run exits 3 (refused) and check fails, each with one line naming AUTH") {
     const std::string wrong = "Wr0ng-pw-b7";
     auto daemon = StartRun(stack, config, as_efuser, {"EXPOSURE_FILTER_REDIS_PASSWORD=" + wrong},
                            "wrong.log");
@@ -464,7 +464,7 @@ TEST_CASE("cli: run and check authenticate as an ACL user, and a wrong password 
     const std::string log = daemon->Output();
     INFO("daemon log:\n" << log);
     REQUIRE(code.has_value());
-    CHECK(*code == 2);
+    CHECK(*code == 3);  // kExitDenied: a restart loop would not help
     CHECK(CountLinesContaining(log, "AUTH") == 1);
     const auto lines = NonEmptyLines(log);
     REQUIRE_FALSE(lines.empty());

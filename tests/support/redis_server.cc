@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <filesystem>
 #include <stdexcept>
 
 #include "support/wait.h"
@@ -15,8 +16,8 @@ RedisServer::~RedisServer() {
 }
 
 void RedisServer::Start() {
-  dir_.Write("redis.conf", "port " + std::to_string(port_) +
-                               "\nbind 127.0.0.1\ndir " + dir_.path() +
+  dir_.Write("redis.conf", "port " + std::to_string(port_) + "\nbind 127.0.0.1\ndir " +
+                               dir_.path() +
                                "\nappendonly yes\nappendfsync always\nsave \"\"\n"
                                "daemonize no\nlogfile \"\"\n");
   process_ = std::make_unique<Process>(
@@ -29,13 +30,24 @@ void RedisServer::Start() {
         return RedisConnection::Connect(o).ok();
       },
       std::chrono::seconds(10));
-  if (!up) throw std::runtime_error("redis-server did not start on port " + std::to_string(port_) +
-                                    ": " + process_->Output());
+  if (!up)
+    throw std::runtime_error("redis-server did not start on port " + std::to_string(port_) + ": " +
+                             process_->Output());
 }
 
 void RedisServer::Stop() {
   if (process_) process_->Stop(SIGTERM, std::chrono::seconds(10));
   process_.reset();
+}
+
+void RedisServer::RestartEmpty() {
+  Stop();
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("appendonly", 0) == 0 || name == "dump.rdb")
+      std::filesystem::remove_all(entry.path());
+  }
+  Start();
 }
 
 std::unique_ptr<RedisConnection> RedisServer::Connect() const {

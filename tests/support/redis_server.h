@@ -21,6 +21,9 @@ class RedisServer {
   void Start();
   // SIGTERM (Redis writes its AOF and exits), waits.
   void Stop();
+  // Stop(), then removes the data files and starts again on the same port: a
+  // Redis that came back empty (no persistence, or a lost disk).
+  void RestartEmpty();
   std::unique_ptr<RedisConnection> Connect() const;
   // One command; throws on connection failure.
   RedisReply Command(const std::vector<std::string>& args) const;

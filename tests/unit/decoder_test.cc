@@ -59,6 +59,7 @@ TEST_CASE("RejectReasonName gives stable snake_case labels", "[event]") {
   CHECK(std::string(RejectReasonName(RejectReason::kNotJson)) == "not_json");
   CHECK(std::string(RejectReasonName(RejectReason::kMissingUser)) == "missing_user");
   CHECK(std::string(RejectReasonName(RejectReason::kEmptyUser)) == "empty_user");
+  CHECK(std::string(RejectReasonName(RejectReason::kUserLeadingBrace)) == "user_leading_brace");
   CHECK(std::string(RejectReasonName(RejectReason::kMissingItem)) == "missing_item");
   CHECK(std::string(RejectReasonName(RejectReason::kEmptyItem)) == "empty_item");
   CHECK(std::string(RejectReasonName(RejectReason::kIdTooLong)) == "id_too_long");
@@ -308,15 +309,17 @@ TEST_CASE("timestamps in seconds", "[event]") {
 TEST_CASE("timestamp range ends at year 9999", "[event]") {
   EventsConfig e;
   e.max_future_ms = std::numeric_limits<int64_t>::max();
+  // A clock at the last millisecond, so that the write time (min(ts, now)) is ts.
+  constexpr int64_t kLastMs = 253402300799999;
   Harness ms(e);
-  CHECK(ms.Decode(Single("\"u\"", "\"i\"", "253402300799999")) == RejectReason::kNone);
-  CHECK(ms.event.ts_ms == 253402300799999);
+  CHECK(ms.Decode(Single("\"u\"", "\"i\"", "253402300799999"), 0, kLastMs) == RejectReason::kNone);
+  CHECK(ms.event.ts_ms == kLastMs);
   CHECK(ms.Decode(Single("\"u\"", "\"i\"", "253402300799999.99")) == RejectReason::kNone);
   CHECK(ms.Decode(Single("\"u\"", "\"i\"", "253402300800000")) == RejectReason::kBadTimestamp);
   e.time_unit = "s";
   Harness s(e);
-  CHECK(s.Decode(Single("\"u\"", "\"i\"", "253402300799.999")) == RejectReason::kNone);
-  CHECK(s.event.ts_ms == 253402300799999);
+  CHECK(s.Decode(Single("\"u\"", "\"i\"", "253402300799.999"), 0, kLastMs) == RejectReason::kNone);
+  CHECK(s.event.ts_ms == kLastMs);
   CHECK(s.Decode(Single("\"u\"", "\"i\"", "253402300800")) == RejectReason::kBadTimestamp);
   CHECK(s.Decode(Single("\"u\"", "\"i\"", "9223372036854775")) == RejectReason::kBadTimestamp);
 }
@@ -342,6 +345,28 @@ TEST_CASE("Kafka timestamp fallback", "[event]") {
         RejectReason::kFutureTimestamp);
   CHECK(h.Decode(R"({"user_id":"u","item_id":"i"})", 1000) == RejectReason::kTooOld);
   CHECK(h.Decode(R"({"user_id":"u","item_id":"i"})", std::numeric_limits<int64_t>::max()) ==
+        RejectReason::kFutureTimestamp);
+}
+
+TEST_CASE("an event stamped ahead of the clock gets the clock's time (FORMAT.md rule 4)",
+          "[event]") {
+  Harness h;  // max_future 1 h
+  for (const int64_t ahead : {int64_t{1}, int64_t{60 * 1000}, int64_t{3600 * 1000}}) {
+    INFO("ahead by " << ahead << " ms");
+    REQUIRE(h.Decode(Single("\"u\"", "\"i\"", std::to_string(kNowMs + ahead))) ==
+            RejectReason::kNone);
+    CHECK(h.event.ts_ms == kNowMs);
+    // Also when the time comes from the Kafka message timestamp.
+    REQUIRE(h.Decode(R"({"user_id":"u","item_id":"i"})", kNowMs + ahead) == RejectReason::kNone);
+    CHECK(h.event.ts_ms == kNowMs);
+  }
+  // At or before the clock, the event time is kept to the millisecond.
+  REQUIRE(h.Decode(Single("\"u\"", "\"i\"", std::to_string(kNowMs))) == RejectReason::kNone);
+  CHECK(h.event.ts_ms == kNowMs);
+  REQUIRE(h.Decode(Single("\"u\"", "\"i\"", std::to_string(kNowMs - 1))) == RejectReason::kNone);
+  CHECK(h.event.ts_ms == kNowMs - 1);
+  // Beyond max_future it is still rejected, not clamped.
+  CHECK(h.Decode(Single("\"u\"", "\"i\"", std::to_string(kNowMs + 3600 * 1000 + 1))) ==
         RejectReason::kFutureTimestamp);
 }
 
@@ -556,6 +581,7 @@ TEST_CASE("every reject reason is reachable", "[event]") {
       {"nope", RejectReason::kNotJson},
       {R"({"item_id":"i","ts":)" + kTs + "}", RejectReason::kMissingUser},
       {Single("\"\"", "\"i\""), RejectReason::kEmptyUser},
+      {Single("\"}u\"", "\"i\""), RejectReason::kUserLeadingBrace},
       {R"({"user_id":"u","ts":)" + kTs + "}", RejectReason::kMissingItem},
       {Single("\"u\"", "\"\""), RejectReason::kEmptyItem},
       {Single("\"" + long_id + "\"", "\"i\""), RejectReason::kIdTooLong},
@@ -612,7 +638,9 @@ TEST_CASE("views stay valid until the next Decode and are then replaced", "[even
 }
 
 TEST_CASE("huge payloads", "[event]") {
-  Harness h;
+  EventsConfig big;
+  big.max_items_per_event = 10000;
+  Harness h(big);
   // A 4 MiB unknown field around a valid event.
   const std::string blob(4 << 20, 'b');
   REQUIRE(h.Decode(R"({"pad":")" + blob + R"(","user_id":"u","item_id":"i","ts":)" + kTs + "}") ==
@@ -662,6 +690,7 @@ void CheckSane(const Harness& h, RejectReason r) {
   REQUIRE(static_cast<int>(r) < static_cast<int>(RejectReason::kCount_));
   if (r != RejectReason::kNone) return;
   REQUIRE(!h.event.user.empty());
+  REQUIRE(h.event.user.front() != '}');
   REQUIRE(h.event.user.size() <= static_cast<size_t>(h.events.max_id_bytes));
   REQUIRE(!h.event.items.empty());
   REQUIRE(h.event.items.size() <= static_cast<size_t>(h.events.max_items_per_event));
@@ -669,7 +698,7 @@ void CheckSane(const Harness& h, RejectReason r) {
     REQUIRE(!item.empty());
     REQUIRE(item.size() <= static_cast<size_t>(h.events.max_id_bytes));
   }
-  REQUIRE(h.event.ts_ms <= kNowMs + h.events.max_future_ms);
+  REQUIRE(h.event.ts_ms <= kNowMs);
   REQUIRE(h.event.ts_ms > (kNowS - h.filter.window_seconds - h.filter.bucket_seconds) * 1000);
 }
 

@@ -733,17 +733,33 @@ TEST_CASE("Ingest: redis_up is 0 while writes fail", "[pipeline]") {
   CHECK(MetricValue(h.registry, "exposure_filter_redis_up") == 1);
 }
 
-TEST_CASE("Ingest: internal and failed-precondition sink errors are retried too", "[pipeline]") {
+TEST_CASE("Ingest: internal sink errors are retried too", "[pipeline]") {
   Harness h;
   h.Start();
   h.Good(0, "u1", "i1", kNowMs);
   h.sink.FailNextWrites(1, StatusCode::kInternal);
   h.StepOk();
-  h.Good(0, "u1", "i2", kNowMs);
-  h.sink.FailNextWrites(1, StatusCode::kFailedPrecondition);
-  h.StepOk();
-  CHECK(h.sink.write_calls() == 4);
+  CHECK(h.sink.write_calls() == 2);
   h.CheckSinkHoldsEverySentEvent();
+}
+
+// A layout changed in Redis while the writer was away (kFailedPrecondition) and
+// refused credentials (kPermissionDenied) are final: retrying for ever would
+// only hide them (issue 9, defects 4 and 6).
+TEST_CASE("Ingest: layout-mismatch and permission-denied sink errors stop the pipeline",
+          "[pipeline]") {
+  for (StatusCode code : {StatusCode::kFailedPrecondition, StatusCode::kPermissionDenied}) {
+    Harness h;
+    h.Start();
+    h.Good(0, "u1", "i1", kNowMs);
+    h.StepOk();
+    h.Good(0, "u1", "i2", kNowMs);
+    h.sink.FailNextWrites(1, code);
+    CHECK(h.Step().code() == code);
+    CHECK(h.sink.write_calls() == 2);
+    CHECK(h.MaxCommitted(0) <= 1);
+    CHECK(h.Step().code() == code);  // Step refuses to go on
+  }
 }
 
 TEST_CASE("Ingest: messages appended while the sink fails are consumed after it recovers",

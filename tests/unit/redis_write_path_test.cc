@@ -1,12 +1,15 @@
 // The write path's pieces that need no server: ReplyScanner (RESP replies
-// counted, split anywhere, errors found) and ExpireCache (when EXPIREAT may be
-// skipped). The writer against a real Redis is covered by integration tests.
+// counted, split anywhere, errors found, integers summarised), ExpireCache (when
+// EXPIREAT may be skipped) and which error replies call for a reconnect. The
+// writer against a real Redis: tests/integration/redis_writer_test.cc.
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "redis/connection.h"
 #include "redis/expire_cache.h"
 #include "redis/reply_scanner.h"
 
@@ -103,6 +106,60 @@ TEST_CASE("ReplyScanner: bytes that are not RESP are a protocol error", "[redis]
   CHECK(partial.left_over == 8);
 }
 
+TEST_CASE("ReplyScanner: summarises the integers of each reply (old bits of a write)", "[redis]") {
+  const std::string stream =
+      "*4\r\n:1\r\n:0\r\n:0\r\n:1\r\n"  // BITFIELD GET + 3 SETs: sentinel 1, two flips
+      "*2\r\n:0\r\n:0\r\n"              // every old bit 0
+      ":0\r\n"                          // SETBIT: a flip
+      ":1\r\n"                          // EXPIREAT: key found
+      "+OK\r\n"                         // no integers
+      "*2\r\n*1\r\n:7\r\n$1\r\nx\r\n"   // nested: counted at any depth
+      ":-9223372036854775808\r\n";      // the smallest 64-bit integer
+  struct Want {
+    uint32_t count, zeros;
+    int64_t first;
+  };
+  const std::vector<Want> want = {{4, 2, 1}, {2, 2, 0}, {1, 1, 0},        {1, 0, 1},
+                                  {0, 0, 0}, {1, 0, 7}, {1, 0, INT64_MIN}};
+  for (size_t step : {stream.size(), size_t{1}, size_t{3}}) {
+    ReplyScanner scanner;
+    std::vector<ReplyScanner::Ints> got;
+    for (size_t at = 0; at < stream.size(); at += step) {
+      scanner.Feed(stream.data() + at, std::min(step, stream.size() - at));
+      std::string_view text;
+      ReplyScanner::Ints ints;
+      while (scanner.Next(&text, &ints) == ReplyScanner::Result::kReply) got.push_back(ints);
+    }
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO("reply " << i << ", pieces of " << step);
+      CHECK(got[i].count == want[i].count);
+      CHECK(got[i].zeros == want[i].zeros);
+      CHECK(got[i].first == want[i].first);
+    }
+  }
+}
+
+TEST_CASE("ReplyScanner: integers beyond 64 bits are a protocol error", "[redis]") {
+  CHECK(ScanInPieces(":9223372036854775807\r\n", {64}).replies == 1);
+  CHECK(ScanInPieces(":9223372036854775808\r\n", {64}).protocol_error);
+  CHECK(ScanInPieces(":99999999999999999999\r\n", {64}).protocol_error);
+  CHECK(ScanInPieces("$99999999999999999999999\r\n", {64}).protocol_error);
+}
+
+TEST_CASE("RedisConnection: READONLY and MASTERDOWN call for a reconnect, LOADING does not",
+          "[redis]") {
+  CHECK(
+      RedisConnection::CallsForReconnect("READONLY You can't write against a read only replica."));
+  CHECK(RedisConnection::CallsForReconnect(
+      "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."));
+  CHECK_FALSE(RedisConnection::CallsForReconnect("LOADING Redis is loading the dataset in memory"));
+  CHECK_FALSE(RedisConnection::CallsForReconnect("BUSY Redis is busy running a script."));
+  CHECK_FALSE(RedisConnection::CallsForReconnect("OOM command not allowed"));
+  CHECK_FALSE(RedisConnection::CallsForReconnect("ERR READONLY in the middle"));
+  CHECK(RedisConnection::ClassifyErrorReply("READONLY x") == RedisErrorKind::kBusy);
+}
+
 constexpr int64_t kNow = 1763800000;
 constexpr int64_t kExpire = kNow + 30 * 86400;
 
@@ -119,6 +176,32 @@ TEST_CASE("ExpireCache: a remembered expiry is skipped until it changes or grows
   CHECK(cache.Known("ef:{u1}:20400", kExpire, kNow + 601));
   cache.Clear();
   CHECK_FALSE(cache.Known("ef:{u1}:20400", kExpire, kNow + 601));
+}
+
+TEST_CASE("ExpireCache: keeps the sentinel position; a forgotten key is not trusted", "[redis]") {
+  ExpireCache cache(100, 600);
+  cache.Remember("a", kExpire, kNow, 4242);
+  cache.Remember("b", kExpire, kNow, 7);
+  uint32_t sentinel = 0;
+  REQUIRE(cache.Known("a", kExpire, kNow + 1, &sentinel));
+  CHECK(sentinel == 4242);
+  cache.Forget("a");
+  CHECK_FALSE(cache.Known("a", kExpire, kNow + 1, &sentinel));
+  CHECK(cache.Known("b", kExpire, kNow + 1, &sentinel));
+  CHECK(sentinel == 7);
+  cache.Forget("never-seen");  // no effect
+  cache.Remember("a", kExpire, kNow + 2, 5);
+  REQUIRE(cache.Known("a", kExpire, kNow + 3, &sentinel));
+  CHECK(sentinel == 5);
+  // An entry in the previous generation is forgotten too.
+  ExpireCache small(4, 600);
+  small.Remember("old", kExpire, kNow, 1);
+  small.Remember("x", kExpire, kNow, 1);
+  small.Remember("y", kExpire, kNow, 1);  // "old" and "x" move to the previous generation
+  REQUIRE(small.Known("old", kExpire, kNow));
+  small.Forget("old");
+  CHECK_FALSE(small.Known("old", kExpire, kNow));
+  CHECK(small.Known("x", kExpire, kNow));
 }
 
 TEST_CASE("ExpireCache: a key close to its expiry is never trusted", "[redis]") {

@@ -1,0 +1,236 @@
+// RedisBitWriter against a real redis-server, driven directly (no Kafka, no
+// daemon): expiries that heal after a key was lost behind the writer's back,
+// `<prefix>meta` re-created after Redis came back empty, a reconnect when the
+// server turned into a replica (READONLY), and a layout that changed while the
+// writer was away (fatal, not retried).
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <ctime>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bloom/keys.h"
+#include "bloom/layout.h"
+#include "redis/bit_writer.h"
+#include "support/redis_server.h"
+#include "support/wait.h"
+
+namespace ef::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+const int64_t kExpireAt = static_cast<int64_t>(std::time(nullptr)) + 30 * 86400;
+
+struct KeySpec {
+  std::string key;
+  std::vector<uint32_t> positions;
+};
+
+BitBatch MakeBatch(const std::vector<KeySpec>& specs) {
+  BitBatch b;
+  for (const auto& s : specs) {
+    KeyBits kb;
+    kb.key = s.key;
+    kb.expire_at = kExpireAt;
+    kb.positions = s.positions;
+    b.keys.push_back(std::move(kb));
+  }
+  b.size = b.keys.size();
+  return b;
+}
+
+BitWriterOptions Options(const RedisServer& redis, WriteMode mode = WriteMode::kBitfield) {
+  BitWriterOptions o;
+  o.redis.port = redis.port();
+  o.mode = mode;
+  return o;
+}
+
+Layout TestLayout() {
+  Layout l;
+  l.m = 3345;
+  l.k = 12;
+  l.seed = 7;
+  l.prefix = "wt:";
+  l.bucket_seconds = 86400;
+  l.window_seconds = 30 * 86400;
+  return l;
+}
+
+long long Ttl(RedisConnection& c, const std::string& key) {
+  auto r = c.Command({"TTL", key});
+  REQUIRE(r.ok());
+  return r->integer;
+}
+
+long long GetBit(RedisConnection& c, const std::string& key, uint32_t pos) {
+  auto r = c.Command({"GETBIT", key, std::to_string(pos)});
+  REQUIRE(r.ok());
+  return r->integer;
+}
+
+void Run(RedisConnection& c, const std::vector<std::string>& args) {
+  auto r = c.Command(args);
+  REQUIRE(r.ok());
+  INFO(args[0] << ": " << r->str);
+  REQUIRE(r->type != RedisReply::Type::kError);
+}
+
+// Ids of the server's normal clients other than `observer` itself.
+std::set<long long> OtherClientIds(RedisConnection& observer) {
+  auto self = observer.Command({"CLIENT", "ID"});
+  REQUIRE(self.ok());
+  auto list = observer.Command({"CLIENT", "LIST", "TYPE", "normal"});
+  REQUIRE(list.ok());
+  std::set<long long> ids;
+  size_t at = 0;
+  while ((at = list->str.find("id=", at)) != std::string::npos) {
+    if (at == 0 || list->str[at - 1] == '\n') {
+      long long id = std::stoll(list->str.substr(at + 3));
+      if (id != self->integer) ids.insert(id);
+    }
+    at += 3;
+  }
+  return ids;
+}
+
+TEST_CASE("redis writer: a key deleted behind the writer's back gets its expiry on the next write",
+          "[integration][redis]") {
+  RedisServer redis;
+  auto admin = redis.Connect();
+  const WriteMode mode = GENERATE(WriteMode::kBitfield, WriteMode::kSetbit);
+  INFO("mode " << (mode == WriteMode::kBitfield ? "bitfield" : "setbit"));
+  RedisBitWriter writer(Options(redis, mode));
+  const BitBatch batch = MakeBatch({{"wt:{u1}:20400", {3, 17, 99}}, {"wt:{u2}:20400", {5}}});
+  WriteStats stats;
+  REQUIRE(writer.Write(batch, &stats).ok());
+  CHECK(Ttl(*admin, "wt:{u1}:20400") > 0);
+
+  SECTION("DEL, then the same bits again") {
+    Run(*admin, {"DEL", "wt:{u1}:20400"});
+    REQUIRE(writer.Write(batch, &stats).ok());
+    CHECK(GetBit(*admin, "wt:{u1}:20400", 17) == 1);
+    CHECK(Ttl(*admin, "wt:{u1}:20400") > 0);
+    CHECK(Ttl(*admin, "wt:{u2}:20400") > 0);
+  }
+  SECTION("FLUSHALL, then other bits, in rounds of a few commands") {
+    Run(*admin, {"FLUSHALL"});
+    BitWriterOptions small = Options(redis, mode);
+    small.max_commands_per_round = 2;
+    RedisBitWriter writer2(small);
+    REQUIRE(writer2.Write(batch, &stats).ok());  // writer2 remembers both expiries
+    Run(*admin, {"FLUSHALL"});
+    std::vector<KeySpec> specs;
+    for (int u = 0; u < 5; ++u)
+      specs.push_back({"wt:{u" + std::to_string(u) + "}:20400", {40, 41}});
+    REQUIRE(writer2.Write(MakeBatch(specs), &stats).ok());
+    for (const auto& s : specs) {
+      INFO(s.key);
+      CHECK(Ttl(*admin, s.key) > 0);
+    }
+  }
+  SECTION("a key that kept its bits keeps the saving: EXPIREAT is not sent again") {
+    // New positions only: bitfield mode reads its sentinel (a bit of the first
+    // write) as 1; setbit mode has no sentinel and sends EXPIREAT once more.
+    REQUIRE(writer.Write(MakeBatch({{"wt:{u1}:20400", {1000, 2000}}}), &stats).ok());
+    if (mode == WriteMode::kBitfield) {
+      CHECK(stats.expires_skipped == 1);
+      CHECK(stats.commands == 1);
+    } else {
+      CHECK(stats.expires_skipped == 0);
+      CHECK(stats.commands == 3);
+    }
+    // A position already set: both modes see an old bit 1.
+    REQUIRE(writer.Write(MakeBatch({{"wt:{u1}:20400", {17, 3000}}}), &stats).ok());
+    CHECK(stats.expires_skipped == 1);
+    CHECK(stats.commands == (mode == WriteMode::kBitfield ? 1 : 2));
+    CHECK(Ttl(*admin, "wt:{u1}:20400") > 0);
+  }
+}
+
+TEST_CASE("redis writer: the meta hash is re-created after Redis came back empty",
+          "[integration][redis]") {
+  RedisServer redis;
+  BitWriterOptions o = Options(redis);
+  o.layout = TestLayout();
+  RedisBitWriter writer(o);
+  const BitBatch batch = MakeBatch({{"wt:{u1}:20400", {3, 17}}});
+  const std::string meta = MetaKey("wt:");
+  REQUIRE(writer.Write(batch, nullptr).ok());
+  CHECK(redis.Command({"HGET", meta, "m"}).str == "3345");
+
+  SECTION("restarted empty: the next connection ensures the meta") {
+    redis.RestartEmpty();
+    REQUIRE(redis.Command({"EXISTS", meta}).integer == 0);
+    bool written = false;
+    for (int attempt = 0; attempt < 3 && !written; ++attempt)
+      written = writer.Write(batch, nullptr).ok();  // the first finds the old connection closed
+    REQUIRE(written);
+  }
+  SECTION("FLUSHALL on the same connection: a lost key makes the writer ensure the meta") {
+    redis.Command({"FLUSHALL"});
+    REQUIRE(writer.Write(batch, nullptr).ok());
+  }
+  CHECK(redis.Command({"HGET", meta, "m"}).str == "3345");
+  CHECK(redis.Command({"HGET", meta, "k"}).str == "12");
+  CHECK(redis.Command({"TTL", "wt:{u1}:20400"}).integer > 0);
+}
+
+TEST_CASE("redis writer: a layout changed while it was away is a fatal error, not retried",
+          "[integration][redis]") {
+  RedisServer redis;
+  auto admin = redis.Connect();
+  BitWriterOptions o = Options(redis);
+  o.layout = TestLayout();
+  RedisBitWriter writer(o);
+  const BitBatch batch = MakeBatch({{"wt:{u1}:20400", {3}}});
+  REQUIRE(writer.Write(batch, nullptr).ok());
+  Run(*admin, {"HSET", MetaKey("wt:"), "m", "4000"});
+  for (long long id : OtherClientIds(*admin))
+    Run(*admin, {"CLIENT", "KILL", "ID", std::to_string(id)});
+  Status st = writer.Write(batch, nullptr);
+  if (st.code() == StatusCode::kUnavailable) st = writer.Write(batch, nullptr);  // closed conn
+  CHECK(st.code() == StatusCode::kFailedPrecondition);
+  CHECK_THAT(st.message(), Catch::Contains("m: stored 4000, configured 3345"));
+  // Sticky: no reconnect loop, the same answer.
+  Status again = writer.Write(batch, nullptr);
+  CHECK(again.code() == StatusCode::kFailedPrecondition);
+  CHECK(OtherClientIds(*admin).empty());
+}
+
+TEST_CASE("redis writer: READONLY drops the connection; the next write connects anew",
+          "[integration][redis]") {
+  RedisServer x;
+  RedisServer y;
+  auto admin = x.Connect();
+  RedisBitWriter writer(Options(x));
+  // The first key carries CR/LF (a hostile user ID): the error names it escaped.
+  const BitBatch batch =
+      MakeBatch({{"wt:{u\r\n[error] forged}:20400", {5}}, {"wt:{u1}:20400", {3, 17}}});
+  REQUIRE(writer.Write(batch, nullptr).ok());
+  const std::set<long long> before = OtherClientIds(*admin);
+  REQUIRE(before.size() == 1);
+
+  Run(*admin, {"REPLICAOF", "127.0.0.1", std::to_string(y.port())});
+  Status st = writer.Write(batch, nullptr);
+  CHECK(st.code() == StatusCode::kUnavailable);
+  CHECK_THAT(st.message(), Catch::Contains("READONLY"));
+  CHECK_THAT(st.message(), Catch::Contains("'wt:{u\\r\\n[error] forged}:20400'"));
+  CHECK(st.message().find_first_of("\r\n") == std::string::npos);
+  CHECK(writer.last_error_kind() == RedisErrorKind::kBusy);
+  // The connection that saw READONLY is closed by the writer.
+  CHECK(WaitFor([&] { return OtherClientIds(*admin).empty(); }, 5s));
+
+  Run(*admin, {"REPLICAOF", "NO", "ONE"});
+  REQUIRE(writer.Write(batch, nullptr).ok());
+  const std::set<long long> after = OtherClientIds(*admin);
+  REQUIRE(after.size() == 1);
+  CHECK(*after.begin() != *before.begin());
+  CHECK(GetBit(*admin, "wt:{u1}:20400", 17) == 1);
+  CHECK(Ttl(*admin, "wt:{u1}:20400") > 0);
+}
+
+}  // namespace
+}  // namespace ef::test
