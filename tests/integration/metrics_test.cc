@@ -121,4 +121,28 @@ TEST_CASE("metrics: valid Prometheus text, /healthz, and /readyz follows Redis g
   CHECK(MissingItems(*conn, *layout, during).empty());
 }
 
+// Issue 9, defect 6: with Kafka unreachable the daemon used to answer /readyz
+// 200 for the whole run, with no partition at all.
+TEST_CASE("metrics: /readyz is 503 while no partition is assigned (Kafka unreachable)",
+          "[integration][metrics][readiness]") {
+  Stack stack;
+  const int port = FreePort();
+  auto daemon = stack.StartDaemon(stack.WriteConfig(
+      "ef.yaml", "kafka:\n  bootstrap_servers: \"127.0.0.1:1\"\nmetrics:\n  listen: \"127.0.0.1:" +
+                     std::to_string(port) +
+                     "\"\n  refresh_interval: 100ms\n  unassigned_grace: 2s\n"));
+  Http ready;
+  const bool not_ready = WaitFor(
+      [&] {
+        ready = Get(port, "/readyz");
+        return ready.status == 503 &&
+               ready.body.find("no partition assigned") != std::string::npos;
+      },
+      30s);
+  INFO("last /readyz: " << ready.status << " " << ready.body << "\ndaemon:\n" << daemon->Output());
+  CHECK(not_ready);
+  CHECK(Get(port, "/healthz").status == 200);  // alive, just not useful
+  CHECK(daemon->Stop(SIGTERM, 30s) == 0);
+}
+
 }  // namespace ef::test
