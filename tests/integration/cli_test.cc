@@ -239,8 +239,7 @@ TEST_CASE("cli: size with a malformed --window names the option and the text",
 
 // `size --fpr 0`: CLI::Range(0.0, 1.0) lets 0 through and cmd_size.cc treats
 // a zero --fpr as "not given", so the default filter.fpr is used silently.
-TEST_CASE("cli: size --fpr 0 is rejected, not replaced by the default",
-          "[integration][cli]") {
+TEST_CASE("cli: size --fpr 0 is rejected, not replaced by the default", "[integration][cli]") {
   auto r = Ef({"size", "--fpr", "0"});
   ExpectOneLineError(r, {kUsage, 105 /* CLI::ValidationError */}, {"--fpr", "0"});
 }
@@ -456,7 +455,8 @@ TEST_CASE("cli: run and check authenticate as an ACL user, and a wrong password 
     CHECK(j.at("unseen") == nlohmann::json::array({"never-shown-item"}));
   }
 
-  SECTION("a wrong password: run exits 3 (refused) and check fails, each with one line naming AUTH") {
+  SECTION(
+      "a wrong password: run exits 3 (refused) and check fails, each with one line naming AUTH") {
     const std::string wrong = "Wr0ng-pw-b7";
     auto daemon = StartRun(stack, config, as_efuser, {"EXPOSURE_FILTER_REDIS_PASSWORD=" + wrong},
                            "wrong.log");
@@ -484,6 +484,31 @@ TEST_CASE("cli: run and check authenticate as an ACL user, and a wrong password 
     CHECK(Contains(err[0], stack.redis().address()));
     CHECK_FALSE(Contains(r.err, wrong));
   }
+}
+
+// Issue 9, defect 6: an ACL that refuses the writes (NOPERM) used to be retried
+// for ever, the daemon running and committing nothing. It is final: exit 3.
+TEST_CASE("cli: an ACL user without write permission makes run exit 3 with one line naming NOPERM",
+          "[integration][cli][readiness]") {
+  Stack stack(2);
+  auto admin = stack.redis().Connect();
+  auto acl = admin->Command({"ACL", "SETUSER", "reader", "on", ">pw-r3ader", "~*", "&*", "+@all",
+                             "-bitfield", "-setbit"});
+  REQUIRE(acl.ok());
+  REQUIRE(acl->str == "OK");
+  const int64_t now = SystemClock().NowMs();
+  stack.Produce(MakeEvents("noperm", 5, 2, 1, now, 12));
+  auto daemon = StartRun(stack, stack.WriteConfig(), {"redis.username=reader"},
+                         {"EXPOSURE_FILTER_REDIS_PASSWORD=pw-r3ader"}, "noperm.log");
+  auto code = daemon->Wait(60s);
+  const std::string log = daemon->Output();
+  INFO("daemon log:\n" << log);
+  REQUIRE(code.has_value());
+  CHECK(*code == 3);
+  const auto lines = NonEmptyLines(log);
+  REQUIRE_FALSE(lines.empty());
+  CHECK(Contains(lines.back(), "NOPERM"));
+  CHECK(stack.TotalCommitted() == 0);
 }
 
 // ---------------------------------------------------------------------------
