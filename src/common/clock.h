@@ -21,4 +21,11 @@ class SystemClock : public Clock {
   }
 };
 
+// Monotonic milliseconds (for timeouts and intervals, never for event times).
+inline int64_t SteadyNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace ef

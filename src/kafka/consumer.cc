@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "common/clock.h"
 #include "kafka/consumer_handle.h"
 #include "kafka/handles.h"
 #include "kafka/log.h"
@@ -139,12 +140,6 @@ constexpr int64_t kWatermarkRetryMs = 10000;
 // error (a topic being created gets this long to appear).
 constexpr int64_t kTopicMissingFatalMs = 10000;
 
-int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 void RebalanceCb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions,
                  void* opaque) {
   static_cast<KafkaConsumer::Impl*>(opaque)->OnRebalance(err, partitions);
@@ -267,7 +262,7 @@ Status KafkaConsumer::OnConsumerError(const rd_kafka_message_t& msg) {
   if (st.code() == StatusCode::kPermissionDenied) return st;
   if (msg.err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
       msg.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
-    const int64_t now = SteadyMs();
+    const int64_t now = SteadyNowMs();
     if (impl_->topic_missing_since_ms == 0) impl_->topic_missing_since_ms = now;
     if (now - impl_->topic_missing_since_ms >= kTopicMissingFatalMs) {
       return PermissionDenied(text + " (for " +
@@ -355,11 +350,11 @@ int64_t KafkaConsumer::HighWatermark(const TopicPartition& tp) {
   // but while asking fails, answer from the cache without waiting.
   auto cached = impl_->high_cache.find(tp);
   const int64_t fallback = cached == impl_->high_cache.end() ? -1 : cached->second;
-  if (SteadyMs() < impl_->watermark_retry_at_ms) return fallback;
+  if (SteadyNowMs() < impl_->watermark_retry_at_ms) return fallback;
   rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, tp.topic.c_str(), tp.partition, &low,
                                                            &high, kWatermarkQueryMs);
   if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    impl_->watermark_retry_at_ms = SteadyMs() + kWatermarkRetryMs;
+    impl_->watermark_retry_at_ms = SteadyNowMs() + kWatermarkRetryMs;
     return fallback;
   }
   impl_->high_cache[tp] = high;

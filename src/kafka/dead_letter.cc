@@ -5,16 +5,9 @@
 #include <chrono>
 #include <climits>
 
+#include "common/clock.h"
+
 namespace ef {
-namespace {
-
-int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 StatusOr<std::unique_ptr<DeadLetterSink>> DeadLetterSink::Create(const KafkaConfig& config,
                                                                  DeadLetterOptions options,
@@ -109,7 +102,7 @@ void DeadLetterSink::OnDelivery(uint64_t token, const Status& result, bool retri
         where, c.attempts, result.message(), where,
         retriable ? "" : " (a permanent error: set kafka.dead_letter_on_failure: drop to skip it)");
   }
-  c.retry_at_ms = SteadyMs() + c.backoff_ms;
+  c.retry_at_ms = SteadyNowMs() + c.backoff_ms;
   c.backoff_ms = std::min(c.backoff_ms * 2, options_.retry_backoff_max_ms);
 }
 
@@ -124,20 +117,20 @@ void DeadLetterSink::Erase(std::map<uint64_t, Copy>::iterator it) {
 }
 
 void DeadLetterSink::RetryDue() {
-  const int64_t now = SteadyMs();
+  const int64_t now = SteadyNowMs();
   for (auto& [token, c] : copies_) {
     if (!c.in_flight && c.retry_at_ms <= now) Produce(token, c);
   }
 }
 
 Status DeadLetterSink::Flush(int timeout_ms) {
-  const int64_t deadline = SteadyMs() + timeout_ms;
+  const int64_t deadline = SteadyNowMs() + timeout_ms;
   for (;;) {
     producer_->Poll();
     RetryDue();
     UpdateGauge();
     if (copies_.empty()) return Status::Ok();
-    const int64_t left = deadline - SteadyMs();
+    const int64_t left = deadline - SteadyNowMs();
     if (left <= 0) break;
     producer_->Flush(static_cast<int>(std::min<int64_t>(left, 50))).IgnoreError();
   }

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "common/clock.h"
 #include "kafka/commit_metadata.h"
 
 namespace ef {
@@ -20,12 +21,6 @@ constexpr int kOverlapPollMs = 2;
 // on revoke and at shutdown.
 constexpr int kRevokeRejectFlushMs = 2000;
 constexpr int kFinalRejectFlushMs = 5000;
-
-int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -42,7 +37,7 @@ Ingest::Ingest(MessageSource& source, BitSink& sink, Decoder& decoder, const Lay
       e2e_(IngestMetrics::LatencyBuckets()) {
   source_.SetRevokeHandler(
       [this](const std::vector<TopicPartition>& tps, bool lost) { OnRevoke(tps, lost); });
-  last_commit_ms_ = SteadyMs();
+  last_commit_ms_ = SteadyNowMs();
   k_ = std::max<uint32_t>(layout.k, 1);
 }
 
@@ -148,7 +143,7 @@ Status Ingest::AwaitWrite(Batch& batch, const std::atomic<bool>& stop) {
 
 Status Ingest::RetryWrite(Batch& batch, Status st, const std::atomic<bool>& stop) {
   int64_t backoff = options_.backoff_min_ms;
-  const int64_t failing_since = SteadyMs();
+  const int64_t failing_since = SteadyNowMs();
   int64_t stop_seen_at = 0;
   uint64_t attempts = 0;
   bool paused = false;
@@ -177,8 +172,8 @@ Status Ingest::RetryWrite(Batch& batch, Status st, const std::atomic<bool>& stop
       if (!ps.ok()) spdlog::warn("{}", ps.message());
       paused = true;
     }
-    if (stop.load() && !stop_seen_at) stop_seen_at = SteadyMs();
-    if (stop_seen_at && SteadyMs() - stop_seen_at >= options_.shutdown_grace_ms) {
+    if (stop.load() && !stop_seen_at) stop_seen_at = SteadyNowMs();
+    if (stop_seen_at && SteadyNowMs() - stop_seen_at >= options_.shutdown_grace_ms) {
       return Cancelled("stopping while Redis writes fail (" + st.message() + "): " +
                        std::to_string(batch.event_ts_ms.size() + building().event_ts_ms.size()) +
                        " event(s) not written; their offsets are not committed, so they will be "
@@ -188,15 +183,16 @@ Status Ingest::RetryWrite(Batch& batch, Status st, const std::atomic<bool>& stop
     // Anything that still arrives joins the next batch.
     // (Paused: only what librdkafka had fetched before still arrives; it is all
     // decoded, over the batch limits if need be, because Poll releases it.)
-    const int64_t until = SteadyMs() + backoff;
-    while (SteadyMs() < until) {
-      int wait = static_cast<int>(std::min<int64_t>(until - SteadyMs(), options_.poll_timeout_ms));
+    const int64_t until = SteadyNowMs() + backoff;
+    while (SteadyNowMs() < until) {
+      int wait =
+          static_cast<int>(std::min<int64_t>(until - SteadyNowMs(), options_.poll_timeout_ms));
       DecodeMessages(/*all=*/true);
       Status ps = source_.Poll(options_.batch_max_events, std::max(wait, 0), 0, &messages_);
       next_message_ = 0;
       if (!ps.ok() && ps.code() != StatusCode::kUnavailable) return ps;
       DecodeMessages(/*all=*/true);
-      if (SteadyMs() - last_commit_ms_ >= options_.commit_interval_ms) {
+      if (SteadyNowMs() - last_commit_ms_ >= options_.commit_interval_ms) {
         // Earlier batches' offsets again: the heartbeat shows "alive, stuck".
         CommitAcked(false).IgnoreError();
       }
@@ -210,7 +206,7 @@ Status Ingest::RetryWrite(Batch& batch, Status st, const std::atomic<bool>& stop
     st = sink_.Write(batch.coalescer.batch(), &stats);
     if (st.ok()) {
       spdlog::info("redis: writes succeed again after {:.1f} s and {} retries; resuming",
-                   static_cast<double>(SteadyMs() - failing_since) / 1000.0, attempts);
+                   static_cast<double>(SteadyNowMs() - failing_since) / 1000.0, attempts);
       RecordWritten(batch, stats, start_ms);
       if (paused) {
         Status rs = source_.ResumeAll();
@@ -236,7 +232,7 @@ void Ingest::Ack(Batch& batch) {
 }
 
 void Ingest::CommitIfDue() {
-  if (SteadyMs() - last_commit_ms_ >= options_.commit_interval_ms) {
+  if (SteadyNowMs() - last_commit_ms_ >= options_.commit_interval_ms) {
     Status cs = CommitAcked(false);
     if (!cs.ok()) spdlog::warn("{}", cs.message());
   }
@@ -305,7 +301,7 @@ Status Ingest::WriteBuilding(const std::atomic<bool>& stop, bool overlap, size_t
 
 void Ingest::MaybeTick() {
   if (!tick_) return;
-  const int64_t now = SteadyMs();
+  const int64_t now = SteadyNowMs();
   if (now - last_tick_ms_ < tick_interval_ms_) return;
   last_tick_ms_ = now;
   tick_();
@@ -372,7 +368,7 @@ std::vector<PartitionOffset> Ingest::AckedOffsets() {
 }
 
 Status Ingest::CommitAcked(bool sync) {
-  last_commit_ms_ = SteadyMs();
+  last_commit_ms_ = SteadyNowMs();
   if (rejects_) {
     // Delivery reports move CommitLimit; a final commit waits a little for them.
     rejects_->Flush(sync ? kFinalRejectFlushMs : 0).IgnoreError();
