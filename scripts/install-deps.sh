@@ -11,6 +11,7 @@ PACKAGES=(
   libcpp-httplib-dev nlohmann-json3-dev libbenchmark-dev libssl-dev zlib1g-dev
   redis-server redis-tools kcat curl procps python3
   prometheus  # for promtool: tests check /metrics with the real parser
+  clang libclang-rt-14-dev llvm  # scripts/fuzz.sh: clang 14, libFuzzer + sanitizers, llvm-symbolizer
 )
 
 missing=()

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/duration.h"
+#include "common/printable.h"
 
 namespace ef::config_internal {
 namespace {
@@ -20,7 +21,8 @@ constexpr int64_t kDay = 24 * kHour;
 
 using Rule = std::function<Status(const std::string&)>;
 
-std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+// Quoted for one-line error messages: control bytes escaped, long text cut.
+std::string Quote(std::string_view s) { return "'" + Printable(s, 200) + "'"; }
 
 std::string ToLower(std::string_view s) {
   std::string out(s);
@@ -257,6 +259,17 @@ std::vector<Field> BuildFields() {
     f.check = [](const Value& v) {
       for (const auto& [name, value] : std::get<StringMap>(v)) {
         if (name.empty()) return InvalidArgument("property names must not be empty");
+        // librdkafka's names are dotted words; anything else is a typo or
+        // garbage, and would make `config check` print a config that does
+        // not load back.
+        const bool plain = name.size() <= 255 && std::all_of(name.begin(), name.end(), [](char c) {
+                             return std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                                    c == '_' || c == '-';
+                           });
+        if (!plain) {
+          return InvalidArgument("property name " + Quote(name) +
+                                 ": expected 1 to 255 letters, digits, '.', '_' or '-'");
+        }
       }
       return Status::Ok();
     };

@@ -1,5 +1,6 @@
 #include "config/loader.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -221,10 +222,48 @@ void EmitField(const Field& field, const Config& config, YAML::Emitter* out) {
 
 }  // namespace
 
+namespace {
+
+// Counts the YAML documents of `yaml` through the parser's event API, stopping
+// past `limit`. yaml-cpp 0.7's LoadAll loops for ever, growing memory, on some
+// inputs (a stray "\n," : jbeder/yaml-cpp#1040, fixed in 0.8): a config with more
+// documents than any real one is refused before LoadAll sees it.
+class NoEvents : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+bool MoreDocumentsThan(const std::string& yaml, int limit) {
+  std::istringstream in(yaml);
+  YAML::Parser parser(in);
+  NoEvents handler;
+  for (int documents = 0; parser.HandleNextDocument(handler);) {
+    if (++documents > limit) return true;
+  }
+  return false;  // a syntax error throws: LoadAll reports it with its place
+}
+
+}  // namespace
+
 StatusOr<Config> LoadConfigFromString(const std::string& yaml, const std::string& origin,
                                       const std::vector<std::string>& overrides) {
   Config config;
   try {
+    if (MoreDocumentsThan(yaml, 100)) {
+      return InvalidArgument(origin +
+                             ": invalid YAML: more than 100 documents (a stray ',' or '---'?)");
+    }
     std::vector<YAML::Node> documents = YAML::LoadAll(yaml);
     for (size_t i = 1; i < documents.size(); ++i) {
       if (!documents[i].IsNull()) {

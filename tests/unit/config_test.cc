@@ -636,4 +636,34 @@ TEST_CASE("field table helpers", "[config]") {
   CHECK(config_internal::FindMapEntry("kafka.properties", &entry) == nullptr);
 }
 
+// Found by the config fuzzer (fuzz/findings/, docs/FUZZING.md).
+TEST_CASE("config: a stray comma is an error, not a hang (yaml-cpp 0.7 LoadAll loop)",
+          "[config][fuzz]") {
+  // Before the fix: LoadAll never returned (memory growing); ctest timed out.
+  CHECK_THAT(LoadError("\n,"), Catch::Contains("invalid YAML"));
+  CHECK(LoadConfigFromString("kafka:\n  group_id: g\n---\n---\n", "t.yaml", {}).ok());
+}
+
+TEST_CASE("config: errors quote raw input on one line, escaped", "[config][fuzz]") {
+  // Before the fix the message held the raw newline and the control byte.
+  const std::string err = LoadError("just a\x01 scalar\n");
+  CHECK(err.find('\n') == std::string::npos);
+  CHECK(err.find('\x01') == std::string::npos);
+  CHECK_THAT(err, Catch::Contains("\\x01"));
+  const std::string set = OverrideError("filter.fpr=0.5\nx");
+  CHECK(set.find('\n') == std::string::npos);
+}
+
+TEST_CASE("config: a kafka property name must be a plain dotted name", "[config][fuzz]") {
+  // Before the fix any bytes were accepted, and `config check` printed a config
+  // that did not load back.
+  CHECK_THAT(LoadError("kafka:\n  properties:\n    \"a\\x01b\": x\n"),
+             Catch::Contains("expected 1 to 255 letters, digits"));
+  CHECK_THAT(OverrideError("kafka.properties.bad name=1"),
+             Catch::Contains("expected 1 to 255 letters, digits"));
+  CHECK(LoadConfigFromString("kafka:\n  properties:\n    sasl.mechanism: PLAIN\n    ssl_key: x\n",
+                             "t.yaml", {})
+            .ok());
+}
+
 }  // namespace ef
