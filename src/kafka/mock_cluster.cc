@@ -57,4 +57,32 @@ Status MockCluster::SetBrokerUp(int broker_id) {
                                "mock cluster: broker up");
 }
 
+Status MockCluster::SetPartitionLeader(const std::string& topic, int32_t partition, int broker_id) {
+  return kafka::FromKafkaError(
+      rd_kafka_mock_partition_set_leader(impl_->cluster, topic.c_str(), partition, broker_id),
+      "mock cluster: set leader of " + topic + "/" + std::to_string(partition));
+}
+
+Status MockCluster::SetGroupCoordinator(const std::string& group, int broker_id) {
+  return kafka::FromKafkaError(
+      rd_kafka_mock_coordinator_set(impl_->cluster, "group", group.c_str(), broker_id),
+      "mock cluster: set coordinator of group " + group);
+}
+
+void MockCluster::PushRequestErrors(int16_t api_key, const std::vector<int>& errors) {
+  std::vector<rd_kafka_resp_err_t> codes;
+  codes.reserve(errors.size());
+  for (int e : errors) codes.push_back(static_cast<rd_kafka_resp_err_t>(e));
+  rd_kafka_mock_push_request_errors_array(impl_->cluster, api_key, codes.size(), codes.data());
+}
+
+void MockCluster::ClearRequestErrors(int16_t api_key) {
+  rd_kafka_mock_clear_request_errors(impl_->cluster, api_key);
+}
+
+Status MockCluster::SetBrokerRtt(int broker_id, int rtt_ms) {
+  return kafka::FromKafkaError(rd_kafka_mock_broker_set_rtt(impl_->cluster, broker_id, rtt_ms),
+                               "mock cluster: broker rtt");
+}
+
 }  // namespace ef

@@ -4,8 +4,10 @@
 // partition, no offsets-by-timestamp, topics auto-create on subscribe.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -22,6 +24,21 @@ class MockCluster {
   // broker_id -1 = all brokers.
   Status SetBrokerDown(int broker_id);
   Status SetBrokerUp(int broker_id);
+  // Moves the leadership of one partition to `broker_id` (-1 = leaderless);
+  // clients learn it from the next NOT_LEADER error or metadata refresh.
+  Status SetPartitionLeader(const std::string& topic, int32_t partition, int broker_id);
+  // Makes `broker_id` the coordinator of consumer group `group` (FindCoordinator
+  // answers it from now on; the old coordinator answers NOT_COORDINATOR).
+  Status SetGroupCoordinator(const std::string& group, int broker_id);
+  // Queues `errors` (librdkafka error codes, 0 = success) for the next requests
+  // of API `api_key` (1 Fetch, 8 OffsetCommit, 11 JoinGroup, 12 Heartbeat, ...)
+  // on any broker, one error per request, in order. Cluster-wide; stays queued
+  // until consumed or cleared.
+  void PushRequestErrors(int16_t api_key, const std::vector<int>& errors);
+  // Drops the errors still queued for `api_key`.
+  void ClearRequestErrors(int16_t api_key);
+  // Adds `rtt_ms` of latency to every response of `broker_id` (0 = none).
+  Status SetBrokerRtt(int broker_id, int rtt_ms);
 
   struct Impl;
 

@@ -200,7 +200,7 @@ TEST_CASE("redis writer: a layout changed while it was away is a fatal error, no
   CHECK(OtherClientIds(*admin).empty());
 }
 
-TEST_CASE("redis writer: READONLY drops the connection; the next write connects anew",
+TEST_CASE("redis writer: READONLY drops the connection - the next write connects anew",
           "[integration][redis]") {
   RedisServer x;
   RedisServer y;

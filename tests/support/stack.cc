@@ -28,16 +28,19 @@ std::string TestEvent::Json() const {
   return j.dump();
 }
 
-Stack::Stack(int partitions, const std::string& topic) : topic_(topic) {
+Stack::Stack(int partitions, const std::string& topic, int brokers, int replication)
+    : topic_(topic) {
   static int counter = 0;
   group_ = "ef-test-" + std::to_string(getpid()) + "-" + std::to_string(++counter);
-  auto mc = MockCluster::Create(1);
+  auto mc = MockCluster::Create(brokers);
   if (!mc.ok()) throw std::runtime_error(mc.status().message());
   kafka_ = std::move(mc.value());
-  Status st = kafka_->CreateTopic(topic_, partitions);
+  Status st = kafka_->CreateTopic(topic_, partitions, replication);
   if (!st.ok()) throw std::runtime_error(st.message());
   ProducerOptions po;
   po.bootstrap_servers = kafka_->bootstrap_servers();
+  // Learn moved leaders within a second, also while a broker is down (fault tests).
+  po.properties["topic.metadata.refresh.interval.ms"] = "1000";
   auto p = KafkaProducer::Create(po);
   if (!p.ok()) throw std::runtime_error(p.status().message());
   producer_ = std::move(p.value());

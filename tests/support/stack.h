@@ -28,7 +28,10 @@ struct TestEvent {
 
 class Stack {
  public:
-  explicit Stack(int partitions = 4, const std::string& topic = "exposures");
+  // `brokers` mock brokers (ids 1..brokers); the topic replicated on
+  // `replication` of them.
+  explicit Stack(int partitions = 4, const std::string& topic = "exposures", int brokers = 1,
+                 int replication = 1);
 
   RedisServer& redis() { return redis_; }
   MockCluster& kafka() { return *kafka_; }
@@ -46,6 +49,8 @@ class Stack {
   // Produces events (key = user) and waits for delivery.
   void Produce(const std::vector<TestEvent>& events);
   void ProduceRaw(const std::vector<std::string>& payloads, int64_t timestamp_ms = 0);
+  // Messages the test producer failed to deliver for good so far.
+  uint64_t ProduceFailures() const { return producer_->failed(); }
 
   std::vector<PartitionOffsets> Offsets();
   // Committed == high watermark on every partition (and high > 0 somewhere).

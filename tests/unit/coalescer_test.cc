@@ -404,7 +404,7 @@ TEST_CASE("Coalescer: keys over many buckets, days and hours, are named as MakeK
   CheckBatch(h.batch(), Model(*hours, set.events));
 }
 
-TEST_CASE("KeyIndex: entries are numbered in order; equal hashes are told apart by is_key",
+TEST_CASE("KeyIndex: entries are numbered in order - equal hashes are told apart by is_key",
           "[coalescer]") {
   KeyIndex index;
   std::vector<std::string> keys;
@@ -448,7 +448,7 @@ TEST_CASE("KeyIndex: entries are numbered in order; equal hashes are told apart 
   }
 }
 
-TEST_CASE("HashKeyBytes: equal bytes hash equal; every byte and the length count", "[coalescer]") {
+TEST_CASE("HashKeyBytes: equal bytes hash equal - every byte and the length count", "[coalescer]") {
   const std::string base = "ef:{user-123456789}:20251122-and-some-more-bytes";
   std::set<uint64_t> seen;
   for (size_t n = 0; n <= base.size(); ++n) {

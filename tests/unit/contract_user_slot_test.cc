@@ -94,7 +94,7 @@ TEST_CASE("Contract: every user ID the decoder accepts has all its bucket keys i
   }
 }
 
-TEST_CASE("Decoder: a user ID starting with '}' is user_leading_brace; other braces are fine",
+TEST_CASE("Decoder: a user ID starting with '}' is user_leading_brace - other braces are fine",
           "[contract][event]") {
   EventsConfig events;
   FilterConfig filter;
@@ -219,7 +219,7 @@ TEST_CASE("KeySlot follows the cluster spec: CRC16 test value, hash tags, FORMAT
   }
 }
 
-TEST_CASE("PlanRead: one slot per valid user; a clear error for a user with no valid key",
+TEST_CASE("PlanRead: one slot per valid user - a clear error for a user with no valid key",
           "[contract]") {
   StatusOr<Layout> layout = LayoutFromConfig(FilterConfig{});
   REQUIRE(layout.ok());
@@ -285,7 +285,7 @@ class ClusterNode {
 };
 
 TEST_CASE(
-    "Contract on a real Redis Cluster node: KeySlot = CLUSTER KEYSLOT; a valid user's "
+    "Contract on a real Redis Cluster node: KeySlot = CLUSTER KEYSLOT - a valid user's "
     "keys MGET together, a '}'-first user's keys are CROSSSLOT",
     "[contract][redis]") {
   ClusterNode node;

@@ -178,7 +178,7 @@ TEST_CASE("ExpireCache: a remembered expiry is skipped until it changes or grows
   CHECK_FALSE(cache.Known("ef:{u1}:20400", kExpire, kNow + 601));
 }
 
-TEST_CASE("ExpireCache: keeps the sentinel position; a forgotten key is not trusted", "[redis]") {
+TEST_CASE("ExpireCache: keeps the sentinel position - a forgotten key is not trusted", "[redis]") {
   ExpireCache cache(100, 600);
   cache.Remember("a", kExpire, kNow, 4242);
   cache.Remember("b", kExpire, kNow, 7);
@@ -212,7 +212,7 @@ TEST_CASE("ExpireCache: a key close to its expiry is never trusted", "[redis]") 
   CHECK(cache.Known("k", kNow + 3600, kNow));
 }
 
-TEST_CASE("ExpireCache: bounded by two generations; recent keys survive", "[redis]") {
+TEST_CASE("ExpireCache: bounded by two generations - recent keys survive", "[redis]") {
   ExpireCache cache(1000, 600);
   for (int i = 0; i < 5000; ++i) cache.Remember("k" + std::to_string(i), kExpire, kNow);
   CHECK(cache.size() <= 1000);
