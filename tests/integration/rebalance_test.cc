@@ -84,23 +84,9 @@ bool CommittedUpTo(Stack& stack, const std::vector<PartitionOffsets>& high) {
   return true;
 }
 
-// Count of "kafka: assigned N partition(s)" lines with N > 0 in a daemon log.
-int AssignmentsWithPartitions(const std::string& log) {
-  int count = 0;
-  for (size_t pos = log.find("kafka: assigned "); pos != std::string::npos;
-       pos = log.find("kafka: assigned ", pos + 1)) {
-    if (std::atoi(log.c_str() + pos + 16) > 0) ++count;
-  }
-  return count;
-}
-
 void RunJoinAndLeave(const std::string& strategy) {
   Stack stack(4);
-  const std::string config = stack.WriteConfig(
-      "ef.yaml",
-      "kafka:\n  properties:\n    session.timeout.ms: 6000\n    fetch.wait.max.ms: 10\n"
-      "    partition.assignment.strategy: " +
-          strategy + "\n");
+  const std::string config = WriteAssignmentConfig(stack, strategy);
   Trickle trickle(stack, 10ms);  // ~100 events/s: the low-traffic case
   auto first = stack.StartDaemon(config, "first.log");
   REQUIRE(WaitFor([&] { return AssignmentsWithPartitions(first->Output()) > 0; }, 30s));

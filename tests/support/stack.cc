@@ -1,18 +1,17 @@
 #include "support/stack.h"
 
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <stdexcept>
 
 #include "common/clock.h"
 #include "redis/bloom_reader.h"
-
 #include "support/wait.h"
-
-#include <yaml-cpp/yaml.h>
-
-#include <nlohmann/json.hpp>
-#include <cstdio>
-#include <random>
-#include <stdexcept>
 
 namespace ef::test {
 
@@ -49,14 +48,22 @@ Stack::Stack(int partitions, const std::string& topic, int brokers, int replicat
 std::string Stack::WriteConfig(const std::string& name, const std::string& extra) {
   std::string yaml =
       "kafka:\n"
-      "  bootstrap_servers: \"" + kafka_->bootstrap_servers() + "\"\n"
-      "  topic: " + topic_ + "\n"
-      "  group_id: " + group_ + "\n"
+      "  bootstrap_servers: \"" +
+      kafka_->bootstrap_servers() +
+      "\"\n"
+      "  topic: " +
+      topic_ +
+      "\n"
+      "  group_id: " +
+      group_ +
+      "\n"
       "  properties:\n"
       "    session.timeout.ms: 6000\n"
       "    fetch.wait.max.ms: 10\n"
       "redis:\n"
-      "  address: \"" + redis_.address() + "\"\n"
+      "  address: \"" +
+      redis_.address() +
+      "\"\n"
       "  retry_backoff_min: 50ms\n"
       "  retry_backoff_max: 500ms\n"
       "metrics:\n"
@@ -81,7 +88,8 @@ std::string Stack::WriteConfig(const std::string& name, const std::string& extra
   return dir_.File(name);
 }
 
-std::unique_ptr<Process> Stack::StartDaemon(const std::string& config_path, const std::string& log) {
+std::unique_ptr<Process> Stack::StartDaemon(const std::string& config_path,
+                                            const std::string& log) {
   return std::make_unique<Process>(
       std::vector<std::string>{EF_BINARY, "run", "-c", config_path, "--set",
                                "pipeline.commit_interval=200ms"},
@@ -129,7 +137,8 @@ bool Stack::AwaitCommitted(Process& daemon, std::chrono::milliseconds timeout) {
   if (WaitFor([&] { return !daemon.Running() || AllCommitted(); }, timeout) && daemon.Running())
     return true;
   // Show why in the test output: the daemon's log.
-  std::fprintf(stderr, "--- daemon log (not all committed) ---\n%s\n---\n", daemon.Output().c_str());
+  std::fprintf(stderr, "--- daemon log (not all committed) ---\n%s\n---\n",
+               daemon.Output().c_str());
   return false;
 }
 
@@ -137,6 +146,23 @@ int64_t Stack::TotalCommitted() {
   int64_t total = 0;
   for (const auto& po : Offsets()) total += std::max<int64_t>(po.committed, 0);
   return total;
+}
+
+int AssignmentsWithPartitions(const std::string& log) {
+  int count = 0;
+  for (size_t pos = log.find("kafka: assigned "); pos != std::string::npos;
+       pos = log.find("kafka: assigned ", pos + 1)) {
+    if (std::atoi(log.c_str() + pos + 16) > 0) ++count;
+  }
+  return count;
+}
+
+std::string WriteAssignmentConfig(Stack& stack, const std::string& strategy) {
+  return stack.WriteConfig(
+      "ef.yaml",
+      "kafka:\n  properties:\n    session.timeout.ms: 6000\n    fetch.wait.max.ms: 10\n"
+      "    partition.assignment.strategy: " +
+          strategy + "\n");
 }
 
 std::vector<std::string> MissingItems(RedisConnection& conn, const Layout& layout,

@@ -68,6 +68,13 @@ class Stack {
   std::string group_;
 };
 
+// Count of "kafka: assigned N partition(s)" lines with N > 0 in a daemon log.
+int AssignmentsWithPartitions(const std::string& log);
+
+// A daemon config for `stack` with the given partition.assignment.strategy
+// (range, roundrobin, cooperative-sticky) and the test's Kafka timings.
+std::string WriteAssignmentConfig(Stack& stack, const std::string& strategy);
+
 // Items of `events` the filters do not report as seen now (false negatives),
 // as "user/item".
 std::vector<std::string> MissingItems(RedisConnection& conn, const Layout& layout,
