@@ -63,8 +63,11 @@ Status Ingest::PollAndDecode(int timeout_ms, int max_wait_ms, size_t* got) {
   }
   const size_t room = Room();
   if (room == 0) return Status::Ok();
-  Status st = source_.Poll(room, timeout_ms, max_wait_ms, &messages_);
+  // Every message the Poll returns is undecoded, also while a revoke served
+  // inside it (OnRevoke) looks at messages_.
+  messages_.clear();
   next_message_ = 0;
+  Status st = source_.Poll(room, timeout_ms, max_wait_ms, &messages_);
   if (got) *got += messages_.size();
   if (!messages_.empty()) DecodeMessages();
   return st;
@@ -188,8 +191,9 @@ Status Ingest::RetryWrite(Batch& batch, Status st, const std::atomic<bool>& stop
       int wait =
           static_cast<int>(std::min<int64_t>(until - SteadyNowMs(), options_.poll_timeout_ms));
       DecodeMessages(/*all=*/true);
-      Status ps = source_.Poll(options_.batch_max_events, std::max(wait, 0), 0, &messages_);
+      messages_.clear();
       next_message_ = 0;
+      Status ps = source_.Poll(options_.batch_max_events, std::max(wait, 0), 0, &messages_);
       if (!ps.ok() && ps.code() != StatusCode::kUnavailable) return ps;
       DecodeMessages(/*all=*/true);
       if (SteadyNowMs() - last_commit_ms_ >= options_.commit_interval_ms) {
