@@ -120,6 +120,21 @@ Status RedisBitWriter::Fail(RedisErrorKind kind, Status st) {
   return st;
 }
 
+Status RedisBitWriter::ReplyFailure(const char* what, const std::string& key,
+                                    const RedisConnection::ReplyError& e) {
+  last_error_ = e.kind;
+  std::string msg =
+      "redis " + conn_->address() + ": " + what + " '" + Printable(key) + "': " + Printable(e.text);
+  // READONLY / MASTERDOWN: this server will not take writes; the next Write
+  // connects again (and resolves the host name again).
+  if (RedisConnection::CallsForReconnect(e.text)) {
+    conn_.reset();
+    msg += " (reconnecting)";
+  }
+  if (e.kind == RedisErrorKind::kAuth) return PermissionDenied(msg);
+  return Unavailable(msg);
+}
+
 Status RedisBitWriter::Pipeline(size_t commands) {
   errors_.clear();
   Status st = conn_->Pipeline(buffer_.data(), buffer_.size(), commands, &errors_, &ints_);
@@ -170,17 +185,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
         }
         continue;
       }
-      last_error_ = e.kind;
-      std::string msg = "redis " + conn_->address() + ": writing '" +
-                        Printable(batch.keys[key_index].key) + "': " + Printable(e.text);
-      // READONLY / MASTERDOWN: this server will not take writes; the next Write
-      // connects again (and resolves the host name again).
-      if (RedisConnection::CallsForReconnect(e.text)) {
-        conn_.reset();
-        msg += " (reconnecting)";
-      }
-      if (e.kind == RedisErrorKind::kAuth) return PermissionDenied(msg);
-      return Unavailable(msg);
+      return ReplyFailure("writing", batch.keys[key_index].key, e);
     }
     // Which keys showed an old bit set (the key held data of an earlier write),
     // and which EXPIREATs found their key.
@@ -226,13 +231,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
       if (!errors_.empty()) {
         const auto& e = errors_.front();
         if (observer_) observer_(e.kind);
-        last_error_ = e.kind;
-        std::string msg = "redis " + conn_->address() + ": EXPIREAT '" +
-                          Printable(batch.keys[follow_up_[at + e.index]].key) +
-                          "': " + Printable(e.text);
-        if (RedisConnection::CallsForReconnect(e.text)) conn_.reset();
-        if (e.kind == RedisErrorKind::kAuth) return PermissionDenied(msg);
-        return Unavailable(msg);
+        return ReplyFailure("EXPIREAT", batch.keys[follow_up_[at + e.index]].key, e);
       }
       for (size_t f = at; f < end; ++f)
         key_state_[follow_up_[f]].expire_set = ints_[f - at].count == 1 && ints_[f - at].first == 1;

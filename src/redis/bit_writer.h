@@ -120,6 +120,11 @@ class RedisBitWriter : public BitSink {
   // Sends buffer_ (`commands` commands); replies into errors_ and ints_.
   Status Pipeline(size_t commands);
   Status Fail(RedisErrorKind kind, Status st);
+  // The Write's result for an error reply about `key` (not WRONGTYPE): drops the
+  // connection on READONLY/MASTERDOWN; kPermissionDenied for auth errors, else
+  // kUnavailable.
+  Status ReplyFailure(const char* what, const std::string& key,
+                      const RedisConnection::ReplyError& e);
   // Appends the commands of one key; returns how many commands it appended.
   // probe: read that bit first (BITFIELD GET), as the reply's first integer.
   size_t AppendKey(const KeyBits& kb, bool with_expire, const uint32_t* probe);
