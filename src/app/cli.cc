@@ -27,6 +27,7 @@ int RunCli(int argc, char** argv) {
       {"lag", app::AddLagCommand(app)},
       {"replay", app::AddReplayCommand(app)},
       {"bench-redis", app::AddBenchRedisCommand(app)},
+      {"layout", app::AddLayoutCommand(app)},
   };
   try {
     app.parse(argc, argv);

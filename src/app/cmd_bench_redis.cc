@@ -154,7 +154,8 @@ int BenchRedis(BenchRedisArgs& a) {
                       "Redis (or set filter.key_prefix), or pass --allow-existing to write anyway"),
                   kExitUsage);
   }
-  Status st = EnsureMeta(conn, *layout);
+  Layout effective;
+  Status st = EnsureMeta(conn, *layout, &effective);
   if (!st.ok()) return Fail(st, kExitUsage);
 
   // Preparation: the daemon's decode and coalesce, batch by batch, kept in memory.

@@ -48,7 +48,8 @@ int Check(CheckArgs& a) {
   auto conn = RedisConnection::Connect(*options);
   if (!conn.ok()) return Fail(conn.status());
   bool found = false;
-  Status st = CheckMeta(**conn, *layout, &found);
+  Layout stored;
+  Status st = ReadLayout(**conn, *layout, &stored, &found);
   if (!st.ok()) return Fail(st, kExitUsage);
   if (!found)
     std::fprintf(stderr,
@@ -59,7 +60,7 @@ int Check(CheckArgs& a) {
   // The live buckets and the next one (rule 6: clock skew between writer and reader).
   const size_t buckets_read =
       ReadBuckets(now_s, layout->window_seconds, layout->bucket_seconds).size();
-  BloomReader reader(**conn, *layout);
+  BloomReader reader(**conn, stored);
   auto result = reader.Check(a.user, a.items, now_s);
   if (!result.ok()) return Fail(result.status());
 

@@ -109,14 +109,20 @@ int Replay(const ReplayArgs& a) {
   {
     auto conn = RedisConnection::Connect(*redis);
     if (!conn.ok()) return Fail(conn.status());
-    Status st = EnsureMeta(**conn, *layout);
+    Layout effective;
+    Status st = EnsureMeta(**conn, *layout, &effective);
     if (!st.ok()) return Fail(st, kExitUsage);
+    if (effective.version() != layout->version()) WarnLayoutV1(*layout);
   }
   auto source = RangeSource::Create(kc, *ranges);
   if (!source.ok()) return Fail(source.status());
   prometheus::Registry registry;
   IngestMetrics metrics(registry);
-  RedisBitWriter writer(BitWriterOptionsFromConfig(config->redis, *redis, *layout));
+  BitWriterOptions wo = BitWriterOptionsFromConfig(config->redis, *redis, *layout);
+  // Replayed events may be in Redis already: read each key first, so that items
+  // already present are not written into the key's newest stage again.
+  wo.read_before_write = true;
+  RedisBitWriter writer(std::move(wo));
   Decoder decoder(config->events, config->filter);
   IngestOptions io;
   io.batch_max_events = static_cast<size_t>(config->pipeline.batch_max_events);

@@ -29,8 +29,12 @@ Status ConnectAndCheckMeta(const RedisOptions& options, const Layout& layout) {
   int64_t backoff = 200;
   for (;;) {
     auto conn = RedisConnection::Connect(options);
-    Status st = conn.ok() ? EnsureMeta(**conn, layout) : conn.status();
-    if (st.ok()) return st;
+    Layout effective;
+    Status st = conn.ok() ? EnsureMeta(**conn, layout, &effective) : conn.status();
+    if (st.ok()) {
+      if (effective.version() != layout.version()) WarnLayoutV1(layout);
+      return st;
+    }
     if (st.code() != StatusCode::kUnavailable) return st;
     if (!logged) {
       spdlog::error("{}; retrying until it answers (Ctrl-C to stop)", st.message());
@@ -75,8 +79,12 @@ int Run(const ConfigArgs& args) {
     spdlog::info("metrics on http://{}/metrics, /healthz, /readyz", config->metrics.listen);
   }
 
-  spdlog::info("layout: m={} k={} seed={} prefix='{}' bucket={}s window={}s", layout->m, layout->k,
-               layout->seed, layout->prefix, layout->bucket_seconds, layout->window_seconds);
+  spdlog::info("layout: version {} m={} k={} seed={} prefix='{}' bucket={}s window={}s{}",
+               layout->version(), layout->m, layout->k, layout->seed, layout->prefix,
+               layout->bucket_seconds, layout->window_seconds,
+               layout->version() == 2 ? fmt::format(" stages={} growth={} k_step={}",
+                                                    layout->stages, layout->growth, layout->k_step)
+                                      : "");
   Status st = ConnectAndCheckMeta(*redis, *layout);
   if (!st.ok()) {
     return Fail(st, st.code() == StatusCode::kCancelled          ? kExitOk

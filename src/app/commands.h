@@ -18,5 +18,6 @@ Action AddLoadgenCommand(CLI::App& app);
 Action AddReplayCommand(CLI::App& app);
 Action AddLagCommand(CLI::App& app);
 Action AddBenchRedisCommand(CLI::App& app);
+Action AddLayoutCommand(CLI::App& app);
 
 }  // namespace ef::app

@@ -18,7 +18,8 @@ std::atomic<bool> g_stop{false};
 
 void OnSignal(int) {
   if (g_stop.exchange(true)) {
-    const char msg[] = "exposure-filter: second signal, exiting now (uncommitted work is re-read)\n";
+    const char msg[] =
+        "exposure-filter: second signal, exiting now (uncommitted work is re-read)\n";
     [[maybe_unused]] ssize_t n = write(2, msg, sizeof msg - 1);
     _exit(130);
   }
@@ -36,7 +37,8 @@ void AddConfigOptions(CLI::App* cmd, ConfigArgs* args, bool required) {
 
 StatusOr<Config> LoadOrReport(const ConfigArgs& args) {
   auto config = LoadConfig(args.path, args.overrides);
-  if (!config.ok()) std::fprintf(stderr, "exposure-filter: %s\n", config.status().message().c_str());
+  if (!config.ok())
+    std::fprintf(stderr, "exposure-filter: %s\n", config.status().message().c_str());
   return config;
 }
 
@@ -63,6 +65,15 @@ void SleepUnlessStopped(int64_t ms) {
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   while (!g_stop.load() && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(ms, 50)));
+}
+
+void WarnLayoutV1(const Layout& configured) {
+  spdlog::warn(
+      "the layout stored at {}meta is version 1 (one stage): filters of users past "
+      "filter.items_per_bucket do not grow and their false-positive rate climbs; run "
+      "`exposure-filter layout upgrade -c <config>` (safe while `run` runs: writers switch to "
+      "version {} within 10 s)",
+      configured.prefix, configured.version());
 }
 
 int Fail(const Status& status, int code) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bloom/layout.h"
 #include "common/status.h"
 #include "config/config.h"
 
@@ -39,6 +40,10 @@ const std::atomic<bool>& InstallStopSignals();
 bool StopRequested();
 // Sleeps up to ms, returning early when a stop was requested.
 void SleepUnlessStopped(int64_t ms);
+
+// Logs (warning) that Redis holds the version-1 meta of `configured`'s stage 0, so
+// writes go to stage 0 alone until `exposure-filter layout upgrade`.
+void WarnLayoutV1(const Layout& configured);
 
 // Prints "exposure-filter: <message>" to stderr and returns `code`.
 int Fail(const Status& status, int code = kExitFailure);

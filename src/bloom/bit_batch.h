@@ -7,12 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "bloom/hash.h"
+
 namespace ef {
 
 struct KeyBits {
   std::string key;                  // `<prefix>{<user>}:<bucket>`
   int64_t expire_at = 0;            // EXPIREAT, epoch seconds
-  std::vector<uint32_t> positions;  // sorted, unique once the batch is sealed
+  std::vector<uint32_t> positions;  // stage 0's, sorted, unique once the batch is sealed
+  // The items' hashes, in arrival order (repeats possible), kept when the layout
+  // has more than one stage: the writer places them in later stages.
+  std::vector<Hash128> items;
 };
 
 struct BitBatch {

@@ -46,6 +46,10 @@ struct FilterConfig {
   int64_t items_per_bucket = 200;       // filter.items_per_bucket: expected exposures/user/bucket
   double fpr = 0.01;                    // filter.fpr: target FPR over the whole window
   uint32_t seed = 0;                    // filter.seed: MurmurHash3 seed
+  // Scalable filter (layout v2, docs/FORMAT.md rule 8); stages 1 = layout v1.
+  uint32_t stages = 8;  // filter.stages: stage limit
+  uint32_t growth = 2;  // filter.growth: capacity factor per stage
+  uint32_t k_step = 2;  // filter.k_step: extra positions per stage
 };
 
 struct EventsConfig {

@@ -318,6 +318,9 @@ std::vector<Field> BuildFields() {
   t.push_back(DoubleField("filter.fpr", &C::filter, &FilterConfig::fpr, 0, 1, true, true));
   t.push_back(IntField("filter.seed", &C::filter, &FilterConfig::seed, 0,
                        std::numeric_limits<uint32_t>::max()));
+  t.push_back(IntField("filter.stages", &C::filter, &FilterConfig::stages, 1, 32));
+  t.push_back(IntField("filter.growth", &C::filter, &FilterConfig::growth, 1, 16));
+  t.push_back(IntField("filter.k_step", &C::filter, &FilterConfig::k_step, 0, 64));
 
   // events
   t.push_back(StringField("events.format", &C::events, &EventsConfig::format, OneOf({"json"})));

@@ -1,6 +1,7 @@
 #include "metrics/ingest_metrics.h"
 
 #include <algorithm>
+#include <string>
 
 namespace ef {
 
@@ -90,6 +91,31 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
            .Help("Dead-letter copies not delivered yet (their offsets are not committed)")
            .Register(r)
            .Add({});
+  stage_advances = counter("exposure_filter_stage_advances_total",
+                           "Layout v2: stages started (a key's newest stage reached its fill)");
+  stage_limit_items =
+      counter("exposure_filter_stage_limit_items_total",
+              "Layout v2: items written into a key's last stage past its fill (filter.stages "
+              "reached: that user's false-positive rate climbs)");
+  stage_limit_keys = counter("exposure_filter_stage_limit_keys_total",
+                             "Layout v2: key writes with items past the last stage's fill");
+  stage0_fill_sum =
+      counter("exposure_filter_stage0_advance_fill_total",
+              "Layout v2: sum over advances out of stage 0 of stage 0's fill "
+              "then (set bits / m); divided by exposure_filter_stage0_advances_total: "
+              "the mean fill at advance");
+  stage0_fill_count =
+      counter("exposure_filter_stage0_advances_total", "Layout v2: advances out of stage 0");
+  keys_read = counter("exposure_filter_redis_keys_read_total",
+                      "Layout v2: keys read before writing (stage state not known: first "
+                      "write since start, refresh, rebalance; every key in replay)");
+  items_present = counter("exposure_filter_items_already_present_total",
+                          "Layout v2: items such a read found already set (not written again)");
+  stage_items_family_ = &prometheus::BuildCounter()
+                             .Name("exposure_filter_stage_items_total")
+                             .Help("Layout v2: items written, by the stage they went to")
+                             .Register(r);
+  StageItems(0);
   batch_events = &prometheus::BuildHistogram()
                       .Name("exposure_filter_batch_events")
                       .Help("Messages per batch")
@@ -106,6 +132,25 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
                      .Help("Redis acknowledgement time minus event time, per event")
                      .Register(r)
                      .Add({}, LatencyBuckets());
+}
+
+prometheus::Counter& IngestMetrics::StageItems(size_t stage) {
+  stage = std::min(stage, stage_items_.size() - 1);
+  if (!stage_items_[stage])
+    stage_items_[stage] = &stage_items_family_->Add({{"stage", std::to_string(stage)}});
+  return *stage_items_[stage];
+}
+
+void IngestMetrics::AddStages(const StageStats& s) {
+  for (size_t i = 0; i < s.items.size(); ++i)
+    if (s.items[i]) StageItems(i).Increment(static_cast<double>(s.items[i]));
+  if (s.advances) stage_advances->Increment(static_cast<double>(s.advances));
+  if (s.limit_items) stage_limit_items->Increment(static_cast<double>(s.limit_items));
+  if (s.limit_keys) stage_limit_keys->Increment(static_cast<double>(s.limit_keys));
+  if (s.stage0_advances) {
+    stage0_fill_count->Increment(static_cast<double>(s.stage0_advances));
+    stage0_fill_sum->Increment(static_cast<double>(s.stage0_fill_ppm_sum) / 1e6);
+  }
 }
 
 }  // namespace ef

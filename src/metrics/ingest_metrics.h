@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "bloom/stages.h"
 #include "event/event.h"
 #include "redis/connection.h"
 
@@ -57,11 +58,28 @@ struct IngestMetrics {
   prometheus::Counter* dead_letter_failed;
   prometheus::Counter* dead_letter_dropped;
   prometheus::Gauge* dead_letter_outstanding;  // exposure_filter_dead_letter_outstanding
-  prometheus::Histogram* batch_events;         // exposure_filter_batch_events
-  prometheus::Histogram* write_seconds;        // exposure_filter_redis_write_seconds
-  prometheus::Histogram* e2e_seconds;          // exposure_filter_end_to_end_latency_seconds
+  // Layout v2 (docs/OPERATING.md "Heavy users"):
+  prometheus::Counter* stage_advances;     // exposure_filter_stage_advances_total
+  prometheus::Counter* stage_limit_items;  // exposure_filter_stage_limit_items_total
+  prometheus::Counter* stage_limit_keys;   // exposure_filter_stage_limit_keys_total
+  prometheus::Counter* stage0_fill_sum;    // exposure_filter_stage0_advance_fill_total
+  prometheus::Counter* stage0_fill_count;  // exposure_filter_stage0_advances_total
+  prometheus::Counter* keys_read;          // exposure_filter_redis_keys_read_total
+  prometheus::Counter* items_present;      // exposure_filter_items_already_present_total
+  // exposure_filter_stage_items_total{stage}: series made on first use.
+  prometheus::Counter& StageItems(size_t stage);
+  prometheus::Histogram* batch_events;   // exposure_filter_batch_events
+  prometheus::Histogram* write_seconds;  // exposure_filter_redis_write_seconds
+  prometheus::Histogram* e2e_seconds;    // exposure_filter_end_to_end_latency_seconds
 
   static std::vector<double> LatencyBuckets();  // seconds, 1 ms .. 120 s
+
+  // Adds a batch's stage figures (from WriteStats) to the counters above.
+  void AddStages(const StageStats& s);
+
+ private:
+  prometheus::Family<prometheus::Counter>* stage_items_family_;
+  std::array<prometheus::Counter*, StageStats::kTrackedStages> stage_items_{};
 };
 
 }  // namespace ef

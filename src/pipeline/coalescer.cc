@@ -35,14 +35,19 @@ void Coalescer::Add(const Event& event) {
     kb.key.assign(scratch_key_);
     kb.expire_at = ExpireAt(bucket, layout_.bucket_seconds, layout_.window_seconds);
     kb.positions.clear();
+    kb.items.clear();
   }
-  std::vector<uint32_t>& positions = batch_.keys[idx].positions;
+  KeyBits& kb = batch_.keys[idx];
+  std::vector<uint32_t>& positions = kb.positions;
   const size_t old_size = positions.size();
   positions.resize(old_size + event.items.size() * layout_.k);
   uint32_t* out = positions.data() + old_size;
+  const bool keep_items = layout_.stages > 1;
   for (std::string_view item : event.items) {
-    ComputePositions(HashItem(item, layout_.seed), layout_.m, layout_.k, out);
+    const Hash128 h = HashItem(item, layout_.seed);
+    ComputePositions(h, layout_.m, layout_.k, out);
     out += layout_.k;
+    if (keep_items) kb.items.push_back(h);
   }
 }
 

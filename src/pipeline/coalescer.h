@@ -1,7 +1,9 @@
 // Coalescer: decoded events → a BitBatch with one entry per Redis key
 // (user × bucket of event.ts_ms, the write time: the decoder has already limited it
 // to its clock, docs/FORMAT.md rule 4), each item hashed once and its k positions
-// merged; Seal() sorts and dedupes each key's positions. Reuses all storage
+// merged (stage 0's positions; with a layout of several stages the item hashes
+// are kept too, for the writer to place in later stages); Seal() sorts and
+// dedupes each key's positions. Reuses all storage
 // across batches: in a steady state Add, Seal and Clear allocate nothing. Not
 // thread-safe.
 #pragma once

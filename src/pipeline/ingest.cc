@@ -127,6 +127,10 @@ void Ingest::RecordWritten(const Batch& batch, const WriteStats& stats, int64_t 
   metrics_->keys_skipped->Increment(static_cast<double>(stats.skipped_keys));
   metrics_->redis_commands->Increment(static_cast<double>(stats.commands));
   metrics_->expires_skipped->Increment(static_cast<double>(stats.expires_skipped));
+  if (stats.keys_read) metrics_->keys_read->Increment(static_cast<double>(stats.keys_read));
+  if (stats.items_present)
+    metrics_->items_present->Increment(static_cast<double>(stats.items_present));
+  metrics_->AddStages(stats.stages);
   metrics_->batches->Increment();
   metrics_->batch_events->Observe(static_cast<double>(batch.event_ts_ms.size()));
   metrics_->write_seconds->Observe(static_cast<double>(ack_ms - write_start_ms) / 1000.0);
@@ -394,6 +398,11 @@ Status Ingest::CommitAcked(bool sync) {
 }
 
 void Ingest::OnRevoke(const std::vector<TopicPartition>& partitions, bool lost) {
+  // Another daemon may write these partitions' users next, and later give them
+  // back: what the sink remembers about their keys (layout v2 stage states) must
+  // be read again then. (A partition newly assigned was revoked from us before, or
+  // never ours: nothing of it is remembered.)
+  sink_.ForgetKeyStates();
   auto revoked = [&](const TopicPartition& tp) {
     return std::find(partitions.begin(), partitions.end(), tp) != partitions.end();
   };

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "bloom/bit_batch.h"
+#include "bloom/stages.h"
 #include "common/status.h"
 
 namespace ef {
@@ -15,6 +16,9 @@ struct WriteStats {
   uint64_t keys = 0;             // keys written
   uint64_t skipped_keys = 0;     // keys Redis refused for good (e.g. WRONGTYPE): logged, counted
   uint64_t expires_skipped = 0;  // EXPIREATs not sent: the key already has that expiry
+  uint64_t keys_read = 0;        // keys read first (layout v2: stage state unknown)
+  uint64_t items_present = 0;    // items found already set by such a read (not written)
+  StageStats stages;             // layout v2: where the items went
 
   WriteStats& operator+=(const WriteStats& o) {
     commands += o.commands;
@@ -22,6 +26,9 @@ struct WriteStats {
     keys += o.keys;
     skipped_keys += o.skipped_keys;
     expires_skipped += o.expires_skipped;
+    keys_read += o.keys_read;
+    items_present += o.items_present;
+    stages += o.stages;
     return *this;
   }
 };
@@ -43,6 +50,9 @@ class BitSink {
   // True when Await would return without waiting (the default Await writes
   // synchronously: always true).
   virtual bool Ready() { return true; }
+  // The group's assignment changed: what the sink remembers about keys may be
+  // stale (another writer may have written them meanwhile). Thread-safe.
+  virtual void ForgetKeyStates() {}
   virtual Status Await(WriteStats* stats) {
     const BitBatch* batch = in_flight_;
     in_flight_ = nullptr;

@@ -6,6 +6,7 @@
 #include <climits>
 #include <ctime>
 
+#include "bloom/keys.h"
 #include "common/printable.h"
 #include "redis/meta.h"
 
@@ -44,13 +45,34 @@ RedisBitWriter::~RedisBitWriter() {
 
 Status RedisBitWriter::CheckMeta(RedisConnection& conn) {
   if (!options_.layout) return Status::Ok();
-  Status st = EnsureMeta(conn, *options_.layout);
+  Layout effective;
+  Status st = EnsureMeta(conn, *options_.layout, &effective);
   if (st.code() == StatusCode::kFailedPrecondition || st.code() == StatusCode::kInternal) {
     // The layout changed while we were away (or the meta key is not a hash):
     // writing on would corrupt every filter. Final for this writer.
     fatal_ = FailedPrecondition("redis " + conn.address() + ": " + st.message());
     return fatal_;
   }
+  if (!st.ok()) return st;
+  const bool was_v1 = effective_ && effective_->version() == 1;
+  if (effective.version() == 2 && was_v1) {
+    spdlog::info(
+        "redis {}: the layout stored at {} is version 2 now: heavy users' filters grow "
+        "in stages from this write on",
+        conn.address(), MetaKey(effective.prefix));
+  }
+  effective_ = std::move(effective);
+  stages_ = effective_->version() == 2 ? effective_->stage_table : std::vector<Stage>{};
+  return Status::Ok();
+}
+
+Status RedisBitWriter::RecheckMeta(int64_t now_s) {
+  if (!options_.layout || options_.layout->version() == 1 || stages_.size() > 1)
+    return Status::Ok();
+  if (now_s < next_meta_check_s_) return Status::Ok();
+  next_meta_check_s_ = now_s + 10;
+  Status st = CheckMeta(*conn_);
+  if (!st.ok() && st.code() == StatusCode::kUnavailable) conn_.reset();
   return st;
 }
 
@@ -62,40 +84,37 @@ Status RedisBitWriter::EnsureConnected() {
   // Redis may have restarted empty, or failed over: trust no cached expiry, and
   // put the meta back if it is gone.
   expire_cache_.Clear();
+  forget_states_ = false;
   EF_RETURN_IF_ERROR(CheckMeta(**conn));
   conn_ = std::move(conn.value());
   return Status::Ok();
 }
 
-size_t RedisBitWriter::AppendKey(const KeyBits& kb, bool with_expire, const uint32_t* probe) {
-  size_t commands = 0;
+size_t RedisBitWriter::AppendBits(const std::string& key, const uint32_t* p, size_t n,
+                                  const uint32_t* probe) {
   if (options_.mode == WriteMode::kBitfield) {
-    AppendRespArrayHeader(2 + 4 * kb.positions.size() + (probe ? 3 : 0), &buffer_);
+    AppendRespArrayHeader(2 + 4 * n + (probe ? 3 : 0), &buffer_);
     AppendRespBulk("BITFIELD", &buffer_);
-    AppendRespBulk(kb.key, &buffer_);
+    AppendRespBulk(key, &buffer_);
     if (probe) {
       // First, so that it reads the bit as it was before this write.
       buffer_.append("$3\r\nGET\r\n$2\r\nu1\r\n");
       AppendRespBulk(static_cast<uint64_t>(*probe), &buffer_);
     }
-    for (uint32_t p : kb.positions) {
+    for (size_t i = 0; i < n; ++i) {
       buffer_.append("$3\r\nSET\r\n$2\r\nu1\r\n");
-      AppendRespBulk(static_cast<uint64_t>(p), &buffer_);
+      AppendRespBulk(static_cast<uint64_t>(p[i]), &buffer_);
       buffer_.append("$1\r\n1\r\n");
     }
-    commands = 1;
-  } else {
-    for (uint32_t p : kb.positions) {
-      buffer_.append("*4\r\n$6\r\nSETBIT\r\n");
-      AppendRespBulk(kb.key, &buffer_);
-      AppendRespBulk(static_cast<uint64_t>(p), &buffer_);
-      buffer_.append("$1\r\n1\r\n");
-    }
-    commands = kb.positions.size();
+    return 1;
   }
-  if (!with_expire) return commands;
-  AppendExpire(kb);
-  return commands + 1;
+  for (size_t i = 0; i < n; ++i) {
+    buffer_.append("*4\r\n$6\r\nSETBIT\r\n");
+    AppendRespBulk(key, &buffer_);
+    AppendRespBulk(static_cast<uint64_t>(p[i]), &buffer_);
+    buffer_.append("$1\r\n1\r\n");
+  }
+  return n;
 }
 
 void RedisBitWriter::AppendExpire(const KeyBits& kb) {
@@ -146,29 +165,156 @@ Status RedisBitWriter::Pipeline(size_t commands) {
   return Status::Ok();
 }
 
+Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteStats* stats) {
+  if (forget_states_.exchange(false)) expire_cache_.ForgetStages();
+  plans_.assign(batch.size, KeyPlan{});
+  groups_.clear();
+  group_positions_.clear();
+  reads_.clear();
+  size_t skip_items = 0;
+  for (size_t k = 0; k < batch.size; ++k) {
+    KeyPlan& plan = plans_[k];
+    if (options_.read_before_write ||
+        !expire_cache_.StageKnown(batch.keys[k].key, now_s, &plan.state.stage, &plan.state.fill)) {
+      reads_.push_back(k);
+      skip_items += batch.keys[k].items.size();
+    }
+  }
+  // Keys whose state is unknown: read them (one round per max_commands_per_round).
+  skip_.assign(skip_items, 0);
+  std::vector<size_t> skip_at(batch.size, SIZE_MAX);
+  std::vector<std::vector<std::string>> commands;
+  std::vector<RedisReply> replies;
+  size_t next_skip = 0;
+  for (size_t at = 0; at < reads_.size();) {
+    const size_t end = std::min(reads_.size(), at + options_.max_commands_per_round);
+    commands.clear();
+    for (size_t r = at; r < end; ++r) commands.push_back({"GET", batch.keys[reads_[r]].key});
+    Status st = conn_->Commands(commands, &replies);
+    if (!st.ok()) {
+      RedisErrorKind kind = conn_->last_error_kind();
+      conn_.reset();
+      return Fail(kind, st);
+    }
+    stats->commands += commands.size();
+    for (size_t r = at; r < end; ++r) {
+      const size_t k = reads_[r];
+      const KeyBits& kb = batch.keys[k];
+      const RedisReply& reply = replies[r - at];
+      if (reply.type == RedisReply::Type::kError) {
+        RedisConnection::ReplyError e{r - at, RedisConnection::ClassifyErrorReply(reply.str),
+                                      reply.str};
+        if (observer_) observer_(e.kind);
+        if (e.kind != RedisErrorKind::kWrongType) return ReplyFailure("reading", kb.key, e);
+        key_state_[k].failed = true;
+        ++stats->skipped_keys;
+        spdlog::warn("redis: key '{}' holds another type ({}); its bits are skipped",
+                     Printable(kb.key), Printable(e.text));
+        continue;
+      }
+      const std::string_view value = reply.str;
+      KeyPlan& plan = plans_[k];
+      plan.read = true;
+      plan.state.stage = static_cast<uint32_t>(StagesPresent(stages_, value.size()) - 1);
+      plan.state.fill = StagePopcount(value, stages_[plan.state.stage]);
+      skip_at[k] = next_skip;
+      for (const Hash128& h : kb.items) {
+        const bool present = !value.empty() && ValueContains(value, stages_, h);
+        skip_[next_skip++] = present;
+        stats->items_present += present;
+      }
+      ++stats->keys_read;
+    }
+    at = end;
+  }
+  // Where each key's items go.
+  for (size_t k = 0; k < batch.size; ++k) {
+    const KeyBits& kb = batch.keys[k];
+    KeyPlan& plan = plans_[k];
+    plan.first_group = groups_.size();
+    if (key_state_[k].failed) continue;
+    const uint8_t* skip = skip_at[k] == SIZE_MAX ? nullptr : skip_.data() + skip_at[k];
+    plan.staged = planner_.Plan(plan.state, kb.items.data(), kb.items.size(), skip, &stats->stages);
+    if (!plan.staged) {
+      PlannedGroup g;
+      g.p = kb.positions.data();
+      g.n = kb.positions.size();
+      groups_.push_back(g);
+    } else {
+      const size_t base = group_positions_.size();
+      group_positions_.insert(group_positions_.end(), planner_.positions().begin(),
+                              planner_.positions().end());
+      for (const auto& pg : planner_.groups()) {
+        PlannedGroup g;
+        g.stage = pg.stage;
+        g.begin = base + pg.begin;
+        g.n = pg.end - pg.begin;
+        groups_.push_back(g);
+      }
+    }
+    plan.n_groups = groups_.size() - plan.first_group;
+  }
+  for (PlannedGroup& g : groups_) {
+    if (g.begin != SIZE_MAX) g.p = group_positions_.data() + g.begin;
+  }
+  return Status::Ok();
+}
+
 Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
   WriteStats local;
   Status st = EnsureConnected();
   if (!st.ok()) return Fail(RedisErrorKind::kConnect, st);
   const int64_t now_s = static_cast<int64_t>(std::time(nullptr));
+  st = RecheckMeta(now_s);
+  if (!st.ok()) return Fail(RedisErrorKind::kReply, st);
   key_state_.assign(batch.size, KeyState{});
+  const bool staged = stages_.size() > 1;
+  if (staged) EF_RETURN_IF_ERROR(PlanStages(batch, now_s, &local));
+  const bool bitfield = options_.mode == WriteMode::kBitfield;
   size_t i = 0;
   while (i < batch.size) {
     buffer_.clear();
     command_key_.clear();
+    command_group_.clear();
     size_t first_key = i;
     while (i < batch.size &&
            (command_key_.size() < options_.max_commands_per_round || i == first_key)) {
       const KeyBits& kb = batch.keys[i];
       KeyState& ks = key_state_[i];
+      if (staged && plans_[i].n_groups == 0) {
+        // Refused by its read (WRONGTYPE), or every item already present.
+        ks.nothing_to_write = !ks.failed;
+        ++i;
+        continue;
+      }
       uint32_t sentinel = 0;
       ks.expire_sent = !expire_cache_.Known(kb.key, kb.expire_at, now_s, &sentinel);
-      const bool probe = !ks.expire_sent && options_.mode == WriteMode::kBitfield;
-      size_t n = AppendKey(kb, ks.expire_sent, probe ? &sentinel : nullptr);
-      command_key_.insert(command_key_.end(), n, i);
-      local.bits += kb.positions.size();
+      const bool probe = !ks.expire_sent && bitfield;
+      if (staged) {
+        const KeyPlan& plan = plans_[i];
+        for (size_t g = plan.first_group; g < plan.first_group + plan.n_groups; ++g) {
+          const PlannedGroup& pg = groups_[g];
+          const bool with_probe = probe && g == plan.first_group;
+          size_t n = AppendBits(kb.key, pg.p, pg.n, with_probe ? &sentinel : nullptr);
+          command_key_.insert(command_key_.end(), n, i);
+          command_group_.insert(command_group_.end(), n, g);
+          local.bits += pg.n;
+        }
+      } else {
+        size_t n = AppendBits(kb.key, kb.positions.data(), kb.positions.size(),
+                              probe ? &sentinel : nullptr);
+        command_key_.insert(command_key_.end(), n, i);
+        command_group_.insert(command_group_.end(), n, SIZE_MAX);
+        local.bits += kb.positions.size();
+      }
+      if (ks.expire_sent) {
+        AppendExpire(kb);
+        command_key_.push_back(i);
+        command_group_.push_back(SIZE_MAX);
+      }
       ++i;
     }
+    if (command_key_.empty()) continue;
     EF_RETURN_IF_ERROR(Pipeline(command_key_.size()));
     local.commands += command_key_.size();
     size_t last_skipped = SIZE_MAX;
@@ -188,15 +334,22 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
       return ReplyFailure("writing", batch.keys[key_index].key, e);
     }
     // Which keys showed an old bit set (the key held data of an earlier write),
-    // and which EXPIREATs found their key.
+    // which EXPIREATs found their key, and (v2) how many bits each stage gained.
     for (size_t c = 0; c < command_key_.size(); ++c) {
       KeyState& ks = key_state_[command_key_[c]];
+      const bool first_of_key = c == 0 || command_key_[c - 1] != command_key_[c];
       const bool last_of_key =
           c + 1 == command_key_.size() || command_key_[c + 1] != command_key_[c];
       if (ks.expire_sent && last_of_key) {
         ks.expire_set = ints_[c].count == 1 && ints_[c].first == 1;
-      } else if (ints_[c].zeros < ints_[c].count) {
-        ks.old_bit_set = true;
+        continue;
+      }
+      if (ints_[c].zeros < ints_[c].count) ks.old_bit_set = true;
+      if (command_group_[c] != SIZE_MAX) {
+        const bool had_probe = !ks.expire_sent && bitfield && first_of_key;
+        uint64_t zeros = ints_[c].zeros;
+        if (had_probe && ints_[c].count > 0 && ints_[c].first == 0) --zeros;
+        groups_[command_group_[c]].new_bits += zeros;
       }
     }
   }
@@ -207,7 +360,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
   for (size_t k = 0; k < batch.size; ++k) {
     const KeyState& ks = key_state_[k];
     if (ks.expire_sent) continue;
-    if (ks.failed || ks.old_bit_set) {
+    if (ks.failed || ks.old_bit_set || ks.nothing_to_write) {
       ++local.expires_skipped;
     } else {
       follow_up_.push_back(k);
@@ -238,19 +391,59 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
       at = end;
     }
   }
+  if (staged) RememberStages(batch, now_s);
   // Remember every expiry Redis set (a WRONGTYPE key's too: its writes fail for
   // good, and remembering it saves re-sending EXPIREAT), with the first
   // position of the write that preceded it as the sentinel.
   for (size_t k = 0; k < batch.size; ++k) {
     const KeyBits& kb = batch.keys[k];
-    if (key_state_[k].expire_set)
-      expire_cache_.Remember(kb.key, kb.expire_at, now_s,
-                             kb.positions.empty() ? 0 : kb.positions.front());
+    if (!key_state_[k].expire_set) continue;
+    // The sentinel: a bit this write set (v2: of the key's first stage written).
+    uint32_t sentinel = kb.positions.empty() ? 0 : kb.positions.front();
+    if (staged && plans_[k].n_groups > 0 && groups_[plans_[k].first_group].n > 0)
+      sentinel = groups_[plans_[k].first_group].p[0];
+    expire_cache_.Remember(kb.key, kb.expire_at, now_s, sentinel);
   }
   local.keys = batch.size - local.skipped_keys;
+  if (local.stages.limit_items) LogStageLimit(local.stages, now_s);
   last_error_ = RedisErrorKind::kNone;
   if (stats) *stats = local;
   return Status::Ok();
+}
+
+void RedisBitWriter::RememberStages(const BitBatch& batch, int64_t now_s) {
+  for (size_t k = 0; k < batch.size; ++k) {
+    const KeyState& ks = key_state_[k];
+    const KeyPlan& plan = plans_[k];
+    const std::string& key = batch.keys[k].key;
+    if (ks.failed) continue;
+    if (!ks.expire_sent && !ks.old_bit_set && !ks.nothing_to_write) {
+      // Found lost (a follow-up EXPIREAT key): its remembered state is wrong.
+      expire_cache_.Forget(key);
+      continue;
+    }
+    StageState after = plan.state;
+    if (plan.n_groups > 0) {
+      const PlannedGroup& g = groups_[plan.first_group + plan.n_groups - 1];
+      const uint64_t base = g.stage == plan.state.stage ? plan.state.fill : 0;
+      after.stage = g.stage;
+      after.fill = static_cast<uint32_t>(std::min<uint64_t>(base + g.new_bits, UINT32_MAX));
+    }
+    expire_cache_.RememberStage(key, now_s, after.stage, after.fill, plan.read);
+  }
+}
+
+void RedisBitWriter::LogStageLimit(const StageStats& s, int64_t now_s) {
+  limit_items_ += s.limit_items;
+  limit_keys_ += s.limit_keys;
+  if (now_s - limit_logged_at_s_ < 60) return;
+  spdlog::warn(
+      "redis: {} item(s) of {} key write(s) went into the last stage past its fill since the "
+      "last report (filter.stages = {} reached): those users' false-positive rate climbs; raise "
+      "filter.stages (exposure_filter_stage_limit_items_total)",
+      limit_items_, limit_keys_, stages_.size());
+  limit_items_ = limit_keys_ = 0;
+  limit_logged_at_s_ = now_s;
 }
 
 void RedisBitWriter::LogLostKeys(const BitBatch& batch, int64_t now_s) {

@@ -38,6 +38,18 @@
 // setbit mode (no sentinel) only some old bit of the write itself counts, so
 // sparse keys get more follow-up EXPIREATs.
 //
+// Layout v2 (docs/FORMAT.md rule 8). Each key's items go to the stage the key
+// fills (StagePlanner): one BITFIELD per stage written. The writer learns a key's
+// stage state by reading the key (`GET`, one extra round per batch, only for keys
+// whose state it does not know: first write since start, a reconnect, an
+// assignment change, or every expire_refresh) and from then on from the old bits
+// its writes return, so a batch of known keys costs no extra round trip. Items the
+// read finds already present (a replay, a redelivery) are not written again, so
+// replaying a range does not fill a stage by itself; read_before_write reads every
+// key of every batch (replay). While the stored meta is version 1 (a v2 config on
+// data not yet upgraded) the writer writes stage 0 only and reads the meta again
+// every 10 s, switching to the stages once `exposure-filter layout upgrade` ran.
+//
 // Connections: a lost connection is re-established on the next Write; the
 // expire cache is then cleared and, if options.layout is set, `<prefix>meta` is
 // ensured (created if absent, else compared), as it is after a Write found keys
@@ -51,6 +63,8 @@
 // Printable (common/printable.h).
 #pragma once
 
+#include <atomic>
+#include <climits>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -64,6 +78,7 @@
 #include "pipeline/sink.h"
 #include "redis/connection.h"
 #include "redis/expire_cache.h"
+#include "redis/stage_planner.h"
 
 namespace ef {
 
@@ -78,6 +93,9 @@ struct BitWriterOptions {
   // Set: `<prefix>meta` is ensured (created if absent, else compared) on every
   // (re)connect, so a Redis that restarted empty gets it back.
   std::optional<Layout> layout;
+  // Layout v2: read every key before writing it, not only keys whose stage state
+  // is unknown (for replay: every item already present is then skipped).
+  bool read_before_write = false;
 };
 
 // From redis.* config keys (write_mode, expire cache), over `redis`; no layout.
@@ -95,6 +113,11 @@ class RedisBitWriter : public BitSink {
   void Send(const BitBatch& batch) override;
   Status Await(WriteStats* stats) override;
   bool Ready() override;
+  void ForgetKeyStates() override { forget_states_ = true; }
+
+  // The layout in use after the last meta check (the configured one, or its
+  // stage 0 alone while the stored meta is version 1). Call between writes.
+  const Layout* effective_layout() const { return effective_ ? &*effective_ : nullptr; }
 
   // Error kind of the last failed Write (for metrics), kNone after a success.
   RedisErrorKind last_error_kind() const { return last_error_; }
@@ -107,10 +130,11 @@ class RedisBitWriter : public BitSink {
  private:
   // What one Write learnt about a key of its batch.
   struct KeyState {
-    bool expire_sent = false;  // EXPIREAT went with the write (cache miss)
-    bool expire_set = false;   // an EXPIREAT of this Write returned 1
-    bool old_bit_set = false;  // a reply of the write showed an old bit 1
-    bool failed = false;       // the key's write was refused (WRONGTYPE)
+    bool nothing_to_write = false;  // v2: every item was already present
+    bool expire_sent = false;       // EXPIREAT went with the write (cache miss)
+    bool expire_set = false;        // an EXPIREAT of this Write returned 1
+    bool old_bit_set = false;       // a reply of the write showed an old bit 1
+    bool failed = false;            // the key's write was refused (WRONGTYPE)
   };
 
   Status WriteOnce(const BitBatch& batch, WriteStats* stats);
@@ -125,11 +149,19 @@ class RedisBitWriter : public BitSink {
   // kUnavailable.
   Status ReplyFailure(const char* what, const std::string& key,
                       const RedisConnection::ReplyError& e);
-  // Appends the commands of one key; returns how many commands it appended.
+  // Appends the commands that set positions p[0..n) in `key`; returns how many.
   // probe: read that bit first (BITFIELD GET), as the reply's first integer.
-  size_t AppendKey(const KeyBits& kb, bool with_expire, const uint32_t* probe);
+  size_t AppendBits(const std::string& key, const uint32_t* p, size_t n, const uint32_t* probe);
+  // Layout v2: reads the keys whose stage state is unknown and plans every key
+  // (plans_, groups_, group_positions_).
+  Status PlanStages(const BitBatch& batch, int64_t now_s, WriteStats* stats);
+  // Layout v2: records each written key's stage state after the write.
+  void RememberStages(const BitBatch& batch, int64_t now_s);
+  // The stored meta may have been upgraded to version 2 meanwhile.
+  Status RecheckMeta(int64_t now_s);
   void AppendExpire(const KeyBits& kb);
   void LogLostKeys(const BitBatch& batch, int64_t now_s);
+  void LogStageLimit(const StageStats& s, int64_t now_s);
   void WorkerLoop();
 
   BitWriterOptions options_;
@@ -139,11 +171,38 @@ class RedisBitWriter : public BitSink {
   std::vector<size_t> command_key_;  // for each command of the round: its key index
   std::vector<KeyState> key_state_;  // per key of the batch
   std::vector<size_t> follow_up_;    // keys that get EXPIREAT in a follow-up round
+  // Layout v2, per key of the batch: where its bits go.
+  struct KeyPlan {
+    bool staged = false;  // groups_[first_group, +n_groups) (else: kb.positions)
+    bool read = false;    // the state was read from Redis in this Write
+    size_t first_group = 0, n_groups = 0;
+    StageState state;  // before the write
+  };
+  struct PlannedGroup {
+    uint32_t stage = 0;
+    const uint32_t* p = nullptr;  // positions: kb.positions or in group_positions_
+    size_t n = 0;
+    size_t begin = SIZE_MAX;  // offset in group_positions_ (SIZE_MAX: p is set)
+    uint64_t new_bits = 0;    // old bits that were 0 (from the replies)
+  };
+  std::optional<Layout> effective_;
+  std::vector<Stage> stages_;  // effective_'s stage table; size <= 1: v1
+  StagePlanner planner_{stages_};
+  std::vector<KeyPlan> plans_;
+  std::vector<PlannedGroup> groups_;
+  std::vector<uint32_t> group_positions_;
+  std::vector<size_t> command_group_;  // per command of the round: groups_ index or SIZE_MAX
+  std::vector<uint8_t> skip_;          // scratch: items a read found present
+  std::vector<size_t> reads_;          // keys whose state is read in this Write
+  std::atomic<bool> forget_states_{false};
+  int64_t next_meta_check_s_ = 0;
   std::vector<RedisConnection::ReplyError> errors_;
   std::vector<ReplyScanner::Ints> ints_;  // per command of the round
   Status fatal_;                          // set once the stored layout differs
   uint64_t lost_keys_ = 0;                // since the last log line about them
   int64_t lost_logged_at_s_ = 0;
+  uint64_t limit_items_ = 0, limit_keys_ = 0;  // since the last log line about them
+  int64_t limit_logged_at_s_ = 0;
   RedisErrorKind last_error_ = RedisErrorKind::kNone;
   std::function<void(RedisErrorKind)> observer_;
 

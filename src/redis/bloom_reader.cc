@@ -2,7 +2,7 @@
 
 #include "bloom/hash.h"
 #include "bloom/keys.h"
-#include "bloom/positions.h"
+#include "bloom/stages.h"
 
 namespace ef {
 
@@ -13,20 +13,12 @@ CheckResult TestItems(const Layout& layout, const std::vector<std::string>& buck
   r.seen.assign(items.size(), false);
   r.seen_bucket.assign(items.size(), -1);
   for (const auto& v : bucket_values) r.buckets_present += v.empty() ? 0 : 1;
-  std::vector<uint32_t> pos(layout.k);
   for (size_t i = 0; i < items.size(); ++i) {
-    ComputePositions(HashItem(items[i], layout.seed), layout.m, layout.k, pos.data());
+    const Hash128 h = HashItem(items[i], layout.seed);
     for (size_t b = bucket_values.size(); b-- > 0;) {  // newest first
       const std::string& v = bucket_values[b];
       if (v.empty()) continue;
-      bool all = true;
-      for (uint32_t p : pos) {
-        if (!TestBit(v.data(), v.size(), p)) {
-          all = false;
-          break;
-        }
-      }
-      if (all) {
+      if (ValueContains(v, layout.stage_table, h)) {
         r.seen[i] = true;
         r.seen_bucket[i] = bucket_starts[b];
         break;

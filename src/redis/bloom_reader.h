@@ -1,10 +1,11 @@
 // BloomReader: the read side. For one user and candidate items, reads the user's
 // live buckets and the next one (ReadBuckets: tolerates writer clocks up to one
 // bucket ahead) with one MGET (one round trip; all keys share the user's hash tag,
-// so this also works on Redis Cluster) and tests each item's k bits. An item is
-// seen if all k bits are set in at least one bucket read; a missing key is an
-// empty filter (contract v1 revision 2, rule 6). A user ID that has no valid key
-// (rule 4: empty, or starting with '}') is an error, not an empty result.
+// so this also works on Redis Cluster) and tests each item's positions in every
+// stage the value holds. An item is seen if all k_s positions of some stage s are
+// set in at least one bucket read; a missing key is an empty filter (docs/FORMAT.md
+// rule 6; v2 rule 8). The layout must be the stored one (redis/meta.h ReadLayout). A user ID that
+// has no valid key (rule 4: empty, or starting with '}') is an error, not an empty result.
 #pragma once
 
 #include <cstdint>

@@ -196,6 +196,33 @@ StatusOr<RedisReply> RedisConnection::Command(const std::vector<std::string>& ar
   return out;
 }
 
+Status RedisConnection::Commands(const std::vector<std::vector<std::string>>& commands,
+                                 std::vector<RedisReply>* replies) {
+  replies->clear();
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (const auto& args : commands) {
+    argv.clear();
+    lens.clear();
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(impl_->ctx, static_cast<int>(args.size()), argv.data(),
+                               lens.data()) != REDIS_OK)
+      return ConnectionError(args.empty() ? "command" : args[0]);
+  }
+  replies->reserve(commands.size());
+  for (size_t i = 0; i < commands.size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(impl_->ctx, &raw) != REDIS_OK || !raw)
+      return ConnectionError(commands[i].empty() ? "command" : commands[i][0]);
+    replies->push_back(Convert(static_cast<redisReply*>(raw)));
+    freeReplyObject(raw);
+  }
+  return Status::Ok();
+}
+
 Status RedisConnection::Pipeline(const char* data, size_t len, size_t count,
                                  std::vector<ReplyError>* errors,
                                  std::vector<ReplyScanner::Ints>* ints) {

@@ -67,6 +67,12 @@ class RedisConnection {
   // kError (not a failed status); failed status only for connection problems.
   StatusOr<RedisReply> Command(const std::vector<std::string>& args);
 
+  // Several commands in one round trip, replies materialised (for the non-hot
+  // paths, e.g. the writer's reads of keys it does not know yet). A failed status
+  // only for connection problems (then the connection is unusable: reconnect).
+  Status Commands(const std::vector<std::vector<std::string>>& commands,
+                  std::vector<RedisReply>* replies);
+
   // Pipelining: sends `len` bytes of pre-formatted RESP commands and reads their
   // `count` replies. Sending and reading interleave (non-blocking socket, poll),
   // so replies are consumed while the request is still going out, and replies are

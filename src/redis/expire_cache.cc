@@ -57,46 +57,85 @@ void ExpireCache::Table::Clear() {
 }
 
 bool ExpireCache::Fresh(const Slot& e, int64_t expire_at, int64_t now_s) const {
-  return e.expire_at == expire_at && now_s - static_cast<int64_t>(e.set_at_s) < refresh_s_ &&
+  return e.expire_at != 0 && e.expire_at == expire_at &&
+         now_s - static_cast<int64_t>(e.set_at_s) < refresh_s_ &&
          expire_at - now_s >= min_remaining_s_;
 }
 
-bool ExpireCache::Known(std::string_view key, int64_t expire_at, int64_t now_s,
-                        uint32_t* sentinel) const {
-  if (!generation_capacity_) return false;
-  const uint64_t h = KeyHash(key);
-  const Slot* s = current_.Find(h);
-  if (!s) {
-    s = previous_.Find(h);
-    if (!s) return false;
-  }
-  const bool fresh = Fresh(*s, expire_at, now_s);
-  if (fresh && sentinel) *sentinel = s->sentinel;
-  return fresh;
+const ExpireCache::Slot* ExpireCache::Lookup(uint64_t hash) const {
+  if (const Slot* s = current_.Find(hash)) return s;
+  return previous_.Find(hash);
 }
 
-void ExpireCache::Forget(std::string_view key) {
-  if (!generation_capacity_) return;
-  const uint64_t h = KeyHash(key);
-  // INT64_MIN is no key's expiry: the entry can never be fresh again.
-  if (Slot* s = current_.Find(h)) s->expire_at = INT64_MIN;
-  if (Slot* s = previous_.Find(h)) s->expire_at = INT64_MIN;
-}
-
-void ExpireCache::Remember(std::string_view key, int64_t expire_at, int64_t now_s,
-                           uint32_t sentinel) {
-  if (!generation_capacity_) return;
-  const uint64_t h = KeyHash(key);
-  if (current_.used >= generation_capacity_ && !current_.Find(h)) {
+ExpireCache::Slot* ExpireCache::Touch(uint64_t hash) {
+  if (Slot* s = current_.Find(hash)) return s;
+  Slot carried;
+  if (const Slot* old = previous_.Find(hash)) carried = *old;
+  if (current_.used >= generation_capacity_) {
     // The current generation is full: it becomes the previous one (the older
     // is dropped), and the new current one reuses the dropped one's memory.
     std::swap(previous_, current_);
     current_.Clear();
   }
-  Slot* s = current_.FindOrInsert(h);
-  s->expire_at = expire_at;
+  Slot* s = current_.FindOrInsert(hash);
+  if (carried.hash == hash) *s = carried;
+  return s;
+}
+
+bool ExpireCache::Known(std::string_view key, int64_t expire_at, int64_t now_s,
+                        uint32_t* sentinel) const {
+  if (!generation_capacity_) return false;
+  const Slot* s = Lookup(KeyHash(key));
+  if (!s) return false;
+  const bool fresh = Fresh(*s, expire_at, now_s);
+  if (fresh && sentinel) *sentinel = s->sentinel;
+  return fresh;
+}
+
+bool ExpireCache::StageKnown(std::string_view key, int64_t now_s, uint32_t* stage,
+                             uint32_t* fill) const {
+  if (!generation_capacity_) return false;
+  const Slot* s = Lookup(KeyHash(key));
+  if (!s || !s->has_stage || now_s - static_cast<int64_t>(s->stage_read_s) >= refresh_s_)
+    return false;
+  *stage = s->stage;
+  *fill = s->fill;
+  return true;
+}
+
+void ExpireCache::Forget(std::string_view key) {
+  if (!generation_capacity_) return;
+  const uint64_t h = KeyHash(key);
+  for (Table* t : {&current_, &previous_}) {
+    if (Slot* s = t->Find(h)) {
+      s->expire_at = 0;
+      s->has_stage = 0;
+    }
+  }
+}
+
+void ExpireCache::Remember(std::string_view key, int64_t expire_at, int64_t now_s,
+                           uint32_t sentinel) {
+  if (!generation_capacity_) return;
+  Slot* s = Touch(KeyHash(key));
+  s->expire_at = static_cast<uint32_t>(std::clamp<int64_t>(expire_at, 1, UINT32_MAX));
   s->set_at_s = static_cast<uint32_t>(now_s);
   s->sentinel = sentinel;
+}
+
+void ExpireCache::RememberStage(std::string_view key, int64_t now_s, uint32_t stage, uint32_t fill,
+                                bool read) {
+  if (!generation_capacity_) return;
+  Slot* s = Touch(KeyHash(key));
+  if (read || !s->has_stage) s->stage_read_s = static_cast<uint32_t>(now_s);
+  s->stage = static_cast<uint8_t>(stage);
+  s->fill = fill;
+  s->has_stage = 1;
+}
+
+void ExpireCache::ForgetStages() {
+  for (Table* t : {&current_, &previous_})
+    for (Slot& s : t->slots) s.has_stage = 0;
 }
 
 void ExpireCache::Clear() {

@@ -12,8 +12,13 @@
 // trusted (clock skew between the daemon and Redis). The writer clears it when
 // its connection is re-established (Redis may have restarted empty) and forgets
 // the keys of a write that failed.
+// With layout v2 it also keeps each key's stage state (docs/FORMAT.md rule 8): the
+// stage the writer fills and how many of its bits are set, learnt by reading the
+// key once and kept up to date from the old bits the writes return; trusted for
+// `refresh_s` seconds after that read, then the key is read again (other writers'
+// bits are not seen in between). Forget and Clear drop it with the expiry.
 // capacity 0 disables the cache. Keys are remembered by a 64-bit hash, in flat
-// open-addressing tables (24 bytes a slot, at most half full, grown on demand):
+// open-addressing tables (32 bytes a slot, at most half full, grown on demand):
 // no allocation per key. Times are epoch seconds up to 2106. Not thread-safe.
 #pragma once
 
@@ -34,9 +39,18 @@ class ExpireCache {
   // Records that Redis acknowledged EXPIREAT key expire_at at time now_s, after
   // the bit at `sentinel` was set in the key.
   void Remember(std::string_view key, int64_t expire_at, int64_t now_s, uint32_t sentinel = 0);
-  // The key's expiry is no longer trusted (Known is false until Remember).
+  // The key's stage state at time now_s, if known and read from Redis less than
+  // refresh_s ago.
+  bool StageKnown(std::string_view key, int64_t now_s, uint32_t* stage, uint32_t* fill) const;
+  // Records the key's stage state; `read` = just read from Redis (restarts the
+  // trust period), else updated from a write's replies (keeps it).
+  void RememberStage(std::string_view key, int64_t now_s, uint32_t stage, uint32_t fill, bool read);
+  // Nothing about the key is trusted any more (Known and StageKnown are false
+  // until Remember / RememberStage).
   void Forget(std::string_view key);
   void Clear();
+  // Every key's stage state is no longer trusted (expiries stay).
+  void ForgetStages();
   size_t size() const { return current_.used + previous_.used; }
   bool enabled() const { return generation_capacity_ > 0; }
 
@@ -44,10 +58,14 @@ class ExpireCache {
 
  private:
   struct Slot {
-    uint64_t hash = 0;  // 0 = empty (a key hashing to 0 is stored as 1)
-    int64_t expire_at = 0;
+    uint64_t hash = 0;       // 0 = empty (a key hashing to 0 is stored as 1)
+    uint32_t expire_at = 0;  // 0 = expiry unknown
     uint32_t set_at_s = 0;
     uint32_t sentinel = 0;
+    uint32_t stage_read_s = 0;
+    uint32_t fill = 0;
+    uint8_t stage = 0;
+    uint8_t has_stage = 0;
   };
   struct Table {
     std::vector<Slot> slots;  // size a power of two, or empty
@@ -60,6 +78,10 @@ class ExpireCache {
     void Clear();
   };
   bool Fresh(const Slot& e, int64_t expire_at, int64_t now_s) const;
+  const Slot* Lookup(uint64_t hash) const;
+  // The key's slot in the current generation (carried over from the previous
+  // one, or new and empty); rotates the generations when the current one is full.
+  Slot* Touch(uint64_t hash);
 
   size_t generation_capacity_;
   int64_t refresh_s_;

@@ -16,14 +16,30 @@ end
 return redis.call('HGETALL', KEYS[1])
 )lua";
 
+// Replace the whole hash iff it still holds exactly the expected v1 fields
+// (ARGV[1] = how many expected field/value pairs follow, then the new ones).
+constexpr const char* kUpgradeScript = R"lua(
+local n = tonumber(ARGV[1])
+local cur = redis.call('HGETALL', KEYS[1])
+if #cur ~= 2 * n then return 0 end
+for i = 1, n do
+  if redis.call('HGET', KEYS[1], ARGV[2 * i]) ~= ARGV[2 * i + 1] then return 0 end
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 2 * n + 2))
+return 1
+)lua";
+
+Status ReplyError(const RedisReply& reply, const std::string& what) {
+  if (RedisConnection::ClassifyErrorReply(reply.str) == RedisErrorKind::kAuth)
+    return PermissionDenied(what + ": " + reply.str);
+  return Unavailable(what + ": " + reply.str);
+}
+
 Status ToMap(const StatusOr<RedisReply>& reply, const std::string& what,
              std::map<std::string, std::string>* out) {
   if (!reply.ok()) return reply.status();
-  if (reply->type == RedisReply::Type::kError) {
-    if (RedisConnection::ClassifyErrorReply(reply->str) == RedisErrorKind::kAuth)
-      return PermissionDenied(what + ": " + reply->str);
-    return Unavailable(what + ": " + reply->str);
-  }
+  if (reply->type == RedisReply::Type::kError) return ReplyError(*reply, what);
   if (reply->type != RedisReply::Type::kArray)
     return Internal(what + ": unexpected reply type (is the meta key a hash?)");
   for (size_t i = 0; i + 1 < reply->elements.size(); i += 2)
@@ -31,9 +47,20 @@ Status ToMap(const StatusOr<RedisReply>& reply, const std::string& what,
   return Status::Ok();
 }
 
+std::string What(RedisConnection& conn, const std::string& key) {
+  return "redis " + conn.address() + ": " + key;
+}
+
 }  // namespace
 
-Status EnsureMeta(RedisConnection& conn, const Layout& layout) {
+Status ReadMetaFields(RedisConnection& conn, const std::string& prefix,
+                      std::map<std::string, std::string>* stored) {
+  const std::string key = MetaKey(prefix);
+  stored->clear();
+  return ToMap(conn.Command({"HGETALL", key}), What(conn, key), stored);
+}
+
+Status EnsureMeta(RedisConnection& conn, const Layout& layout, Layout* effective) {
   const std::string key = MetaKey(layout.prefix);
   std::vector<std::string> args = {"EVAL", kEnsureScript, "1", key};
   for (const auto& [f, v] : layout.ToFields()) {
@@ -41,18 +68,68 @@ Status EnsureMeta(RedisConnection& conn, const Layout& layout) {
     args.push_back(v);
   }
   std::map<std::string, std::string> stored;
-  EF_RETURN_IF_ERROR(ToMap(conn.Command(args), "redis " + conn.address() + ": " + key, &stored));
-  return CompareLayout(stored, layout, key);
+  EF_RETURN_IF_ERROR(ToMap(conn.Command(args), What(conn, key), &stored));
+  if (layout.version() == 2 && IsUpgradableV1(stored, layout)) {
+    *effective = layout.SingleStage();
+    return Status::Ok();
+  }
+  EF_RETURN_IF_ERROR(CompareLayout(stored, layout, key));
+  *effective = layout;
+  return Status::Ok();
 }
 
-Status CheckMeta(RedisConnection& conn, const Layout& layout, bool* stored_found) {
+Status ReadLayout(RedisConnection& conn, const Layout& layout, Layout* effective,
+                  bool* stored_found) {
   const std::string key = MetaKey(layout.prefix);
   std::map<std::string, std::string> stored;
-  EF_RETURN_IF_ERROR(
-      ToMap(conn.Command({"HGETALL", key}), "redis " + conn.address() + ": " + key, &stored));
+  EF_RETURN_IF_ERROR(ReadMetaFields(conn, layout.prefix, &stored));
   *stored_found = !stored.empty();
-  if (stored.empty()) return Status::Ok();
-  return CompareLayout(stored, layout, key);
+  if (stored.empty()) {
+    *effective = layout;
+    return Status::Ok();
+  }
+  auto from = LayoutFromFields(stored, key);
+  if (!from.ok()) return from.status();
+  // Stage 0 must be the configured filter; the stages follow the stored meta.
+  auto stage0 = from->SingleStage().ToFields();
+  EF_RETURN_IF_ERROR(CompareLayout(stage0, layout.SingleStage(), key));
+  *effective = std::move(*from);
+  return Status::Ok();
+}
+
+Status UpgradeMeta(RedisConnection& conn, const Layout& layout, bool* changed) {
+  *changed = false;
+  const std::string key = MetaKey(layout.prefix);
+  if (layout.version() != 2)
+    return InvalidArgument(
+        "filter.stages is 1: the configured layout is version 1, nothing to "
+        "upgrade to");
+  std::map<std::string, std::string> stored;
+  EF_RETURN_IF_ERROR(ReadMetaFields(conn, layout.prefix, &stored));
+  if (stored.empty())
+    return FailedPrecondition(What(conn, key) +
+                              ": no layout stored (nothing written with this "
+                              "prefix yet): `run` creates a version-2 meta by itself");
+  if (CompareLayout(stored, layout, key).ok()) return Status::Ok();  // already v2
+  if (!IsUpgradableV1(stored, layout)) return CompareLayout(stored, layout.SingleStage(), key);
+  const auto expected = layout.SingleStage().ToFields();
+  std::vector<std::string> args = {"EVAL", kUpgradeScript, "1", key,
+                                   std::to_string(expected.size())};
+  for (const auto& [f, v] : expected) {
+    args.push_back(f);
+    args.push_back(v);
+  }
+  for (const auto& [f, v] : layout.ToFields()) {
+    args.push_back(f);
+    args.push_back(v);
+  }
+  auto reply = conn.Command(args);
+  if (!reply.ok()) return reply.status();
+  if (reply->type == RedisReply::Type::kError) return ReplyError(*reply, What(conn, key));
+  if (reply->type != RedisReply::Type::kInteger || reply->integer != 1)
+    return FailedPrecondition(What(conn, key) + ": changed while upgrading; run it again");
+  *changed = true;
+  return Status::Ok();
 }
 
 }  // namespace ef

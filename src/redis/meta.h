@@ -1,5 +1,8 @@
-// The `<prefix>meta` hash of contract v1, rule 7.
+// The `<prefix>meta` hash (docs/FORMAT.md rule 7; version 2 adds the stage fields).
 #pragma once
+
+#include <map>
+#include <string>
 
 #include "bloom/layout.h"
 #include "common/status.h"
@@ -7,13 +10,33 @@
 
 namespace ef {
 
-// Writers: stores the layout if no meta exists (atomically, one Lua script), else
-// compares. kFailedPrecondition names each differing field with both values;
-// kInternal: the key is not a hash; kPermissionDenied: NOAUTH/NOPERM (e.g. an ACL
-// without EVAL); kUnavailable: connection lost or another error reply (READONLY).
-Status EnsureMeta(RedisConnection& conn, const Layout& layout);
+// Reads the meta hash (empty map if absent). kInternal: the key is not a hash;
+// kPermissionDenied: NOAUTH/NOPERM; kUnavailable: connection lost or another error
+// reply.
+Status ReadMetaFields(RedisConnection& conn, const std::string& prefix,
+                      std::map<std::string, std::string>* stored);
 
-// Readers: compares when meta exists; *stored_found tells whether it did.
-Status CheckMeta(RedisConnection& conn, const Layout& layout, bool* stored_found);
+// Writers: stores the layout if no meta exists (atomically, one Lua script), else
+// compares, and sets *effective to the layout to write with:
+// - the stored fields equal `layout`'s: `layout`;
+// - `layout` is version 2 and the stored meta is the version-1 meta of its stage 0
+//   (IsUpgradableV1): `layout.SingleStage()` — a v2 program keeps writing v1 until
+//   the operator upgrades the meta (`exposure-filter layout upgrade`);
+// - else kFailedPrecondition naming each differing field with both values.
+// Errors as ReadMetaFields (kPermissionDenied e.g. for an ACL without EVAL).
+Status EnsureMeta(RedisConnection& conn, const Layout& layout, Layout* effective);
+
+// Readers: the layout to read with. If meta exists, its stage-0 fields (m, k, seed,
+// prefix, bucket_seconds, window_seconds) must equal the configured ones
+// (kFailedPrecondition naming the differences), and *effective is the stored
+// layout (version 1: one stage; version 2: the stored stage parameters). If not,
+// *effective = `layout` and *stored_found = false.
+Status ReadLayout(RedisConnection& conn, const Layout& layout, Layout* effective,
+                  bool* stored_found);
+
+// `exposure-filter layout upgrade`: turns a version-1 meta into `layout`'s version-2
+// meta in one atomic step (Lua), if the stored meta is IsUpgradableV1; OK and
+// *changed = false if it already equals `layout`'s. Errors as EnsureMeta.
+Status UpgradeMeta(RedisConnection& conn, const Layout& layout, bool* changed);
 
 }  // namespace ef
