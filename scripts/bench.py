@@ -283,6 +283,17 @@ def drain(stack, name, total, sets=()):
     }
 
 
+def layout_stats(stack):
+    """What the drain left in Redis (`exposure-filter layout stats`): users, bytes per
+    user, keys by stages present (layout v2)."""
+    r = subprocess.run([stack.binary, "layout", "stats", "--json",
+                        "--set", f"redis.address=127.0.0.1:{stack.redis_port}"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"bench: layout stats failed ({r.returncode}): {r.stderr.strip()[-500:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 def ceiling(stack, events, sets=()):
     stack.flush()
     argv = [stack.binary, "bench-redis", "--json", "-n", str(events),
@@ -372,6 +383,7 @@ def main():
         ceil = ceiling(stack, a.events)
         log(f"ceiling {ceil['events_per_second']:.0f} events/s; draining (bitfield)")
         dr = drain(stack, "bitfield", held)
+        stages = layout_stats(stack)
         log(f"drain {dr['events_per_second']} events/s; setbit figures on {setbit_events} events")
         ceil_sb = ceiling(stack, setbit_events, ["redis.write_mode=setbit"])
         dr_sb = drain(stack, "setbit", setbit_events, ["redis.write_mode=setbit"])
@@ -388,7 +400,7 @@ def main():
     result = {
         "bench": "exposure-filter", "events": a.events, "partitions": a.partitions,
         "cores": os.cpu_count(), "load_before": round(load1, 2), "mix": MIX,
-        "drain": dr, "ceiling": {k: ceil[k] for k in (
+        "drain": dr, "layout": stages, "ceiling": {k: ceil[k] for k in (
             "events", "seconds", "events_per_second", "commands_per_second", "redis_cpu_seconds",
             "redis_cpu_utilisation")},
         "drain_over_ceiling": round(ratio, 3),
@@ -411,6 +423,10 @@ def main():
         ("  redis cpu", f"{dr['redis_cpu_s_per_million']} s per million events", ""),
         ("  broker cpu", f"{dr['broker_cpu_s_per_million']} s per million events", "mock broker"),
         ("  daemon peak rss", f"{dr['peak_rss_mb']} MB", ""),
+        ("  filters", f"{stages['users']:,} users, {stages['value_bytes_per_user']:,.0f} B/user",
+         f"redis used_memory {stages['redis_used_memory_per_user']:,.0f} B/user"),
+        ("  keys by stages", " ".join(f"{n}: {c:,}" for n, c in stages["keys_by_stages"].items()),
+         f"layout v{stages['version']}"),
         ("redis ceiling (bitfield)", f"{ceil['events_per_second']:,.0f} events/s",
          f"redis cpu {100 * ceil['redis_cpu_utilisation']:.0f}% busy"),
         ("drain / ceiling", f"{ratio:.2f}", "target >= 0.80"),

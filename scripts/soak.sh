@@ -17,6 +17,10 @@
 #   --sample S     seconds between RSS/lag samples (default 30)
 #   --no-build     use the existing build/exposure-filter
 #   --out FILE     also write the JSON line to FILE
+# The mock broker scans a partition's stored batches one by one on every fetch, so
+# its CPU grows with the number of batches it holds: the producers linger 100 ms
+# (bigger batches) and the daemons fetch with fetch.wait.max.ms 100, or at
+# 2,000 events/s the mock alone saturates a core after a few minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MINUTES=30 RATE=2000 SAMPLE=30 BUILD=1 OUT=""
@@ -27,7 +31,7 @@ while [ $# -gt 0 ]; do
     --sample) SAMPLE="$2"; shift ;;
     --no-build) BUILD=0 ;;
     --out) OUT="$2"; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "soak: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -81,7 +85,7 @@ kafka:
   group_id: soak
   properties:
     session.timeout.ms: "6000"
-    fetch.wait.max.ms: "10"
+    fetch.wait.max.ms: "100"
 redis:
   address: "127.0.0.1:$REDIS_PORT"
 metrics:
@@ -98,7 +102,7 @@ SECONDS_TOTAL=$(python3 -c "print(int(float('$MINUTES') * 60))")
 EVENTS=$(python3 -c "print(int(float('$RATE') * $SECONDS_TOTAL))")
 echo "soak: $MINUTES min at $RATE events/s ($EVENTS events) + 20 probe events/s; logs in $RUN_DIR"
 "$EF" loadgen -b "$BOOTSTRAP" -n "$EVENTS" --rate "$RATE" --users 200000 --items 2000000 \
-  --list-fraction 0.1 --list-size 10 -q >"$RUN_DIR/loadgen.log" 2>&1 &
+  --list-fraction 0.1 --list-size 10 -X linger.ms=100 -q >"$RUN_DIR/loadgen.log" 2>&1 &
 PID[loadgen]=$!
 
 # Probes: 20 known exposures a second for 50 users, kept in probes.txt (user item).
@@ -115,7 +119,7 @@ PID[loadgen]=$!
     done
     n=$((n + 1))
     sleep 1
-  done | kcat -P -b "$BOOTSTRAP" -t exposures -K: -X linger.ms=5 2>>"$RUN_DIR/probes.err"
+  done | kcat -P -b "$BOOTSTRAP" -t exposures -K: -X linger.ms=100 2>>"$RUN_DIR/probes.err"
 ) &
 PID[probes]=$!
 

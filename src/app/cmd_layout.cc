@@ -1,13 +1,19 @@
-// exposure-filter layout show|upgrade: the layout stored at <prefix>meta, and the
-// explicit upgrade of a version-1 deployment to version 2 (docs/FORMAT.md,
-// README runbook). Safe while `run` runs: version-2 daemons that found the
-// version-1 meta write stage 0 only and switch within 10 s of the upgrade.
+// exposure-filter layout show|upgrade|stats: the layout stored at <prefix>meta,
+// the explicit upgrade of a version-1 deployment to version 2 (docs/FORMAT.md,
+// README runbook; safe while `run` runs: version-2 daemons that found the
+// version-1 meta write stage 0 only and switch within 10 s of the upgrade), and
+// what the filters hold: keys, users, bytes per user, keys by stages present.
+#include <unistd.h>
+
 #include <cstdio>
+#include <nlohmann/json.hpp>
+#include <unordered_set>
 
 #include "app/commands.h"
 #include "app/common.h"
 #include "bloom/keys.h"
 #include "bloom/layout.h"
+#include "bloom/stages.h"
 #include "redis/connection.h"
 #include "redis/meta.h"
 #include "redis/options.h"
@@ -55,26 +61,118 @@ int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run) {
     return kExitOk;
   }
   if (dry_run) {
-    if (!stored.empty() && IsUpgradableV1(stored, *layout) && layout->version() == 2) {
+    if (!stored.empty() && layout->version() == 2 && IsUpgradableV1(stored, *layout)) {
       std::printf("dry run: would replace the version-1 meta with the configured version 2\n");
       return kExitOk;
     }
+    Status check = stored.empty() ? FailedPrecondition("no layout stored: nothing to upgrade")
+                                  : CompareLayout(stored, *layout, key);
+    std::printf("dry run: %s\n", check.ok() ? "already the configured layout, nothing to do"
+                                            : check.message().c_str());
+    return check.ok() ? kExitOk : kExitUsage;
   }
-  if (!dry_run) {
-    bool changed = false;
-    st = UpgradeMeta(**conn, *layout, &changed);
-    if (!st.ok())
-      return Fail(st, st.code() == StatusCode::kUnavailable ? kExitFailure : kExitUsage);
-    std::printf(changed ? "upgraded %s to version %d: running writers switch within 10 s, "
-                          "readers on their next meta check\n"
-                        : "%s is version %d already: nothing to do\n",
-                key.c_str(), layout->version());
+  bool changed = false;
+  st = UpgradeMeta(**conn, *layout, &changed);
+  if (!st.ok()) return Fail(st, st.code() == StatusCode::kUnavailable ? kExitFailure : kExitUsage);
+  std::printf(changed ? "upgraded %s to version %d: running writers switch within 10 s, readers "
+                        "on their next meta check\n"
+                      : "%s is version %d already: nothing to do\n",
+              key.c_str(), layout->version());
+  return kExitOk;
+}
+
+// `layout stats`: SCANs the prefix's bucket keys (read-only; SCAN does not block
+// Redis), STRLEN of each in pipelined rounds.
+int Stats(const ConfigArgs& args, bool json) {
+  auto config = LoadOrReport(args);
+  if (!config.ok()) return kExitUsage;
+  auto configured = LayoutFromConfig(config->filter);
+  if (!configured.ok()) return Fail(configured.status(), kExitUsage);
+  auto redis = RedisOptionsFromConfig(config->redis);
+  if (!redis.ok()) return Fail(redis.status(), kExitUsage);
+  auto conn = RedisConnection::Connect(*redis);
+  if (!conn.ok()) return Fail(conn.status());
+  Layout layout;
+  bool found = false;
+  Status st = ReadLayout(**conn, *configured, &layout, &found);
+  if (!st.ok()) return Fail(st, kExitUsage);
+  const std::string pattern = layout.prefix + "{*";
+  std::unordered_set<std::string> users;
+  std::vector<uint64_t> by_stages(layout.stage_table.size() + 1, 0);
+  uint64_t keys = 0, bytes = 0, next_progress = 100000;
+  std::string cursor = "0";
+  std::vector<std::vector<std::string>> cmds;
+  std::vector<RedisReply> replies;
+  const bool tty = isatty(2);
+  do {
+    auto r = (*conn)->Command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+    if (!r.ok()) return Fail(r.status());
+    if (r->type != RedisReply::Type::kArray || r->elements.size() != 2)
+      return Fail(Internal("redis " + (*conn)->address() + ": SCAN: unexpected reply"));
+    cursor = r->elements[0].str;
+    cmds.clear();
+    for (const auto& k : r->elements[1].elements) cmds.push_back({"STRLEN", k.str});
+    if (Status cs = (*conn)->Commands(cmds, &replies); !cs.ok()) return Fail(cs);
+    for (size_t i = 0; i < cmds.size(); ++i) {
+      if (replies[i].type != RedisReply::Type::kInteger) continue;  // not a string of ours
+      const std::string& key = cmds[i][1];
+      const size_t open = layout.prefix.size();
+      const size_t close = key.find('}', open + 1);
+      if (close == std::string::npos) continue;
+      users.insert(key.substr(open + 1, close - open - 1));
+      const auto len = static_cast<uint64_t>(replies[i].integer);
+      bytes += len;
+      ++keys;
+      ++by_stages[StagesPresent(layout.stage_table, len)];
+    }
+    if (tty && keys >= next_progress) {
+      std::fprintf(stderr, "\rscanned %llu keys", static_cast<unsigned long long>(keys));
+      next_progress += 100000;
+    }
+  } while (cursor != "0");
+  if (tty && next_progress > 100000) std::fprintf(stderr, "\n");
+  uint64_t used_memory = 0;
+  if (auto info = (*conn)->Command({"INFO", "memory"}); info.ok()) {
+    const size_t at = info->str.find("used_memory:");
+    if (at != std::string::npos)
+      used_memory = std::strtoull(info->str.c_str() + at + 12, nullptr, 10);
+  }
+  const double n_users = static_cast<double>(users.size());
+  const double per_user = users.empty() ? 0 : static_cast<double>(bytes) / n_users;
+  const double mem_per_user = users.empty() ? 0 : static_cast<double>(used_memory) / n_users;
+  if (json) {
+    nlohmann::json j;
+    j["version"] = layout.version();
+    j["keys"] = keys;
+    j["users"] = users.size();
+    j["value_bytes"] = bytes;
+    j["value_bytes_per_user"] = per_user;
+    j["redis_used_memory"] = used_memory;
+    j["redis_used_memory_per_user"] = mem_per_user;
+    nlohmann::json by = nlohmann::json::object();
+    for (size_t n = 1; n < by_stages.size(); ++n)
+      if (by_stages[n]) by[std::to_string(n)] = by_stages[n];
+    j["keys_by_stages"] = by;
+    std::printf("%s\n", j.dump().c_str());
     return kExitOk;
   }
-  Status check = CompareLayout(stored, *layout, key);
-  std::printf("dry run: %s\n", check.ok() ? "already the configured layout, nothing to do"
-                                          : check.message().c_str());
-  return check.ok() ? kExitOk : kExitUsage;
+  std::printf("layout version %d at %s: %llu keys of %zu users\n", layout.version(),
+              MetaKey(layout.prefix).c_str(), static_cast<unsigned long long>(keys), users.size());
+  std::printf("  values   %llu bytes, %.0f per user, %.0f per key\n",
+              static_cast<unsigned long long>(bytes), per_user,
+              keys ? static_cast<double>(bytes) / static_cast<double>(keys) : 0.0);
+  std::printf("  redis    used_memory %llu bytes (whole db), %.0f per user\n",
+              static_cast<unsigned long long>(used_memory), mem_per_user);
+  std::printf("  keys by stages present:\n");
+  for (size_t n = 1; n < by_stages.size(); ++n) {
+    if (!by_stages[n]) continue;
+    std::printf(
+        "    %2zu stage(s)  %12llu keys  %6.2f%%%s\n", n,
+        static_cast<unsigned long long>(by_stages[n]),
+        keys ? 100.0 * static_cast<double>(by_stages[n]) / static_cast<double>(keys) : 0.0,
+        n == layout.stage_table.size() && layout.version() == 2 ? "  (the stage limit)" : "");
+  }
+  return kExitOk;
 }
 
 }  // namespace
@@ -87,14 +185,21 @@ Action AddLayoutCommand(CLI::App& app) {
       "upgrade",
       "Upgrade a version-1 layout to the configured version 2 (scalable filters for heavy "
       "users); safe while `run` runs");
+  auto* stats = cmd->add_subcommand(
+      "stats", "Scan the filters (read-only): keys, users, bytes per user, keys by stages");
   auto show_args = std::make_shared<ConfigArgs>();
   auto up_args = std::make_shared<ConfigArgs>();
+  auto stats_args = std::make_shared<ConfigArgs>();
   auto dry_run = std::make_shared<bool>(false);
+  auto json = std::make_shared<bool>(false);
   AddConfigOptions(show, show_args.get(), false);
   AddConfigOptions(upgrade, up_args.get(), false);
+  AddConfigOptions(stats, stats_args.get(), false);
   upgrade->add_flag("--dry-run", *dry_run, "Say what would change, change nothing");
+  stats->add_flag("--json", *json, "One JSON object");
   return [=] {
     if (show->parsed()) return Layouts(*show_args, false, false);
+    if (stats->parsed()) return Stats(*stats_args, *json);
     return Layouts(*up_args, true, *dry_run);
   };
 }

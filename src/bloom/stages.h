@@ -1,4 +1,4 @@
-// Contract v2 (docs/FORMAT.md, rules 2b and 8): a bucket key holds the stages 0,
+// Contract v2 (docs/FORMAT.md rule 8): a bucket key holds the stages 0,
 // 1, 2, ... of one scalable Bloom filter (Almeida et al., 2007) in one Redis
 // string. Stage 0 is the v1 filter (m_0 = m, k_0 = k, offset 0). For s >= 1:
 //   k_s      = k_0 + s * k_step

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 
@@ -104,6 +105,18 @@ TEST_CASE("stages: replaying the same range twice adds no stage and no bit",
   for (const auto& [user, v] : written)
     heavy_stages = std::max(heavy_stages, StagesPresent(layout.stage_table, v.size()));
   REQUIRE(heavy_stages >= 4);  // the heavy users really grew
+  // `layout stats` sees the same: 26 keys of 26 users, the 20 light ones in stage 0.
+  auto stats = RunCommand({EF_BINARY, "layout", "stats", "--json", "-c", config}, "", true);
+  INFO(stats.out);
+  REQUIRE(stats.code == 0);
+  auto j = nlohmann::json::parse(stats.out);
+  CHECK(j["version"] == 2);
+  CHECK(j["keys"] == written.size());
+  CHECK(j["users"] == written.size());
+  CHECK(j["keys_by_stages"]["1"] == 20);
+  uint64_t bytes = 0;
+  for (const auto& [user, v] : written) bytes += v.size();
+  CHECK(j["value_bytes"] == bytes);
 
   const std::string since = FormatTimeRfc3339(now - 3600 * 1000);
   const std::string until = FormatTimeRfc3339(now + 5000);
