@@ -3,6 +3,7 @@
 // `<prefix>meta` re-created after Redis came back empty, a reconnect when the
 // server turned into a replica (READONLY), and a layout that changed while the
 // writer was away (fatal, not retried).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <ctime>
@@ -10,8 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "bloom/hash.h"
 #include "bloom/keys.h"
 #include "bloom/layout.h"
+#include "bloom/positions.h"
+#include "bloom/stages.h"
 #include "redis/bit_writer.h"
 #include "support/redis_server.h"
 #include "support/wait.h"
@@ -233,4 +237,88 @@ TEST_CASE("redis writer: READONLY drops the connection - the next write connects
 }
 
 }  // namespace
+}  // namespace ef::test
+
+namespace ef::test {
+namespace {
+
+// A batch of one key with `n` items "<tag>-<i>" (hashes and stage-0 positions, as
+// the coalescer makes them).
+BitBatch ItemsBatch(const Layout& l, const std::string& key, const std::string& tag, int n) {
+  BitBatch b;
+  KeyBits kb;
+  kb.key = key;
+  kb.expire_at = kExpireAt;
+  std::vector<uint32_t> pos(l.k);
+  for (int i = 0; i < n; ++i) {
+    const Hash128 h = HashItem(tag + "-" + std::to_string(i), l.seed);
+    kb.items.push_back(h);
+    ComputePositions(h, l.m, l.k, pos.data());
+    kb.positions.insert(kb.positions.end(), pos.begin(), pos.end());
+  }
+  std::sort(kb.positions.begin(), kb.positions.end());
+  kb.positions.erase(std::unique(kb.positions.begin(), kb.positions.end()), kb.positions.end());
+  b.keys.push_back(std::move(kb));
+  b.size = 1;
+  return b;
+}
+
+size_t Missing(RedisConnection& c, const Layout& l, const std::string& key, const std::string& tag,
+               int n) {
+  auto v = c.Command({"GET", key});
+  REQUIRE(v.ok());
+  size_t missing = 0;
+  for (int i = 0; i < n; ++i)
+    missing +=
+        !ValueContains(v->str, l.stage_table, HashItem(tag + "-" + std::to_string(i), l.seed));
+  return missing;
+}
+
+}  // namespace
+
+TEST_CASE("redis writer (v2): stages grow, known keys cost no read, a lost key heals",
+          "[integration][redis][v2]") {
+  RedisServer redis;
+  auto admin = redis.Connect();
+  FilterConfig f;
+  f.items_per_bucket = 10;
+  f.key_prefix = "wt:";
+  auto l = LayoutFromConfig(f);
+  REQUIRE(l.ok());
+  BitWriterOptions o = Options(redis);
+  o.layout = *l;
+  RedisBitWriter writer(o);
+  const std::string key = "wt:{heavy}:20251122";
+
+  // 1. First write: the key's state is unknown, so it is read (one GET); 100
+  // items at 10 per stage-0 design load fill several stages.
+  WriteStats s1;
+  REQUIRE(writer.Write(ItemsBatch(*l, key, "a", 100), &s1).ok());
+  CHECK(s1.keys_read == 1);
+  CHECK(s1.stages.advances >= 2);
+  CHECK(Missing(*admin, *l, key, "a", 100) == 0);
+  const auto len1 = admin->Command({"STRLEN", key})->integer;
+  CHECK(StagesPresent(l->stage_table, static_cast<size_t>(len1)) >= 3);
+  CHECK(Ttl(*admin, key) > 0);
+
+  // 2. Steady state: the state is cached and updated from the write's old bits:
+  // no read.
+  WriteStats s2;
+  REQUIRE(writer.Write(ItemsBatch(*l, key, "b", 30), &s2).ok());
+  CHECK(s2.keys_read == 0);
+  CHECK(Missing(*admin, *l, key, "b", 30) == 0);
+
+  // 3. The key is lost behind the writer's back: the write finds no old bit set,
+  // sends EXPIREAT in a follow-up, and forgets the cached stage state.
+  Run(*admin, {"DEL", key});
+  WriteStats s3;
+  REQUIRE(writer.Write(ItemsBatch(*l, key, "c", 5), &s3).ok());
+  CHECK(Ttl(*admin, key) > 0);
+  CHECK(Missing(*admin, *l, key, "c", 5) == 0);
+  WriteStats s4;
+  REQUIRE(writer.Write(ItemsBatch(*l, key, "d", 5), &s4).ok());
+  CHECK(s4.keys_read == 1);  // read again: the state was forgotten
+  CHECK(Missing(*admin, *l, key, "d", 5) == 0);
+}
+
 }  // namespace ef::test
