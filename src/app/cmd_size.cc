@@ -2,11 +2,13 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <optional>
+#include <string>
 
 #include "app/commands.h"
 #include "app/common.h"
+#include "bloom/activity.h"
 #include "bloom/size_report.h"
-#include "bloom/sizing.h"
 #include "config/loader.h"
 
 namespace ef::app {
@@ -19,6 +21,7 @@ struct SizeArgs {
   double fpr = -1;  // -1: not given
   std::string window;
   std::string bucket;
+  std::optional<std::string> activity;  // not given: everybody at 1x
   bool json = false;
 };
 
@@ -45,18 +48,19 @@ int Size(const SizeArgs& a) {
   }
   if (Status st = Validate(*config); !st.ok()) return Fail(st, kExitUsage);
   const FilterConfig& f = config->filter;
-  auto s = ComputeSizing(f.items_per_bucket, f.fpr, f.window_seconds, f.bucket_seconds);
-  if (!s.ok()) return Fail(s.status(), kExitUsage);
+  auto report = SizeReportInputFromConfig(f, a.users);
+  if (!report.ok()) return Fail(report.status(), kExitUsage);
+  SizeReportInput& in = *report;
+  if (a.activity) {
+    auto activity = ParseActivity(*a.activity);
+    if (!activity.ok()) return Fail(activity.status().Prefixed("--activity"), kExitUsage);
+    in.activity = *activity;
+    in.activity_given = true;
+  }
   if (a.json) {
-    std::printf("%s\n", SizeReportJson(*s, f.items_per_bucket, f.fpr, f.window_seconds,
-                                       f.bucket_seconds, a.users)
-                            .dump(2)
-                            .c_str());
+    std::printf("%s\n", SizeReportJson(in).dump(2).c_str());
   } else {
-    std::fputs(
-        FormatSizeReport(*s, f.items_per_bucket, f.fpr, f.window_seconds, f.bucket_seconds, a.users)
-            .c_str(),
-        stdout);
+    std::fputs(FormatSizeReport(in).c_str(), stdout);
   }
   return kExitOk;
 }
@@ -87,7 +91,23 @@ Action AddSizeCommand(CLI::App& app) {
           "in (0, 1)"));
   cmd->add_option("--window", a->window, "Window, e.g. 30d (default: filter.window)");
   cmd->add_option("--bucket", a->bucket, "Bucket span, e.g. 1d or 6h (default: filter.bucket)");
+  cmd->add_option("--activity", a->activity,
+                  "Activity distribution for the memory estimate: zipf:S or MULTIPLE:PERCENT,... "
+                  "(see below; default: every user at 1x)");
   cmd->add_flag("--json", a->json, "Print JSON");
+  cmd->footer(
+      "Layout: the configured bit-layout contract: v2, a scalable filter of up to filter.stages\n"
+      "stages (filter.growth, filter.k_step), or v1 when filter.stages is 1 (--set "
+      "filter.stages=1).\n"
+      "Shows m, k, B, FPR and memory with every user at 1x items_per_bucket; for users at 1x, 4x,\n"
+      "16x and 64x: stages used, bytes per bucket key, expected FPR per key and over the window;\n"
+      "with --activity: users past stage 0 and at the stage limit, and the memory of --users\n"
+      "users. Memory assumes every user active in every bucket (an upper bound). FPRs are the\n"
+      "ideal model; measured rates run somewhat higher with small m.\n"
+      "--activity zipf:S      user of rank r of U at ((U+1)/(2r))^S x items_per_bucket: activity\n"
+      "                       ~ r^-S as loadgen's Zipf users, the median user at 1x; 0 < S <= 5\n"
+      "--activity M:P,...     P percent of the users at M x items_per_bucket, e.g.\n"
+      "                       0.5:60,1:25,4:10,16:4,64:1 (shares sum to 100)\n");
   return [a] { return Size(*a); };
 }
 

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <iterator>
 #include <limits>
 #include <string_view>
 
+#include "bloom/layout.h"
 #include "common/duration.h"
 
 namespace ef {
@@ -31,6 +33,8 @@ Totals ComputeTotals(const Sizing& s, uint64_t users) {
   t.total_with_overhead = (U128{t.per_bucket} + kRedisKeyOverheadBytes) * s.buckets * users;
   return t;
 }
+
+U128 WithOverhead(const ActivityTotals& a) { return a.bytes + a.keys * kRedisKeyOverheadBytes; }
 
 std::string Decimal(U128 v) {
   if (v == 0) return "0";
@@ -80,33 +84,109 @@ std::string SecondsText(int64_t seconds) {
 
 std::string Percent(double p) { return fmt::format("{:.4g}%", p * 100.0); }
 
+double Share(uint64_t part, uint64_t whole) {
+  return whole == 0 ? 0.0 : static_cast<double>(part) / static_cast<double>(whole);
+}
+
+int ContractVersion(const SizeReportInput& in) { return in.stages.size() > 1 ? 2 : 1; }
+
+std::vector<UserCost> ActivityTable(const SizeReportInput& in) {
+  std::vector<UserCost> out;
+  if (in.stages.empty()) return out;
+  for (double x : kActivityTableMultiples) {
+    out.push_back(CostOfUser(in.stages, in.items_per_bucket, x, in.sizing.buckets));
+  }
+  return out;
+}
+
+std::string ActivityDefinition(const Activity& a) {
+  if (a.kind == Activity::Kind::kZipf) {
+    return fmt::format(
+        "user of rank r of U at ((U+1)/(2r))^{} x items_per_bucket; median user at 1x", a.zipf_s);
+  }
+  return "MULTIPLE x items_per_bucket : PERCENT of the users";
+}
+
 }  // namespace
 
 std::string FormatBytesHuman(uint64_t bytes) { return BytesHuman(bytes); }
 
-std::string FormatSizeReport(const Sizing& s, int64_t items_per_bucket, double fpr,
-                             int64_t window_seconds, int64_t bucket_seconds, uint64_t users) {
-  const Totals t = ComputeTotals(s, users);
+StatusOr<SizeReportInput> SizeReportInputFromConfig(const FilterConfig& f, uint64_t users) {
+  auto sizing = ComputeSizing(f.items_per_bucket, f.fpr, f.window_seconds, f.bucket_seconds);
+  if (!sizing.ok()) return sizing.status();
+  auto layout = LayoutFromConfig(f);
+  if (!layout.ok()) return layout.status();
+  SizeReportInput in;
+  in.sizing = *sizing;
+  in.items_per_bucket = f.items_per_bucket;
+  in.fpr = f.fpr;
+  in.window_seconds = f.window_seconds;
+  in.bucket_seconds = f.bucket_seconds;
+  in.users = users;
+  in.stages = layout->stage_table;
+  in.growth = layout->growth;
+  in.k_step = layout->k_step;
+  return in;
+}
+
+SizeReportInput SingleStageInput(const Sizing& sizing, int64_t items_per_bucket, double fpr,
+                                 int64_t window_seconds, int64_t bucket_seconds, uint64_t users) {
+  SizeReportInput in;
+  in.sizing = sizing;
+  in.items_per_bucket = items_per_bucket;
+  in.fpr = fpr;
+  in.window_seconds = window_seconds;
+  in.bucket_seconds = bucket_seconds;
+  in.users = users;
+  StageParams p;
+  p.m0 = sizing.m;
+  p.k0 = sizing.k;
+  p.stages = 1;
+  p.fill_ppm = DesignFillPpm(sizing.m, sizing.k, items_per_bucket);
+  if (sizing.m > 0 && sizing.k > 0) {
+    auto stages = ComputeStages(p);
+    if (stages.ok()) in.stages = std::move(*stages);
+  }
+  return in;
+}
+
+std::string FormatSizeReport(const SizeReportInput& in) {
+  const Sizing& s = in.sizing;
+  const Totals t = ComputeTotals(s, in.users);
+  const int version = ContractVersion(in);
   std::string out;
   auto line = [&out](std::string_view label, const std::string& value) {
     fmt::format_to(std::back_inserter(out), "  {:<28}{}\n", label, value);
   };
-  out += "exposure-filter sizing (bit-layout contract v1)\n\nInputs\n";
-  line("items per user per bucket", Grouped(static_cast<uint64_t>(items_per_bucket)));
-  line("target FPR over window", fmt::format("{} ({:g})", Percent(fpr), fpr));
-  line("window", SecondsText(window_seconds));
-  line("bucket", SecondsText(bucket_seconds));
-  line("users", Grouped(users));
+  fmt::format_to(std::back_inserter(out), "exposure-filter sizing (bit-layout contract v{})\n",
+                 version);
+  out += "\nInputs\n";
+  line("items per user per bucket", Grouped(static_cast<uint64_t>(in.items_per_bucket)));
+  line("target FPR over window", fmt::format("{} ({:g})", Percent(in.fpr), in.fpr));
+  line("window", SecondsText(in.window_seconds));
+  line("bucket", SecondsText(in.bucket_seconds));
+  line("users", Grouped(in.users));
   out += "\nLayout\n";
   line("buckets per query (B)", fmt::format("{}  (window / bucket + 1)", s.buckets));
   line("m, bits per bucket key", Grouped(s.m));
   line("k, hash positions", std::to_string(s.k));
+  if (version == 2) {
+    line("stage limit", fmt::format("{} stages (growth {}, k_step {}; stage 0 is the above)",
+                                    in.stages.size(), in.growth, in.k_step));
+    const double cap = StageCapacities(in.stages).back();
+    line("stage limit reached at",
+         std::isinf(cap) ? std::string("never (the last stage never fills)")
+                         : fmt::format("{:.1f}x items_per_bucket",
+                                       cap / static_cast<double>(in.items_per_bucket)));
+  } else if (!in.stages.empty()) {
+    line("stage limit", "1 stage (layout v1: filter.stages = 1)");
+  }
   line("target FPR per bucket", fmt::format("{} ({:.6g})", Percent(s.bucket_fpr), s.bucket_fpr));
   line("expected FPR per bucket",
        fmt::format("{} ({:.6g})", Percent(s.expected_bucket_fpr), s.expected_bucket_fpr));
   line("expected FPR over window",
        fmt::format("{} ({:.6g})", Percent(s.expected_window_fpr), s.expected_window_fpr));
-  out += "\nMemory (every user active in every bucket: an upper bound)\n";
+  out += "\nMemory (every user at 1x and active in every bucket: an upper bound)\n";
   line("per user per bucket",
        fmt::format("{} bytes ({})", Grouped(t.per_bucket), FormatBytesHuman(t.per_bucket)));
   line("per user per window",
@@ -114,25 +194,64 @@ std::string FormatSizeReport(const Sizing& s, int64_t items_per_bucket, double f
   line("total for all users", fmt::format("{} bytes ({})", Grouped(t.total), BytesHuman(t.total)));
   line("with Redis key overhead", fmt::format("{} bytes ({})", Grouped(t.total_with_overhead),
                                               BytesHuman(t.total_with_overhead)));
+
+  const std::vector<UserCost> table = ActivityTable(in);
+  if (!table.empty()) {
+    out += "\nUsers by activity (per bucket key; x items_per_bucket; expected, see *)\n";
+    line("user at", fmt::format("{:<9}{:<13}{:<14}{}", "stages", "bytes/key", "FPR per key",
+                                "FPR over window"));
+    for (const UserCost& c : table) {
+      line(fmt::format("{:g}x items_per_bucket", c.multiple),
+           fmt::format("{:<9}{:<13}{:<14}{}{}",
+                       fmt::format("{} of {}", c.stages_used, in.stages.size()),
+                       Grouped(c.bytes_per_key), Percent(c.bucket_fpr), Percent(c.window_fpr),
+                       c.at_limit ? "  (past the stage limit)" : ""));
+    }
+  }
+
+  if (in.activity_given && !in.stages.empty()) {
+    const ActivityTotals a =
+        ComputeActivityTotals(in.activity, in.stages, in.items_per_bucket, s.buckets, in.users);
+    const U128 with_overhead = WithOverhead(a);
+    fmt::format_to(std::back_inserter(out), "\nActivity {} ({})\n", in.activity.ToString(),
+                   ActivityDefinition(in.activity));
+    line("users past stage 0", fmt::format("{} ({})", Grouped(a.users_past_stage0),
+                                           Percent(Share(a.users_past_stage0, a.users))));
+    line("users at the stage limit", fmt::format("{} ({})", Grouped(a.users_at_limit),
+                                                 Percent(Share(a.users_at_limit, a.users))));
+    line("per user per window (mean)",
+         fmt::format("{} bytes", Grouped(a.users == 0 ? 0 : a.bytes / a.users)));
+    line("total for all users",
+         fmt::format("{} bytes ({})", Grouped(a.bytes), BytesHuman(a.bytes)));
+    line("with Redis key overhead",
+         fmt::format("{} bytes ({})", Grouped(with_overhead), BytesHuman(with_overhead)));
+  }
+
   fmt::format_to(std::back_inserter(out),
                  "\nRedis adds ~50-90 bytes of overhead per key (estimated here as {} bytes "
                  "x {} keys per user).\n",
                  kRedisKeyOverheadBytes, s.buckets);
+  if (!table.empty()) {
+    out +=
+        "* Ideal model (stage s full at its design fill, FPR (1-e^(-k_s x/m_s))^k_s); measured "
+        "rates near 1x run somewhat higher with small m (position rule floor).\n";
+  }
   return out;
 }
 
-nlohmann::json SizeReportJson(const Sizing& s, int64_t items_per_bucket, double fpr,
-                              int64_t window_seconds, int64_t bucket_seconds, uint64_t users) {
-  const Totals t = ComputeTotals(s, users);
-  return nlohmann::json{
-      {"contract_version", 1},
-      {"items_per_bucket", items_per_bucket},
-      {"fpr", fpr},
-      {"window_seconds", window_seconds},
-      {"bucket_seconds", bucket_seconds},
-      {"window", SecondsText(window_seconds)},
-      {"bucket", SecondsText(bucket_seconds)},
-      {"users", users},
+nlohmann::json SizeReportJson(const SizeReportInput& in) {
+  const Sizing& s = in.sizing;
+  const Totals t = ComputeTotals(s, in.users);
+  const int version = ContractVersion(in);
+  nlohmann::json j{
+      {"contract_version", version},
+      {"items_per_bucket", in.items_per_bucket},
+      {"fpr", in.fpr},
+      {"window_seconds", in.window_seconds},
+      {"bucket_seconds", in.bucket_seconds},
+      {"window", SecondsText(in.window_seconds)},
+      {"bucket", SecondsText(in.bucket_seconds)},
+      {"users", in.users},
       {"m", s.m},
       {"k", s.k},
       {"buckets", s.buckets},
@@ -148,6 +267,85 @@ nlohmann::json SizeReportJson(const Sizing& s, int64_t items_per_bucket, double 
       {"total_with_key_overhead_human", BytesHuman(t.total_with_overhead)},
       {"total_bytes_exceeds_64_bits", t.total_with_overhead > kU64Max},
   };
+  if (in.stages.empty()) return j;
+
+  j["stage_limit"] = in.stages.size();
+  j["growth"] = version == 2 ? nlohmann::json(in.growth) : nlohmann::json(nullptr);
+  j["k_step"] = version == 2 ? nlohmann::json(in.k_step) : nlohmann::json(nullptr);
+  const std::vector<double> cap = StageCapacities(in.stages);
+  nlohmann::json stages = nlohmann::json::array();
+  for (size_t i = 0; i < in.stages.size(); ++i) {
+    const Stage& st = in.stages[i];
+    stages.push_back({{"stage", i},
+                      {"m", st.m},
+                      {"k", st.k},
+                      {"offset_bits", st.offset},
+                      {"fill_bits", st.fill},
+                      {"cumulative_capacity_items",
+                       std::isinf(cap[i]) ? nlohmann::json(nullptr) : nlohmann::json(cap[i])}});
+  }
+  j["stage_table"] = std::move(stages);
+
+  nlohmann::json table = nlohmann::json::array();
+  for (const UserCost& c : ActivityTable(in)) {
+    table.push_back({{"multiple", c.multiple},
+                     {"items_per_bucket", c.multiple * static_cast<double>(in.items_per_bucket)},
+                     {"stages", c.stages_used},
+                     {"at_limit", c.at_limit},
+                     {"bytes_per_key", c.bytes_per_key},
+                     {"bucket_fpr", c.bucket_fpr},
+                     {"window_fpr", c.window_fpr}});
+  }
+  j["activity_table"] = std::move(table);
+
+  const ActivityTotals a =
+      ComputeActivityTotals(in.activity, in.stages, in.items_per_bucket, s.buckets, in.users);
+  const U128 with_overhead = WithOverhead(a);
+  nlohmann::json act{
+      {"spec", in.activity.ToString()},
+      {"kind", in.activity.kind == Activity::Kind::kZipf ? "zipf" : "classes"},
+      {"users_by_stages", a.users_by_stages},
+      {"users_past_stage0", a.users_past_stage0},
+      {"share_past_stage0", Share(a.users_past_stage0, a.users)},
+      {"users_at_limit", a.users_at_limit},
+      {"share_at_limit", Share(a.users_at_limit, a.users)},
+      {"total_bytes", JsonBytes(a.bytes)},
+      {"total_human", BytesHuman(a.bytes)},
+      {"total_bytes_with_key_overhead", JsonBytes(with_overhead)},
+      {"total_with_key_overhead_human", BytesHuman(with_overhead)},
+      {"total_bytes_exceeds_64_bits", with_overhead > kU64Max},
+  };
+  if (in.activity.kind == Activity::Kind::kZipf) {
+    act["zipf_s"] = in.activity.zipf_s;
+  } else {
+    const std::vector<uint64_t> users = ClassUsers(in.activity.classes, in.users);
+    nlohmann::json classes = nlohmann::json::array();
+    for (size_t i = 0; i < users.size(); ++i) {
+      const ActivityClass& c = in.activity.classes[i];
+      const UserCost cost = CostOfUser(in.stages, in.items_per_bucket, c.multiple, s.buckets);
+      classes.push_back({{"multiple", c.multiple},
+                         {"percent", c.percent},
+                         {"users", users[i]},
+                         {"stages", cost.stages_used},
+                         {"at_limit", cost.at_limit},
+                         {"bytes_per_key", cost.bytes_per_key}});
+    }
+    act["classes"] = std::move(classes);
+  }
+  j["activity"] = std::move(act);
+  return j;
+}
+
+std::string FormatSizeReport(const Sizing& s, int64_t items_per_bucket, double fpr,
+                             int64_t window_seconds, int64_t bucket_seconds, uint64_t users) {
+  return FormatSizeReport(
+      SingleStageInput(s, items_per_bucket, fpr, window_seconds, bucket_seconds, users));
+}
+
+nlohmann::json SizeReportJson(const Sizing& s, int64_t items_per_bucket, double fpr,
+                              int64_t window_seconds, int64_t bucket_seconds, uint64_t users) {
+  return SizeReportJson(
+      SingleStageInput(s, items_per_bucket, fpr, window_seconds, bucket_seconds, users));
 }
 
 }  // namespace ef

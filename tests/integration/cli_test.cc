@@ -379,7 +379,7 @@ TEST_CASE("cli: size figures match the contract's sizing formulas", "[integratio
     INFO("json report:\n" << js.out << js.err);
     REQUIRE(js.code == 0);
     auto j = nlohmann::json::parse(js.out);
-    CHECK(j.at("contract_version").get<int>() == 1);
+    CHECK(j.at("contract_version").get<int>() == 2);  // filter.stages 8 by default: layout v2
     CHECK(j.at("m").get<uint64_t>() == e.m);
     CHECK(j.at("k").get<uint64_t>() == e.k);
     CHECK(j.at("buckets").get<uint64_t>() == e.buckets);
@@ -761,6 +761,20 @@ TEST_CASE("cli: size rejects the bucket and window spans that run rejects for th
     CHECK(ok.code == 0);
     CHECK(Contains(ok.out, "buckets per query (B)"));
   }
+}
+
+TEST_CASE("cli: size --activity shows the distribution; a bad one is a one-line usage error",
+          "[integration][cli]") {
+  auto r = Ef({"size", "--activity", "zipf:1.1", "--users", "10000000"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(Contains(r.out, "bit-layout contract v2"));
+  CHECK(Contains(r.out, "64x items_per_bucket"));
+  CHECK(Contains(r.out, "users at the stage limit"));
+  CHECK(Contains(Ef({"size", "--set", "filter.stages=1"}).out, "bit-layout contract v1"));
+  CHECK(Contains(Ef({"size", "--help"}).out, "--activity"));
+  ExpectOneLineError(Ef({"size", "--activity", "0.5:60,1:25"}), {kUsage}, {"--activity", "85%"});
+  ExpectOneLineError(Ef({"size", "--activity", "4:x"}), {kUsage}, {"--activity", "'x'"});
 }
 
 }  // namespace ef::test

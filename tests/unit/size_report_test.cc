@@ -1,5 +1,7 @@
-// The `size` report's totals (bloom/size_report.h) when they do not fit in 64
-// bits: issue 9's minor defect "saturated totals print as 16.0 EiB".
+// The `size` report (bloom/size_report.h): totals that do not fit in 64 bits
+// (issue 9's minor defect "saturated totals print as 16.0 EiB"), and the layout
+// v2 figures of issue 10: the contract version, the 1x/4x/16x/64x activity table
+// and the --activity totals, in text and JSON.
 #include "bloom/size_report.h"
 
 #include <catch2/catch.hpp>
@@ -10,7 +12,9 @@
 #include <sstream>
 #include <string>
 
+#include "bloom/activity.h"
 #include "bloom/sizing.h"
+#include "config/config.h"
 
 namespace ef {
 namespace {
@@ -122,6 +126,187 @@ TEST_CASE("Size report totals that fit in 64 bits stay JSON numbers", "[bloom][s
   nlohmann::json small = SizeReportJson(*s, 200, 0.01, 30 * kDay, kDay, 1000);
   CHECK(small["total_bytes"] == s->bytes_per_window * 1000);
   CHECK(small["total_bytes_exceeds_64_bits"] == false);
+}
+
+SizeReportInput InputFor(int64_t n, uint32_t stages, uint64_t users) {
+  FilterConfig f;
+  f.items_per_bucket = n;
+  f.stages = stages;
+  StatusOr<SizeReportInput> in = SizeReportInputFromConfig(f, users);
+  REQUIRE(in.ok());
+  return *in;
+}
+
+// The value column of the line that starts with `label` (after the label's padding).
+std::string ReportValue(const std::string& text, const std::string& label) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("  " + label + "  ", 0) != 0) continue;
+    return line.substr(line.find_first_not_of(' ', 2 + label.size()));
+  }
+  return "";
+}
+
+TEST_CASE("Size report names the configured contract version", "[bloom][size]") {
+  const std::string v2 = FormatSizeReport(InputFor(200, 8, 1000));
+  CHECK(v2.rfind("exposure-filter sizing (bit-layout contract v2)\n", 0) == 0);
+  CHECK_THAT(ReportValue(v2, "stage limit"), Catch::StartsWith("8 stages (growth 2, k_step 2"));
+  CHECK(SizeReportJson(InputFor(200, 8, 1000))["contract_version"] == 2);
+  CHECK(SizeReportJson(InputFor(200, 8, 1000))["stage_limit"] == 8);
+
+  const std::string v1 = FormatSizeReport(InputFor(200, 1, 1000));
+  CHECK(v1.rfind("exposure-filter sizing (bit-layout contract v1)\n", 0) == 0);
+  CHECK(SizeReportJson(InputFor(200, 1, 1000))["contract_version"] == 1);
+  CHECK(SizeReportJson(InputFor(200, 1, 1000))["growth"].is_null());
+}
+
+TEST_CASE("Size report with stages = 1 reproduces the v1 report's figures exactly",
+          "[bloom][size]") {
+  for (int64_t n : {40, 200, 5000}) {
+    INFO("n=" << n);
+    const SizeReportInput in = InputFor(n, 1, 123456);
+    const StatusOr<Sizing> s = ComputeSizing(n, 0.01, 30 * kDay, kDay);
+    REQUIRE(s.ok());
+    const nlohmann::json v1 = SizeReportJson(*s, n, 0.01, 30 * kDay, kDay, 123456);
+    const nlohmann::json now = SizeReportJson(in);
+    for (const auto& [key, value] : v1.items()) {
+      INFO("key " << key);
+      CHECK(now.at(key) == value);
+    }
+    CHECK(FormatSizeReport(in) == FormatSizeReport(*s, n, 0.01, 30 * kDay, kDay, 123456));
+  }
+}
+
+TEST_CASE("Size report activity table: 1x is v1's figures and heavier users take more stages",
+          "[bloom][size]") {
+  const int64_t n = 200;
+  const SizeReportInput in = InputFor(n, 8, 1000);
+  const Sizing& s = in.sizing;
+  const nlohmann::json j = SizeReportJson(in);
+  INFO(j.dump(2));
+  const nlohmann::json& table = j.at("activity_table");
+  REQUIRE(table.size() == 4);
+  for (size_t i = 0; i < 4; ++i) CHECK(table[i]["multiple"] == kActivityTableMultiples[i]);
+  // 1x: one stage, the v1 key, the v1 expected FPR.
+  CHECK(table[0]["stages"] == 1);
+  CHECK(table[0]["bytes_per_key"] == (s.m + 7) / 8);
+  const double v1 = std::pow(1 - std::exp(-static_cast<double>(s.k) * n / s.m), s.k);
+  CHECK(table[0]["bucket_fpr"].get<double>() == Approx(v1).epsilon(1e-12));
+  CHECK(table[0]["window_fpr"].get<double>() == Approx(s.expected_window_fpr).epsilon(1e-9));
+  for (size_t i = 1; i < 4; ++i) {
+    INFO("row " << i);
+    CHECK(table[i]["stages"].get<int>() > table[i - 1]["stages"].get<int>());
+    CHECK(table[i]["bytes_per_key"].get<uint64_t>() >
+          table[i - 1]["bytes_per_key"].get<uint64_t>());
+    CHECK(table[i]["at_limit"] == false);
+    // Bytes: the end of the last stage used, byte-aligned.
+    const Stage& last = in.stages[table[i]["stages"].get<size_t>() - 1];
+    CHECK(table[i]["bytes_per_key"] == last.offset / 8 + (last.m + 7) / 8);
+    const double f = table[i]["bucket_fpr"].get<double>();
+    CHECK(f < 2 * v1);
+    CHECK(table[i]["window_fpr"].get<double>() ==
+          Approx(1 - std::pow(1 - f, s.buckets)).epsilon(1e-9));
+  }
+
+  // The same rows in the text, with the value column of the other lines.
+  const std::string text = FormatSizeReport(in);
+  INFO(text);
+  const std::string row = ReportValue(text, "64x items_per_bucket");
+  CHECK_THAT(row, Catch::StartsWith(table[3]["stages"].dump() + " of 8"));
+  CHECK(ReportValue(text, "1x items_per_bucket").find(" 419 ") != std::string::npos);
+  CHECK_THAT(text, Catch::Contains("* Ideal model"));
+}
+
+TEST_CASE("Size report with stages = 1: the FPR explodes at 4x like (1-e^(-k 4n/m))^k",
+          "[bloom][size]") {
+  const int64_t n = 200;
+  const SizeReportInput in = InputFor(n, 1, 1000);
+  const nlohmann::json table = SizeReportJson(in).at("activity_table");
+  for (size_t i = 0; i < 4; ++i) {
+    const double x = kActivityTableMultiples[i];
+    INFO("multiple " << x);
+    CHECK(table[i]["stages"] == 1);
+    CHECK(table[i]["at_limit"] == (x > 1));
+    CHECK(table[i]["bytes_per_key"] == (in.sizing.m + 7) / 8);
+    const double expected = std::pow(
+        1 - std::exp(-static_cast<double>(in.sizing.k) * x * n / in.sizing.m), in.sizing.k);
+    CHECK(table[i]["bucket_fpr"].get<double>() == Approx(expected).epsilon(1e-12));
+  }
+  CHECK(table[1]["bucket_fpr"].get<double>() > 1000 * table[0]["bucket_fpr"].get<double>());
+  CHECK_THAT(FormatSizeReport(in), Catch::Contains("(past the stage limit)"));
+}
+
+TEST_CASE("Size report activity: 100% at 1x equals the 1x totals; a mix adds its heavy users",
+          "[bloom][size]") {
+  SizeReportInput in = InputFor(200, 8, 1000000);
+  const nlohmann::json plain = SizeReportJson(in);
+  // Without --activity the text has no activity section; JSON shows everybody at 1x.
+  CHECK(FormatSizeReport(in).find("\nActivity ") == std::string::npos);
+  CHECK(plain["activity"]["spec"] == "1:100");
+  CHECK(plain["activity"]["total_bytes"] == plain["total_bytes"]);
+  CHECK(plain["activity"]["total_bytes_with_key_overhead"] ==
+        plain["total_bytes_with_key_overhead"]);
+
+  StatusOr<Activity> all1 = ParseActivity("1:100");
+  REQUIRE(all1.ok());
+  in.activity = *all1;
+  in.activity_given = true;
+  const nlohmann::json given = SizeReportJson(in);
+  CHECK(given["activity"]["total_bytes"] == plain["total_bytes"]);
+  CHECK(given["activity"]["total_bytes_with_key_overhead"] ==
+        plain["total_bytes_with_key_overhead"]);
+  CHECK(given["activity"]["users_past_stage0"] == 0);
+  const std::string text = FormatSizeReport(in);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("\nActivity 1:100 "));
+  CHECK(ReportDigits(text.substr(text.find("\nActivity ")), "total for all users") ==
+        ReportDigits(text, "total for all users"));
+
+  StatusOr<Activity> mix = ParseActivity("0.5:60,1:25,4:10,16:4,64:1");
+  REQUIRE(mix.ok());
+  in.activity = *mix;
+  const nlohmann::json j = SizeReportJson(in);
+  INFO(j["activity"].dump(2));
+  const nlohmann::json table = j["activity_table"];  // 1x, 4x, 16x, 64x
+  const uint64_t b = in.sizing.buckets;
+  // 0.5x and 1x users have the 1x key; 4x, 16x and 64x those of the table.
+  const uint64_t expected = b * (850000 * table[0]["bytes_per_key"].get<uint64_t>() +
+                                 100000 * table[1]["bytes_per_key"].get<uint64_t>() +
+                                 40000 * table[2]["bytes_per_key"].get<uint64_t>() +
+                                 10000 * table[3]["bytes_per_key"].get<uint64_t>());
+  CHECK(j["activity"]["total_bytes"] == expected);
+  CHECK(j["activity"]["total_bytes_with_key_overhead"] ==
+        expected + b * 1000000 * kRedisKeyOverheadBytes);
+  CHECK(j["activity"]["users_past_stage0"] == 150000);
+  CHECK(j["activity"]["share_past_stage0"].get<double>() == Approx(0.15));
+  CHECK(j["activity"]["users_at_limit"] == 0);
+  CHECK(j["activity"]["classes"].size() == 5);
+  // The 1x figures above it do not change with the distribution.
+  for (const char* key : {"total_bytes", "total_bytes_with_key_overhead", "m", "k"}) {
+    CHECK(j[key] == plain[key]);
+  }
+}
+
+TEST_CASE("Size report text: every label-value line keeps one value column", "[bloom][size]") {
+  SizeReportInput in = InputFor(40, 8, 10000000);
+  StatusOr<Activity> z = ParseActivity("zipf:1.1");
+  REQUIRE(z.ok());
+  in.activity = *z;
+  in.activity_given = true;
+  const std::string text = FormatSizeReport(in);
+  INFO(text);
+  std::istringstream lines(text);
+  std::string line;
+  int checked = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("  ", 0) != 0) continue;
+    CHECK(line.find_first_not_of(' ', line.find("  ", 2)) == 30);
+    ++checked;
+  }
+  CHECK(checked > 20);
+  CHECK_THAT(text, Catch::Contains("users at the stage limit"));
+  CHECK_THAT(text, Catch::Contains("users past stage 0"));
 }
 
 }  // namespace
