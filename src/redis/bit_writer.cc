@@ -175,21 +175,26 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
   for (size_t k = 0; k < batch.size; ++k) {
     KeyPlan& plan = plans_[k];
     if (options_.read_before_write ||
-        !expire_cache_.StageKnown(batch.keys[k].key, now_s, &plan.state.stage, &plan.state.fill)) {
+        !expire_cache_.StageKnown(key_hash_[k], now_s, &plan.state.stage, &plan.state.fill)) {
       reads_.push_back(k);
       skip_items += batch.keys[k].items.size();
     }
   }
-  // Keys whose state is unknown: read them (one round per max_commands_per_round).
+  // Keys whose state is unknown: read them, one MGET per kReadKeysPerMget keys,
+  // all in one round. (A key holding another type reads as nil, and its write
+  // then fails with WRONGTYPE as usual.)
   skip_.assign(skip_items, 0);
   std::vector<size_t> skip_at(batch.size, SIZE_MAX);
   std::vector<std::vector<std::string>> commands;
   std::vector<RedisReply> replies;
-  size_t next_skip = 0;
-  for (size_t at = 0; at < reads_.size();) {
-    const size_t end = std::min(reads_.size(), at + options_.max_commands_per_round);
-    commands.clear();
-    for (size_t r = at; r < end; ++r) commands.push_back({"GET", batch.keys[reads_[r]].key});
+  for (size_t at = 0; at < reads_.size(); at += kReadKeysPerMget) {
+    const size_t end = std::min(reads_.size(), at + kReadKeysPerMget);
+    commands.emplace_back();
+    commands.back().reserve(end - at + 1);
+    commands.back().push_back("MGET");
+    for (size_t r = at; r < end; ++r) commands.back().push_back(batch.keys[reads_[r]].key);
+  }
+  if (!commands.empty()) {
     Status st = conn_->Commands(commands, &replies);
     if (!st.ok()) {
       RedisErrorKind kind = conn_->last_error_kind();
@@ -197,22 +202,23 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
       return Fail(kind, st);
     }
     stats->commands += commands.size();
-    for (size_t r = at; r < end; ++r) {
-      const size_t k = reads_[r];
+  }
+  size_t next_skip = 0;
+  for (size_t c = 0; c < commands.size(); ++c) {
+    const RedisReply& reply = replies[c];
+    const size_t first = c * kReadKeysPerMget;
+    if (reply.type == RedisReply::Type::kError) {
+      RedisConnection::ReplyError e{c, RedisConnection::ClassifyErrorReply(reply.str), reply.str};
+      if (observer_) observer_(e.kind);
+      return ReplyFailure("reading", batch.keys[reads_[first]].key, e);
+    }
+    if (reply.type != RedisReply::Type::kArray || reply.elements.size() != commands[c].size() - 1)
+      return Fail(RedisErrorKind::kProtocol,
+                  Unavailable("redis " + conn_->address() + ": MGET: unexpected reply"));
+    for (size_t r = 0; r < reply.elements.size(); ++r) {
+      const size_t k = reads_[first + r];
       const KeyBits& kb = batch.keys[k];
-      const RedisReply& reply = replies[r - at];
-      if (reply.type == RedisReply::Type::kError) {
-        RedisConnection::ReplyError e{r - at, RedisConnection::ClassifyErrorReply(reply.str),
-                                      reply.str};
-        if (observer_) observer_(e.kind);
-        if (e.kind != RedisErrorKind::kWrongType) return ReplyFailure("reading", kb.key, e);
-        key_state_[k].failed = true;
-        ++stats->skipped_keys;
-        spdlog::warn("redis: key '{}' holds another type ({}); its bits are skipped",
-                     Printable(kb.key), Printable(e.text));
-        continue;
-      }
-      const std::string_view value = reply.str;
+      const std::string_view value = reply.elements[r].str;  // "" for nil
       KeyPlan& plan = plans_[k];
       plan.read = true;
       plan.state.stage = static_cast<uint32_t>(StagesPresent(stages_, value.size()) - 1);
@@ -225,7 +231,6 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
       }
       ++stats->keys_read;
     }
-    at = end;
   }
   // Where each key's items go.
   for (size_t k = 0; k < batch.size; ++k) {
@@ -268,6 +273,9 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
   st = RecheckMeta(now_s);
   if (!st.ok()) return Fail(RedisErrorKind::kReply, st);
   key_state_.assign(batch.size, KeyState{});
+  key_hash_.resize(batch.size);
+  if (expire_cache_.enabled())
+    for (size_t k = 0; k < batch.size; ++k) key_hash_[k] = ExpireCache::KeyHash(batch.keys[k].key);
   const bool staged = stages_.size() > 1;
   if (staged) EF_RETURN_IF_ERROR(PlanStages(batch, now_s, &local));
   const bool bitfield = options_.mode == WriteMode::kBitfield;
@@ -288,7 +296,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
         continue;
       }
       uint32_t sentinel = 0;
-      ks.expire_sent = !expire_cache_.Known(kb.key, kb.expire_at, now_s, &sentinel);
+      ks.expire_sent = !expire_cache_.Known(key_hash_[i], kb.expire_at, now_s, &sentinel);
       const bool probe = !ks.expire_sent && bitfield;
       if (staged) {
         const KeyPlan& plan = plans_[i];
@@ -402,7 +410,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
     uint32_t sentinel = kb.positions.empty() ? 0 : kb.positions.front();
     if (staged && plans_[k].n_groups > 0 && groups_[plans_[k].first_group].n > 0)
       sentinel = groups_[plans_[k].first_group].p[0];
-    expire_cache_.Remember(kb.key, kb.expire_at, now_s, sentinel);
+    expire_cache_.Remember(key_hash_[k], kb.expire_at, now_s, sentinel);
   }
   local.keys = batch.size - local.skipped_keys;
   if (local.stages.limit_items) LogStageLimit(local.stages, now_s);
@@ -415,11 +423,10 @@ void RedisBitWriter::RememberStages(const BitBatch& batch, int64_t now_s) {
   for (size_t k = 0; k < batch.size; ++k) {
     const KeyState& ks = key_state_[k];
     const KeyPlan& plan = plans_[k];
-    const std::string& key = batch.keys[k].key;
     if (ks.failed) continue;
     if (!ks.expire_sent && !ks.old_bit_set && !ks.nothing_to_write) {
       // Found lost (a follow-up EXPIREAT key): its remembered state is wrong.
-      expire_cache_.Forget(key);
+      expire_cache_.Forget(key_hash_[k]);
       continue;
     }
     StageState after = plan.state;
@@ -429,7 +436,7 @@ void RedisBitWriter::RememberStages(const BitBatch& batch, int64_t now_s) {
       after.stage = g.stage;
       after.fill = static_cast<uint32_t>(std::min<uint64_t>(base + g.new_bits, UINT32_MAX));
     }
-    expire_cache_.RememberStage(key, now_s, after.stage, after.fill, plan.read);
+    expire_cache_.RememberStage(key_hash_[k], now_s, after.stage, after.fill, plan.read);
   }
 }
 

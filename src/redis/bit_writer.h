@@ -41,14 +41,13 @@
 // Layout v2 (docs/FORMAT.md rule 8). Each key's items go to the stage the key
 // fills (StagePlanner): one BITFIELD per stage written. The writer learns a key's
 // stage state by reading the key (`GET`, one extra round per batch, only for keys
-// whose state it does not know: first write since start, a reconnect, an
-// assignment change, or every expire_refresh) and from then on from the old bits
-// its writes return, so a batch of known keys costs no extra round trip. Items the
-// read finds already present (a replay, a redelivery) are not written again, so
-// replaying a range does not fill a stage by itself; read_before_write reads every
-// key of every batch (replay). While the stored meta is version 1 (a v2 config on
-// data not yet upgraded) the writer writes stage 0 only and reads the meta again
-// every 10 s, switching to the stages once `exposure-filter layout upgrade` ran.
+// whose state it does not know, in MGETs of up to 512 keys: first write since start, a reconnect,
+// an revoke, or an hour after the last read) and from then on from the old bits its writes return,
+// so a batch of known keys costs no extra round trip. Items the read finds already present (a
+// replay, a redelivery) are not written again, so replaying a range does not fill a stage by
+// itself; read_before_write reads every key of every batch (replay). While the stored meta is
+// version 1 (a v2 config on data not yet upgraded) the writer writes stage 0 only and reads the
+// meta again every 10 s, switching to the stages once `exposure-filter layout upgrade` ran.
 //
 // Connections: a lost connection is re-established on the next Write; the
 // expire cache is then cleared and, if options.layout is set, `<prefix>meta` is
@@ -155,6 +154,8 @@ class RedisBitWriter : public BitSink {
   // Layout v2: reads the keys whose stage state is unknown and plans every key
   // (plans_, groups_, group_positions_).
   Status PlanStages(const BitBatch& batch, int64_t now_s, WriteStats* stats);
+  // Layout v2: keys of unknown state are read with MGETs of this many keys.
+  static constexpr size_t kReadKeysPerMget = 512;
   // Layout v2: records each written key's stage state after the write.
   void RememberStages(const BitBatch& batch, int64_t now_s);
   // The stored meta may have been upgraded to version 2 meanwhile.
@@ -170,6 +171,7 @@ class RedisBitWriter : public BitSink {
   std::string buffer_;
   std::vector<size_t> command_key_;  // for each command of the round: its key index
   std::vector<KeyState> key_state_;  // per key of the batch
+  std::vector<uint64_t> key_hash_;   // per key of the batch: ExpireCache::KeyHash
   std::vector<size_t> follow_up_;    // keys that get EXPIREAT in a follow-up round
   // Layout v2, per key of the batch: where its bits go.
   struct KeyPlan {

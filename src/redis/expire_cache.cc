@@ -84,8 +84,13 @@ ExpireCache::Slot* ExpireCache::Touch(uint64_t hash) {
 
 bool ExpireCache::Known(std::string_view key, int64_t expire_at, int64_t now_s,
                         uint32_t* sentinel) const {
+  return generation_capacity_ && Known(KeyHash(key), expire_at, now_s, sentinel);
+}
+
+bool ExpireCache::Known(uint64_t key_hash, int64_t expire_at, int64_t now_s,
+                        uint32_t* sentinel) const {
   if (!generation_capacity_) return false;
-  const Slot* s = Lookup(KeyHash(key));
+  const Slot* s = Lookup(key_hash);
   if (!s) return false;
   const bool fresh = Fresh(*s, expire_at, now_s);
   if (fresh && sentinel) *sentinel = s->sentinel;
@@ -94,9 +99,14 @@ bool ExpireCache::Known(std::string_view key, int64_t expire_at, int64_t now_s,
 
 bool ExpireCache::StageKnown(std::string_view key, int64_t now_s, uint32_t* stage,
                              uint32_t* fill) const {
+  return generation_capacity_ && StageKnown(KeyHash(key), now_s, stage, fill);
+}
+
+bool ExpireCache::StageKnown(uint64_t key_hash, int64_t now_s, uint32_t* stage,
+                             uint32_t* fill) const {
   if (!generation_capacity_) return false;
-  const Slot* s = Lookup(KeyHash(key));
-  if (!s || !s->has_stage || now_s - static_cast<int64_t>(s->stage_read_s) >= refresh_s_)
+  const Slot* s = Lookup(key_hash);
+  if (!s || !s->has_stage || now_s - static_cast<int64_t>(s->stage_read_s) >= kStageRefreshS)
     return false;
   *stage = s->stage;
   *fill = s->fill;
@@ -104,8 +114,11 @@ bool ExpireCache::StageKnown(std::string_view key, int64_t now_s, uint32_t* stag
 }
 
 void ExpireCache::Forget(std::string_view key) {
+  if (generation_capacity_) Forget(KeyHash(key));
+}
+
+void ExpireCache::Forget(uint64_t h) {
   if (!generation_capacity_) return;
-  const uint64_t h = KeyHash(key);
   for (Table* t : {&current_, &previous_}) {
     if (Slot* s = t->Find(h)) {
       s->expire_at = 0;
@@ -116,8 +129,12 @@ void ExpireCache::Forget(std::string_view key) {
 
 void ExpireCache::Remember(std::string_view key, int64_t expire_at, int64_t now_s,
                            uint32_t sentinel) {
+  if (generation_capacity_) Remember(KeyHash(key), expire_at, now_s, sentinel);
+}
+
+void ExpireCache::Remember(uint64_t key_hash, int64_t expire_at, int64_t now_s, uint32_t sentinel) {
   if (!generation_capacity_) return;
-  Slot* s = Touch(KeyHash(key));
+  Slot* s = Touch(key_hash);
   s->expire_at = static_cast<uint32_t>(std::clamp<int64_t>(expire_at, 1, UINT32_MAX));
   s->set_at_s = static_cast<uint32_t>(now_s);
   s->sentinel = sentinel;
@@ -125,8 +142,13 @@ void ExpireCache::Remember(std::string_view key, int64_t expire_at, int64_t now_
 
 void ExpireCache::RememberStage(std::string_view key, int64_t now_s, uint32_t stage, uint32_t fill,
                                 bool read) {
+  if (generation_capacity_) RememberStage(KeyHash(key), now_s, stage, fill, read);
+}
+
+void ExpireCache::RememberStage(uint64_t key_hash, int64_t now_s, uint32_t stage, uint32_t fill,
+                                bool read) {
   if (!generation_capacity_) return;
-  Slot* s = Touch(KeyHash(key));
+  Slot* s = Touch(key_hash);
   if (read || !s->has_stage) s->stage_read_s = static_cast<uint32_t>(now_s);
   s->stage = static_cast<uint8_t>(stage);
   s->fill = fill;

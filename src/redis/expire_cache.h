@@ -15,8 +15,9 @@
 // With layout v2 it also keeps each key's stage state (docs/FORMAT.md rule 8): the
 // stage the writer fills and how many of its bits are set, learnt by reading the
 // key once and kept up to date from the old bits the writes return; trusted for
-// `refresh_s` seconds after that read, then the key is read again (other writers'
-// bits are not seen in between). Forget and Clear drop it with the expiry.
+// kStageRefreshS after that read, then the key is read again (bits other writers
+// set meanwhile are not counted in between; the writer also forgets all stage
+// states when its partitions are revoked). Forget and Clear drop it with the expiry.
 // capacity 0 disables the cache. Keys are remembered by a 64-bit hash, in flat
 // open-addressing tables (32 bytes a slot, at most half full, grown on demand):
 // no allocation per key. Times are epoch seconds up to 2106. Not thread-safe.
@@ -30,6 +31,8 @@ namespace ef {
 
 class ExpireCache {
  public:
+  static constexpr int64_t kStageRefreshS = 3600;
+
   ExpireCache(size_t capacity, int64_t refresh_s, int64_t min_remaining_s = 3600);
 
   // True if EXPIREAT key expire_at need not be sent at time now_s; then
@@ -40,7 +43,7 @@ class ExpireCache {
   // the bit at `sentinel` was set in the key.
   void Remember(std::string_view key, int64_t expire_at, int64_t now_s, uint32_t sentinel = 0);
   // The key's stage state at time now_s, if known and read from Redis less than
-  // refresh_s ago.
+  // kStageRefreshS ago.
   bool StageKnown(std::string_view key, int64_t now_s, uint32_t* stage, uint32_t* fill) const;
   // Records the key's stage state; `read` = just read from Redis (restarts the
   // trust period), else updated from a write's replies (keeps it).
@@ -55,6 +58,13 @@ class ExpireCache {
   bool enabled() const { return generation_capacity_ > 0; }
 
   static uint64_t KeyHash(std::string_view key);
+  // The same calls with the key given by KeyHash(key), for callers that make
+  // several calls per key.
+  bool Known(uint64_t key_hash, int64_t expire_at, int64_t now_s, uint32_t* sentinel) const;
+  void Remember(uint64_t key_hash, int64_t expire_at, int64_t now_s, uint32_t sentinel);
+  bool StageKnown(uint64_t key_hash, int64_t now_s, uint32_t* stage, uint32_t* fill) const;
+  void RememberStage(uint64_t key_hash, int64_t now_s, uint32_t stage, uint32_t fill, bool read);
+  void Forget(uint64_t key_hash);
 
  private:
   struct Slot {
