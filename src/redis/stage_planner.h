@@ -28,7 +28,7 @@ class StagePlanner {
  public:
   struct Group {
     uint32_t stage;
-    size_t begin, end;  // positions()[begin, end), in item order (repeats possible)
+    size_t begin, end;  // positions()[begin, end): sorted, unique
   };
 
   explicit StagePlanner(const std::vector<Stage>& stages) : stages_(stages) {}
