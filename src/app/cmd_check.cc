@@ -1,5 +1,7 @@
 // exposure-filter check: which of a user's candidate items were seen.
+#include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -8,8 +10,8 @@
 #include "bloom/keys.h"
 #include "bloom/layout.h"
 #include "common/clock.h"
-#include "redis/bloom_reader.h"
-#include "redis/meta.h"
+#include "exposure_filter/client.h"
+#include "redis/options.h"
 
 namespace ef::app {
 namespace {
@@ -18,10 +20,20 @@ struct CheckArgs {
   ConfigArgs config;
   std::string user;
   std::vector<std::string> items;
+  std::string file;  // --file: candidates one per line ("-" = stdin)
   bool json = false;
   bool only_unseen = false;
   int64_t at = 0;
 };
+
+// Candidates one per line from `in` (a trailing CR is dropped; empty lines skipped).
+void ReadItems(std::istream& in, std::vector<std::string>* items) {
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) items->push_back(line);
+  }
+}
 
 int Check(CheckArgs& a) {
   auto config = LoadOrReport(a.config);
@@ -31,61 +43,80 @@ int Check(CheckArgs& a) {
   if (Status st = CheckUserId(a.user); !st.ok()) {
     return Fail(InvalidArgument("--user: " + st.message()), kExitUsage);
   }
-  if (a.items.empty()) {
-    // Items from stdin, one per line, when none are given as arguments.
-    std::string line;
-    while (std::getline(std::cin, line)) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (!line.empty()) a.items.push_back(line);
+  if (!a.file.empty()) {
+    if (a.file == "-") {
+      ReadItems(std::cin, &a.items);
+    } else {
+      std::ifstream in(a.file);
+      if (!in) return Fail(InvalidArgument("--file " + a.file + ": cannot open"), kExitUsage);
+      ReadItems(in, &a.items);
     }
+  } else if (a.items.empty()) {
+    // Items from stdin, one per line, when none are given as arguments.
+    ReadItems(std::cin, &a.items);
   }
   if (a.items.empty())
-    return Fail(InvalidArgument("no items: give them as arguments or on stdin"), kExitUsage);
+    return Fail(InvalidArgument("no items: give them as arguments, with --file or on stdin"),
+                kExitUsage);
   auto layout = LayoutFromConfig(config->filter);
   if (!layout.ok()) return Fail(layout.status(), kExitUsage);
-  auto options = RedisOptionsFromConfig(config->redis);
-  if (!options.ok()) return Fail(options.status(), kExitUsage);
-  auto conn = RedisConnection::Connect(*options);
-  if (!conn.ok()) return Fail(conn.status());
-  bool found = false;
-  Layout stored;
-  Status st = ReadLayout(**conn, *layout, &stored, &found);
-  if (!st.ok()) return Fail(st, kExitUsage);
-  if (!found)
+  if (auto options = RedisOptionsFromConfig(config->redis); !options.ok())
+    return Fail(options.status(), kExitUsage);
+
+  // The library a recall service uses (include/exposure_filter/client.h), with the
+  // CLI's patience: redis.command_timeout per call, and errors, not fail-open.
+  exposure_filter::ClientOptions options;
+  options.config_path = a.config.path;
+  options.overrides = a.config.overrides;
+  options.pool_size = 1;
+  options.timeout = std::chrono::milliseconds(config->redis.command_timeout_ms);
+  options.on_error = exposure_filter::OnError::kFailClosed;
+  options.allow_missing_layout = true;
+  std::string error;
+  exposure_filter::ErrorCode code = exposure_filter::ErrorCode::kOk;
+  auto client = exposure_filter::Client::Create(options, &error, &code);
+  if (!client) {
+    const bool usage = code == exposure_filter::ErrorCode::kLayoutMismatch ||
+                       code == exposure_filter::ErrorCode::kInvalidArgument;
+    return Fail(Status(usage ? StatusCode::kFailedPrecondition : StatusCode::kUnavailable, error),
+                usage ? kExitUsage : kExitFailure);
+  }
+  if (!client->layout().stored)
     std::fprintf(stderr,
                  "exposure-filter: note: no layout stored at %s yet: nothing was written "
                  "with this prefix\n",
                  MetaKey(layout->prefix).c_str());
   const int64_t now_s = a.at > 0 ? a.at : SystemClock().NowMs() / 1000;
+  exposure_filter::CallOptions call;
+  call.at_unix_seconds = now_s;
+  call.with_buckets = true;
+  const exposure_filter::Result result = client->Seen(a.user, a.items, call);
+  if (!result.ok) return Fail(Unavailable(result.error));
   // The live buckets and the next one (rule 6: clock skew between writer and reader).
-  const size_t buckets_read =
-      ReadBuckets(now_s, layout->window_seconds, layout->bucket_seconds).size();
-  BloomReader reader(**conn, stored);
-  auto result = reader.Check(a.user, a.items, now_s);
-  if (!result.ok()) return Fail(result.status());
+  const size_t buckets_read = result.buckets_read;
 
   size_t seen = 0;
-  for (bool s : result->seen) seen += s;
+  for (bool s : result.seen) seen += s;
   if (a.json) {
     nlohmann::json j;
     j["user"] = a.user;
     j["buckets_checked"] = buckets_read;
-    j["buckets_present"] = result->buckets_present;
+    j["buckets_present"] = result.buckets_present;
     j["seen"] = nlohmann::json::array();
     j["unseen"] = nlohmann::json::array();
     for (size_t i = 0; i < a.items.size(); ++i)
-      j[result->seen[i] ? "seen" : "unseen"].push_back(a.items[i]);
+      j[result.seen[i] ? "seen" : "unseen"].push_back(a.items[i]);
     std::printf("%s\n", j.dump().c_str());
     return kExitOk;
   }
   for (size_t i = 0; i < a.items.size(); ++i) {
     if (a.only_unseen) {
-      if (!result->seen[i]) std::printf("%s\n", a.items[i].c_str());
+      if (!result.seen[i]) std::printf("%s\n", a.items[i].c_str());
       continue;
     }
-    if (result->seen[i]) {
+    if (result.seen[i]) {
       std::printf("seen    %s  (bucket %s)\n", a.items[i].c_str(),
-                  FormatBucket(result->seen_bucket[i], layout->bucket_seconds).c_str());
+                  FormatBucket(result.seen_bucket[i], layout->bucket_seconds).c_str());
     } else {
       std::printf("unseen  %s\n", a.items[i].c_str());
     }
@@ -93,7 +124,7 @@ int Check(CheckArgs& a) {
   std::fflush(stdout);
   if (!a.only_unseen)
     std::fprintf(stderr, "%zu of %zu item(s) seen by user %s (%zu of %zu bucket(s) present)\n",
-                 seen, a.items.size(), a.user.c_str(), result->buckets_present, buckets_read);
+                 seen, a.items.size(), a.user.c_str(), result.buckets_present, buckets_read);
   return kExitOk;
 }
 
@@ -106,6 +137,8 @@ Action AddCheckCommand(CLI::App& app) {
   AddConfigOptions(cmd, &a->config, false);
   cmd->add_option("-u,--user", a->user, "User ID")->required();
   cmd->add_option("items", a->items, "Candidate item IDs (default: one per line on stdin)");
+  cmd->add_option("--file", a->file,
+                  "Read candidate item IDs from this file, one per line (- = stdin)");
   cmd->add_flag("--json", a->json, "Print {\"seen\": [...], \"unseen\": [...]} as JSON");
   cmd->add_flag("--unseen", a->only_unseen, "Print only the unseen items, one per line");
   cmd->add_option("--at", a->at, "Query as of this time (epoch seconds; default now)");

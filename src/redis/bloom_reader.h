@@ -48,7 +48,10 @@ class BloomReader {
 };
 
 // Pure part of Check: bucket values (oldest first; empty = missing) → result.
-// buckets_present counts the non-empty values.
+// buckets_present counts the non-empty values. Each item is hashed once, and each
+// of its positions computed once and tested in every bucket at the same time (up
+// to 64 buckets; more are tested one after the other, with the same result): the
+// read side's hot path (exposure_filter::Client). Pure; thread-safe.
 CheckResult TestItems(const Layout& layout, const std::vector<std::string>& bucket_values,
                       const std::vector<int64_t>& bucket_starts,
                       const std::vector<std::string>& items);

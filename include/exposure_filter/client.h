@@ -1,0 +1,203 @@
+// exposure_filter::Client — the read side of exposure-filter for recall services.
+//
+// Answers "which of these candidate items has this user not seen?" from the
+// per-user Bloom filters the exposure-filter daemon writes to Redis
+// (docs/FORMAT.md, layouts v1 and v2):
+//   - one Redis round trip per user: one MGET of the user's live bucket keys and
+//     the next one (all under the user's hash tag, so Redis Cluster-safe);
+//   - each candidate is hashed once and tested locally against every bucket and
+//     every stage the bucket holds; an item is seen if some bucket holds it;
+//   - SeenBatch sends the MGETs of many users in one pipelined round trip.
+//
+// Usage:
+//   exposure_filter::ClientOptions options;
+//   options.config_path = "/etc/exposure-filter.yaml";   // the daemon's config
+//   std::string error;
+//   auto client = exposure_filter::Client::Create(options, &error);
+//   if (!client) { std::cerr << error << "\n"; return 1; }
+//   std::vector<std::string> unseen = client->Unseen("user-42", candidates);
+//
+// Thread safety: every member function of Client may be called concurrently from
+// any number of threads. A call holds one pooled Redis connection while it waits
+// for Redis; at most ClientOptions::pool_size calls talk to Redis at once, others
+// wait for a connection (bounded by their deadline). The Client must outlive all
+// calls; do not destroy it while a call is running.
+//
+// Layout: Create reads the stored layout (`<prefix>meta`) and checks it against
+// the config's filter.* keys (same rule as the daemon: a different m, k, seed,
+// key prefix, bucket or window is an error). The stored layout (v1, or v2 with its
+// stages) is what the client reads with. The meta is read again on every new
+// connection (after a reconnect), so an upgrade to v2 (`exposure-filter layout
+// upgrade`) is picked up; a meta that no longer matches the config makes calls
+// fail (policy below) until it matches again.
+//
+// Deadline: every call has a deadline (ClientOptions::timeout unless given). It
+// bounds the wait for a pooled connection, a (re)connect and the round trip. A
+// call that cannot be answered from Redis within its deadline is a failure
+// (policy below); it never returns a late, partial answer. I/O waits use the
+// connections' socket timeout, which is ClientOptions::timeout: a call returns
+// after at most max(deadline, ClientOptions::timeout) plus scheduling delays, so
+// give per-call deadlines no longer than ClientOptions::timeout.
+//
+// Failure policy (Redis down, slow past the deadline, error reply, layout no
+// longer matching):
+//   - OnError::kFailOpen (default): the result is ok, failed_open is true and
+//     every candidate is reported unseen (the feed shows possibly seen items rather
+//     than nothing); counted in ClientStats::failed_open.
+//   - OnError::kFailClosed: ok is false, code is kUnavailable (or
+//     kLayoutMismatch) and seen is all false: the caller decides.
+//   Either way `error` says why in one line and redis_errors is incremented.
+//   The broken connection is dropped; the next call connects again (and re-reads
+//   the meta), so the client recovers by itself when Redis is back.
+// An invalid user ID (empty, or starting with '}': docs/FORMAT.md rule 4) is
+// always an error (ok false, code kInvalidArgument), whatever the policy, and
+// costs no round trip.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace exposure_filter {
+
+enum class OnError { kFailOpen, kFailClosed };
+
+enum class ErrorCode {
+  kOk = 0,
+  kInvalidArgument,   // bad config, option or user ID: fix the input
+  kUnavailable,       // Redis unreachable, too slow for the deadline, or an error reply
+  kLayoutMismatch,    // the stored layout (`<prefix>meta`) disagrees with the config
+  kPermissionDenied,  // Redis refused the credentials or the ACL forbids a command
+  kInternal,          // protocol error or an unexpected reply
+};
+
+struct ClientOptions {
+  // The daemon's YAML config (filter.* and redis.* are used, other sections are
+  // validated but ignored); "" = built-in defaults.
+  std::string config_path;
+  // "key=value" overrides applied after the file, exactly as the CLI's --set
+  // (e.g. "redis.address=10.0.0.5:6379", "filter.key_prefix=ef:").
+  std::vector<std::string> overrides;
+  // Redis connections (>= 1). Connections are made lazily, the first one by Create.
+  size_t pool_size = 4;
+  // Default per-call deadline, also the connect and socket timeout (> 0).
+  std::chrono::milliseconds timeout{50};
+  OnError on_error = OnError::kFailOpen;
+  // false (default): Create fails when Redis holds no layout for the prefix (most
+  // likely a wrong filter.prefix or Redis address). true: read with the
+  // configured layout until a meta appears (it is looked for again on every new
+  // connection and at most once a second); every candidate is unseen meanwhile.
+  bool allow_missing_layout = false;
+};
+
+// One user's candidates (for SeenBatch).
+struct Query {
+  std::string user;
+  std::vector<std::string> candidates;
+};
+
+// Per-call options beyond the deadline (for tools; the defaults suit services).
+struct CallOptions {
+  std::chrono::milliseconds deadline{0};  // 0 = ClientOptions::timeout
+  int64_t at_unix_seconds = 0;            // query as of this time; 0 = now
+  bool with_buckets = false;              // fill Result::seen_bucket
+};
+
+struct Result {
+  // false: invalid user ID, or Redis failed and on_error == kFailClosed.
+  bool ok = true;
+  // Redis failed and on_error == kFailOpen: every candidate is reported unseen.
+  bool failed_open = false;
+  ErrorCode code = ErrorCode::kOk;  // why, when !ok or failed_open
+  std::string error;                // one line, when !ok or failed_open
+  std::vector<bool> seen;           // per candidate, input order (all false on failure)
+  size_t seen_count = 0;            // number of true entries in seen
+  size_t buckets_read = 0;          // bucket keys read (the window's buckets + 1)
+  size_t buckets_present = 0;       // of which exist in Redis
+  // Only with CallOptions::with_buckets: per candidate, the start (Unix seconds) of
+  // the newest bucket that holds it, or -1.
+  std::vector<int64_t> seen_bucket;
+};
+
+// Counters since Create; monotonic; read with stats() (a consistent-enough
+// snapshot: each counter is read atomically).
+struct ClientStats {
+  uint64_t calls = 0;         // Seen/Unseen/SeenBatch calls
+  uint64_t users = 0;         // user queries (SeenBatch counts each query)
+  uint64_t candidates = 0;    // candidates checked
+  uint64_t seen = 0;          // candidates found seen
+  uint64_t failed_open = 0;   // user queries answered "all unseen" because of a failure
+  uint64_t errors = 0;        // user queries answered with ok == false
+  uint64_t redis_errors = 0;  // Redis failures (connect, I/O, timeout, error reply, layout)
+  uint64_t timeouts = 0;      // of redis_errors: deadline exceeded (pool wait or Redis)
+  uint64_t reconnects = 0;    // connections made after the first one
+};
+
+// Stored layout the client reads with.
+struct LayoutInfo {
+  int version = 1;      // 1, or 2 for a scalable (multi-stage) filter
+  uint32_t stages = 1;  // stage limit (1 for version 1)
+  bool stored = false;  // false: no meta in Redis yet (allow_missing_layout)
+  std::string prefix;   // filter.key_prefix
+  int64_t bucket_seconds = 0;
+  int64_t window_seconds = 0;
+};
+
+class Client {
+ public:
+  // Loads and validates the config, connects to Redis and reads the stored layout.
+  // nullptr, and *error set to one line naming what and where (and *code if given),
+  // when the config is invalid (kInvalidArgument), Redis cannot be reached
+  // (kUnavailable), refuses the credentials (kPermissionDenied), or holds another
+  // layout or none (kLayoutMismatch; none is allowed with allow_missing_layout).
+  static std::unique_ptr<Client> Create(const ClientOptions& options, std::string* error,
+                                        ErrorCode* code = nullptr);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Which candidates `user` has seen: one round trip. Duplicates and empty
+  // strings are allowed (an empty candidate is an item like any other).
+  Result Seen(std::string_view user, const std::vector<std::string>& candidates);
+  Result Seen(std::string_view user, const std::vector<std::string>& candidates,
+              std::chrono::milliseconds deadline);
+  Result Seen(std::string_view user, const std::vector<std::string>& candidates,
+              const CallOptions& call);
+
+  // The unseen candidates, in input order. On a failure under kFailOpen: all of
+  // them; under kFailClosed or for an invalid user ID: empty (use Seen to tell).
+  std::vector<std::string> Unseen(std::string_view user,
+                                  const std::vector<std::string>& candidates);
+  std::vector<std::string> Unseen(std::string_view user, const std::vector<std::string>& candidates,
+                                  std::chrono::milliseconds deadline);
+
+  // Many users at once: the MGETs of all valid users go out in one pipelined
+  // round trip on one connection. results[i] answers queries[i], exactly as
+  // Seen(queries[i].user, queries[i].candidates) would; an invalid user ID fails
+  // its own query only; a Redis failure fails every valid query (policy above).
+  std::vector<Result> SeenBatch(const std::vector<Query>& queries);
+  std::vector<Result> SeenBatch(const std::vector<Query>& queries,
+                                std::chrono::milliseconds deadline);
+  std::vector<Result> SeenBatch(const std::vector<Query>& queries, const CallOptions& call);
+
+  // Health check: PING on a pooled connection (connecting, and reading the meta,
+  // if needed) within the deadline. Sets Ready().
+  bool Ping(std::chrono::milliseconds deadline);
+  // True iff the most recent call or Ping that talked to Redis succeeded.
+  bool Ready() const;
+
+  ClientStats stats() const;
+  LayoutInfo layout() const;
+
+  struct Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace exposure_filter

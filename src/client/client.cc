@@ -1,0 +1,434 @@
+// exposure_filter::Client (include/exposure_filter/client.h) over the daemon's own
+// read path: redis/bloom_reader.h PlanRead + TestItems, redis/meta.h ReadLayout.
+#include "exposure_filter/client.h"
+
+#include <atomic>
+#include <mutex>
+#include <utility>
+
+#include "bloom/keys.h"
+#include "bloom/layout.h"
+#include "client/pool.h"
+#include "config/loader.h"
+#include "redis/bloom_reader.h"
+#include "redis/meta.h"
+#include "redis/options.h"
+
+namespace exposure_filter {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ef::Status;
+using ef::StatusCode;
+
+// How often a client without a stored layout (allow_missing_layout) looks for one.
+constexpr auto kMissingLayoutRecheck = std::chrono::seconds(1);
+
+ErrorCode CodeOf(const Status& st) {
+  switch (st.code()) {
+    case StatusCode::kOk:
+      return ErrorCode::kOk;
+    case StatusCode::kInvalidArgument:
+      return ErrorCode::kInvalidArgument;
+    case StatusCode::kFailedPrecondition:
+      return ErrorCode::kLayoutMismatch;
+    case StatusCode::kPermissionDenied:
+      return ErrorCode::kPermissionDenied;
+    case StatusCode::kInternal:
+      return ErrorCode::kInternal;
+    default:
+      return ErrorCode::kUnavailable;
+  }
+}
+
+int64_t Millis(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+struct Counters {
+  std::atomic<uint64_t> calls{0}, users{0}, candidates{0}, seen{0}, failed_open{0}, errors{0},
+      redis_errors{0}, timeouts{0}, reconnects{0};
+};
+
+void Add(std::atomic<uint64_t>& counter, uint64_t n) {
+  counter.fetch_add(n, std::memory_order_relaxed);
+}
+
+// One user's part of a call.
+struct Work {
+  std::string_view user;
+  const std::vector<std::string>* candidates;
+};
+
+}  // namespace
+
+struct Client::Impl {
+  ClientOptions options;
+  ef::Layout configured;
+  ef::RedisOptions redis;
+  ef::client::ConnectionPool pool;
+
+  mutable std::mutex layout_mu;
+  std::shared_ptr<const ef::Layout> layout;  // guarded by layout_mu
+  bool stored = false;                       // guarded by layout_mu
+  Clock::time_point layout_checked;          // guarded by layout_mu
+
+  std::atomic<bool> ready{false};
+  std::atomic<bool> connected_once{false};
+  Counters counters;
+
+  Impl(ClientOptions o, ef::Layout l, ef::RedisOptions r)
+      : options(std::move(o)),
+        configured(std::move(l)),
+        redis(std::move(r)),
+        pool(options.pool_size),
+        layout(std::make_shared<const ef::Layout>(configured)) {}
+
+  std::shared_ptr<const ef::Layout> CurrentLayout() const {
+    std::lock_guard lock(layout_mu);
+    return layout;
+  }
+
+  bool LayoutRecheckDue() const {
+    if (!options.allow_missing_layout) return false;
+    std::lock_guard lock(layout_mu);
+    return !stored && Clock::now() - layout_checked >= kMissingLayoutRecheck;
+  }
+
+  // Reads the stored layout; a mismatch with the config is kFailedPrecondition.
+  Status RefreshLayout(ef::RedisConnection& conn, bool* found) {
+    ef::Layout effective;
+    Status st = ef::ReadLayout(conn, configured, &effective, found);
+    if (!st.ok()) return st;
+    std::lock_guard lock(layout_mu);
+    layout = *found ? std::make_shared<const ef::Layout>(std::move(effective))
+                    : std::make_shared<const ef::Layout>(configured);
+    stored = *found;
+    layout_checked = Clock::now();
+    return Status::Ok();
+  }
+
+  Status DeadlineError(Clock::time_point start, Clock::time_point deadline, const char* what) {
+    Add(counters.timeouts, 1);
+    return ef::Unavailable("deadline of " + std::to_string(Millis(deadline - start)) +
+                           " ms exceeded " + what + " after " +
+                           std::to_string(Millis(Clock::now() - start)) + " ms");
+  }
+
+  // Connects (within the deadline) and re-reads the meta.
+  Status Connect(Clock::time_point deadline, ef::client::ConnectionPool::Conn* out) {
+    ef::RedisOptions o = redis;
+    o.connect_timeout_ms = std::max<int64_t>(1, Millis(deadline - Clock::now()));
+    o.command_timeout_ms = std::max<int64_t>(1, Millis(options.timeout));
+    auto conn = ef::RedisConnection::Connect(o);
+    if (!conn.ok()) return conn.status();
+    if (connected_once.exchange(true)) Add(counters.reconnects, 1);
+    bool found = false;
+    Status st = RefreshLayout(**conn, &found);
+    if (!st.ok()) return st;
+    *out = std::move(*conn);
+    return Status::Ok();
+  }
+
+  // A usable connection in *pc within the deadline.
+  Status Prepare(ef::client::PooledConnection& pc, Clock::time_point start,
+                 Clock::time_point deadline) {
+    if (!pc.Acquire(deadline))
+      return DeadlineError(start, deadline, "waiting for a free Redis connection");
+    if (!pc.conn()) {
+      Status st = Connect(deadline, &pc.conn());
+      if (!st.ok()) return st;
+    } else if (LayoutRecheckDue()) {
+      bool found = false;
+      Status st = RefreshLayout(*pc.conn(), &found);
+      if (!st.ok()) {
+        pc.Drop();
+        return st;
+      }
+    }
+    if (Clock::now() > deadline) return DeadlineError(start, deadline, "connecting to Redis");
+    return Status::Ok();
+  }
+
+  void Failed(const Status& st, bool policy_applies, Result* r) {
+    r->seen.assign(r->seen.size(), false);
+    r->seen_count = 0;
+    r->code = CodeOf(st);
+    r->error = st.message();
+    if (policy_applies && options.on_error == OnError::kFailOpen) {
+      r->ok = true;
+      r->failed_open = true;
+      Add(counters.failed_open, 1);
+    } else {
+      r->ok = false;
+      Add(counters.errors, 1);
+    }
+  }
+
+  std::vector<Result> Run(const Work* work, size_t n, const CallOptions& call);
+  bool Ping(std::chrono::milliseconds deadline);
+};
+
+std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOptions& call) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline =
+      start + (call.deadline.count() > 0 ? call.deadline : options.timeout);
+  const int64_t now_s = call.at_unix_seconds > 0
+                            ? call.at_unix_seconds
+                            : std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  std::vector<Result> results(n);
+  std::vector<ef::ReadPlan> plans(n);
+  std::vector<size_t> valid;
+  valid.reserve(n);
+  uint64_t candidates = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Result& r = results[i];
+    r.seen.assign(work[i].candidates->size(), false);
+    candidates += work[i].candidates->size();
+    // Keys depend only on prefix, bucket and window, which the stored layout
+    // shares with the configured one.
+    auto plan = ef::PlanRead(configured, work[i].user, now_s);
+    if (!plan.ok()) {
+      Failed(plan.status(), false, &r);
+      continue;
+    }
+    r.buckets_read = plan->keys.size();
+    plans[i] = std::move(*plan);
+    valid.push_back(i);
+  }
+  Add(counters.calls, 1);
+  Add(counters.users, n);
+  Add(counters.candidates, candidates);
+  if (valid.empty()) return results;
+
+  ef::client::PooledConnection pc(pool);
+  std::vector<ef::RedisReply> replies;
+  Status st = Prepare(pc, start, deadline);
+  if (st.ok()) {
+    std::vector<std::vector<std::string>> commands(valid.size());
+    for (size_t v = 0; v < valid.size(); ++v) {
+      std::vector<std::string>& keys = plans[valid[v]].keys;
+      commands[v].reserve(keys.size() + 1);
+      commands[v].emplace_back("MGET");
+      for (std::string& key : keys) commands[v].push_back(std::move(key));
+    }
+    st = pc.conn()->Commands(commands, &replies);
+    if (!st.ok()) {
+      pc.Drop();  // broken: the next call connects again and re-reads the meta
+    } else {
+      for (size_t v = 0; v < replies.size() && st.ok(); ++v) {
+        const ef::RedisReply& reply = replies[v];
+        if (reply.type == ef::RedisReply::Type::kError) {
+          const std::string msg = "redis " + pc.conn()->address() + ": MGET: " + reply.str;
+          st = ef::RedisConnection::ClassifyErrorReply(reply.str) == ef::RedisErrorKind::kAuth
+                   ? ef::PermissionDenied(msg)
+                   : ef::Unavailable(msg);
+          if (ef::RedisConnection::CallsForReconnect(reply.str)) pc.Drop();
+        } else if (reply.type != ef::RedisReply::Type::kArray ||
+                   reply.elements.size() != commands[v].size() - 1) {
+          st = ef::Internal("redis " + pc.conn()->address() + ": MGET: unexpected reply");
+          pc.Drop();
+        }
+      }
+      if (st.ok() && Clock::now() > deadline)
+        st = DeadlineError(start, deadline, "waiting for Redis");
+    }
+  }
+  if (!st.ok()) {
+    Add(counters.redis_errors, 1);
+    ready.store(false, std::memory_order_relaxed);
+    for (size_t i : valid) Failed(st, true, &results[i]);
+    return results;
+  }
+  ready.store(true, std::memory_order_relaxed);
+
+  const std::shared_ptr<const ef::Layout> layout_now = CurrentLayout();
+  std::vector<std::string> values;
+  uint64_t seen_total = 0;
+  for (size_t v = 0; v < valid.size(); ++v) {
+    const size_t i = valid[v];
+    values.clear();
+    for (ef::RedisReply& e : replies[v].elements) values.push_back(std::move(e.str));
+    ef::CheckResult cr =
+        ef::TestItems(*layout_now, values, plans[i].bucket_starts, *work[i].candidates);
+    Result& r = results[i];
+    r.seen = std::move(cr.seen);
+    for (bool s : r.seen) r.seen_count += s;
+    r.buckets_present = cr.buckets_present;
+    if (call.with_buckets) r.seen_bucket = std::move(cr.seen_bucket);
+    seen_total += r.seen_count;
+  }
+  Add(counters.seen, seen_total);
+  return results;
+}
+
+bool Client::Impl::Ping(std::chrono::milliseconds deadline_in) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + deadline_in;
+  ef::client::PooledConnection pc(pool);
+  Status st = Prepare(pc, start, deadline);
+  if (st.ok()) {
+    auto reply = pc.conn()->Command({"PING"});
+    if (!reply.ok()) {
+      pc.Drop();
+      st = reply.status();
+    } else if (reply->type == ef::RedisReply::Type::kError) {
+      st = ef::Unavailable("redis " + pc.conn()->address() + ": PING: " + reply->str);
+      if (ef::RedisConnection::CallsForReconnect(reply->str)) pc.Drop();
+    } else if (Clock::now() > deadline) {
+      st = DeadlineError(start, deadline, "waiting for Redis");
+    }
+  }
+  if (!st.ok()) Add(counters.redis_errors, 1);
+  ready.store(st.ok(), std::memory_order_relaxed);
+  return st.ok();
+}
+
+std::unique_ptr<Client> Client::Create(const ClientOptions& options, std::string* error,
+                                       ErrorCode* code) {
+  auto fail = [&](const Status& st, ErrorCode c) -> std::unique_ptr<Client> {
+    if (error) *error = st.message();
+    if (code) *code = c;
+    return nullptr;
+  };
+  if (options.pool_size < 1)
+    return fail(ef::InvalidArgument("ClientOptions.pool_size: must be >= 1, got 0"),
+                ErrorCode::kInvalidArgument);
+  if (options.timeout.count() <= 0)
+    return fail(ef::InvalidArgument("ClientOptions.timeout: must be > 0 ms, got " +
+                                    std::to_string(options.timeout.count())),
+                ErrorCode::kInvalidArgument);
+  auto config = ef::LoadConfig(options.config_path, options.overrides);
+  if (!config.ok()) return fail(config.status(), ErrorCode::kInvalidArgument);
+  auto layout = ef::LayoutFromConfig(config->filter);
+  if (!layout.ok()) return fail(layout.status(), ErrorCode::kInvalidArgument);
+  auto redis = ef::RedisOptionsFromConfig(config->redis);
+  if (!redis.ok()) return fail(redis.status(), ErrorCode::kInvalidArgument);
+
+  auto impl = std::make_unique<Impl>(options, std::move(*layout), std::move(*redis));
+  // The first connection may take redis.connect_timeout (start-up is not a call).
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::milliseconds(std::max<int64_t>(impl->redis.connect_timeout_ms,
+                                                                 Millis(options.timeout)));
+  ef::client::ConnectionPool::Conn conn;
+  Status st = impl->Connect(deadline, &conn);
+  if (!st.ok()) {
+    // A connection failure is kUnavailable even if the handshake said otherwise
+    // (e.g. SELECT refused), except refused credentials.
+    ErrorCode c = CodeOf(st);
+    if (c == ErrorCode::kLayoutMismatch && st.message().find("SELECT") != std::string::npos)
+      c = ErrorCode::kInvalidArgument;
+    return fail(st, c);
+  }
+  {
+    std::lock_guard lock(impl->layout_mu);
+    if (!impl->stored && !options.allow_missing_layout) {
+      return fail(ef::FailedPrecondition(
+                      "redis " + conn->address() + ": no layout stored at " +
+                      ef::MetaKey(impl->configured.prefix) +
+                      ": nothing was written with this key prefix (check filter.key_prefix and "
+                      "redis.address, or set allow_missing_layout)"),
+                  ErrorCode::kLayoutMismatch);
+    }
+  }
+  ef::client::ConnectionPool::Conn slot;
+  (void)impl->pool.Acquire(Clock::now(), &slot);  // a new pool: a free, empty slot
+  impl->pool.Release(std::move(conn));
+  impl->ready.store(true);
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() = default;
+
+Result Client::Seen(std::string_view user, const std::vector<std::string>& candidates) {
+  return Seen(user, candidates, CallOptions{});
+}
+
+Result Client::Seen(std::string_view user, const std::vector<std::string>& candidates,
+                    std::chrono::milliseconds deadline) {
+  CallOptions call;
+  call.deadline = deadline;
+  return Seen(user, candidates, call);
+}
+
+Result Client::Seen(std::string_view user, const std::vector<std::string>& candidates,
+                    const CallOptions& call) {
+  const Work work{user, &candidates};
+  return std::move(impl_->Run(&work, 1, call).front());
+}
+
+std::vector<std::string> Client::Unseen(std::string_view user,
+                                        const std::vector<std::string>& candidates) {
+  return Unseen(user, candidates, std::chrono::milliseconds(0));
+}
+
+std::vector<std::string> Client::Unseen(std::string_view user,
+                                        const std::vector<std::string>& candidates,
+                                        std::chrono::milliseconds deadline) {
+  Result r = Seen(user, candidates, deadline);
+  std::vector<std::string> out;
+  if (!r.ok) return out;
+  out.reserve(candidates.size() - r.seen_count);
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (!r.seen[i]) out.push_back(candidates[i]);
+  return out;
+}
+
+std::vector<Result> Client::SeenBatch(const std::vector<Query>& queries) {
+  return SeenBatch(queries, CallOptions{});
+}
+
+std::vector<Result> Client::SeenBatch(const std::vector<Query>& queries,
+                                      std::chrono::milliseconds deadline) {
+  CallOptions call;
+  call.deadline = deadline;
+  return SeenBatch(queries, call);
+}
+
+std::vector<Result> Client::SeenBatch(const std::vector<Query>& queries, const CallOptions& call) {
+  std::vector<Work> work;
+  work.reserve(queries.size());
+  for (const Query& q : queries) work.push_back({q.user, &q.candidates});
+  return impl_->Run(work.data(), work.size(), call);
+}
+
+bool Client::Ping(std::chrono::milliseconds deadline) { return impl_->Ping(deadline); }
+
+bool Client::Ready() const { return impl_->ready.load(std::memory_order_relaxed); }
+
+ClientStats Client::stats() const {
+  const Counters& c = impl_->counters;
+  auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  ClientStats s;
+  s.calls = get(c.calls);
+  s.users = get(c.users);
+  s.candidates = get(c.candidates);
+  s.seen = get(c.seen);
+  s.failed_open = get(c.failed_open);
+  s.errors = get(c.errors);
+  s.redis_errors = get(c.redis_errors);
+  s.timeouts = get(c.timeouts);
+  s.reconnects = get(c.reconnects);
+  return s;
+}
+
+LayoutInfo Client::layout() const {
+  std::shared_ptr<const ef::Layout> l;
+  LayoutInfo info;
+  {
+    std::lock_guard lock(impl_->layout_mu);
+    l = impl_->layout;
+    info.stored = impl_->stored;
+  }
+  info.version = l->version();
+  info.stages = l->stages;
+  info.prefix = l->prefix;
+  info.bucket_seconds = l->bucket_seconds;
+  info.window_seconds = l->window_seconds;
+  return info;
+}
+
+}  // namespace exposure_filter

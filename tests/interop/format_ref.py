@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""An independent implementation of the bit-layout contract for interop tests:
+the Python reference printed in docs/FORMAT.md (extracted from the document at
+run time, so the text itself is what is tested) plus a minimal RESP client.
+
+  format_ref.py write --port P [--prefix ef:] --user U --ts-ms T --stage S ITEM...
+      sets each ITEM's positions in stage S of the user's key for time T (the
+      layout from <prefix>meta) with SETBIT, and its EXPIREAT.
+  format_ref.py check --port P [--prefix ef:] --user U --now S ITEM...
+      prints "seen ITEM" or "unseen ITEM" per item: rule 6 (the live buckets and
+      the next one) and rule 8 (every stage present), from GET of each key.
+"""
+import argparse
+import os
+import re
+import socket
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DOC = os.path.join(HERE, "..", "..", "docs", "FORMAT.md")
+
+
+def load_reference():
+    text = open(DOC, encoding="utf-8").read()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    if not blocks:
+        raise SystemExit("format_ref: no ```python block in docs/FORMAT.md")
+    code = blocks[-1].split('\nif __name__ == "__main__":')[0]
+    ns = {}
+    exec(compile(code, "docs/FORMAT.md (Python reference)", "exec"), ns)
+    return ns
+
+
+class Redis:
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.buf = b""
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise SystemExit("format_ref: connection closed")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise SystemExit("format_ref: connection closed")
+            self.buf += chunk
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def _reply(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise SystemExit(f"format_ref: redis error: {rest.decode()}")
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n)
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._reply() for _ in range(n)]
+        raise SystemExit(f"format_ref: bad reply {line!r}")
+
+    def command(self, *args):
+        parts = [a if isinstance(a, bytes) else str(a).encode() for a in args]
+        msg = b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+        self.sock.sendall(msg)
+        return self._reply()
+
+
+def layout(ref, r, prefix):
+    fields = r.command("HGETALL", prefix + "meta")
+    meta = {fields[i].decode(): fields[i + 1].decode() for i in range(0, len(fields), 2)}
+    if not meta:
+        raise SystemExit(f"format_ref: no {prefix}meta")
+    version = int(meta["version"])
+    m, k = int(meta["m"]), int(meta["k"])
+    if version == 1:
+        table = ref["v1_table"](m, k)
+    elif version == 2:
+        table = ref["stage_table"](m, k, int(meta["growth"]), int(meta["k_step"]),
+                                   int(meta["stages"]), int(meta["fill_ppm"]))
+    else:
+        raise SystemExit(f"format_ref: version {version} unknown")
+    return meta, table
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode", choices=["write", "check"])
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--prefix", default="ef:")
+    ap.add_argument("--user", required=True)
+    ap.add_argument("--ts-ms", type=int)
+    ap.add_argument("--now", type=int)
+    ap.add_argument("--stage", type=int, default=0)
+    ap.add_argument("items", nargs="+")
+    a = ap.parse_args()
+    ref = load_reference()
+    r = Redis(a.port)
+    meta, table = layout(ref, r, a.prefix)
+    seed = int(meta["seed"])
+    bucket_s, window_s = int(meta["bucket_seconds"]), int(meta["window_seconds"])
+    if a.mode == "write":
+        if a.ts_ms is None:
+            raise SystemExit("format_ref: write needs --ts-ms")
+        if not 0 <= a.stage < len(table):
+            raise SystemExit(f"format_ref: --stage {a.stage}: the layout has {len(table)}")
+        start = ref["write_bucket"](a.ts_ms, a.ts_ms, bucket_s)
+        key = ref["key"](a.prefix, a.user, start, bucket_s)
+        for item in a.items:
+            for p in ref["stage_positions"](item, table[a.stage], seed):
+                r.command("SETBIT", key, p, 1)
+        r.command("EXPIREAT", key, ref["expire_at"](start, bucket_s, window_s))
+        print(key)
+        return
+    if a.now is None:
+        raise SystemExit("format_ref: check needs --now")
+    values = []
+    for start in ref["read_buckets"](a.now, window_s, bucket_s):
+        v = r.command("GET", ref["key"](a.prefix, a.user, start, bucket_s))
+        values.append(v or b"")
+    for item in a.items:
+        seen = any(ref["seen_in_value"](v, table, item, seed) for v in values if v)
+        print(("seen " if seen else "unseen ") + item)
+
+
+if __name__ == "__main__":
+    main()
