@@ -180,7 +180,19 @@ std::vector<std::pair<std::string, std::string>> ConsumerDefaults(const KafkaCon
       // The prefetch queue is most of the daemon's memory while it catches up:
       // 32 MiB instead of librdkafka's 64 MiB took a 2M-event drain's peak RSS
       // from 635 MB to 474 MB at the same rate (docs/PERFORMANCE.md).
+      // Both queue limits apply to the one consumer queue of all partitions
+      // (librdkafka 2.0's high-level consumer), not to each partition: they are
+      // checked before a fetch is sent, so the responses in flight come on top.
       {"queued.max.messages.kbytes", "32768"},
+      // One fetch response per broker in flight: at most this many (compressed)
+      // bytes. librdkafka's 50 MiB is reached once a broker leads 50 of our
+      // partitions (1 MiB each), and 50 MiB of lz4 batches of small events is
+      // over a million messages. Measured on the mock (2M lz4 events, consumer
+      // alone): 32 partitions prefetched 0.62-0.65M messages; 256 partitions
+      // 0.48-1.67M (+180..630 MiB RSS) at 50 MiB, 0.62-0.86M (+230..330 MiB) at
+      // 8 MiB. 8 MiB is ~100k small events uncompressed, about a second of the
+      // daemon's work per round trip; the drain rate did not change.
+      {"fetch.max.bytes", "8388608"},
   };
 }
 

@@ -47,7 +47,12 @@ class KafkaConsumer : public MessageSource {
 };
 
 // librdkafka properties every handle of ours gets before the user's own
-// (client.id, log routing). Exposed for the producer and tools.
+// (client.id, log routing, fetch limits). Exposed for the producer and tools.
+// Prefetch memory: librdkafka's queue limits (queued.max.messages.kbytes 32 MiB,
+// queued.min.messages 1M) bound the one queue of all partitions, not each
+// partition; the fetch responses in flight come on top, at most fetch.max.bytes
+// (8 MiB, compressed) per broker. So the prefetch does not grow with the
+// partition count (tests/robustness/rss_test.cc).
 std::vector<std::pair<std::string, std::string>> ConsumerDefaults(const KafkaConfig& config);
 
 }  // namespace ef

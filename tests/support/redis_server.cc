@@ -64,4 +64,39 @@ RedisReply RedisServer::Command(const std::vector<std::string>& args) const {
   return r.value();
 }
 
+std::string RedisServer::InfoField(RedisConnection& conn, const std::string& section,
+                                   const std::string& field) {
+  auto r = conn.Command({"INFO", section});
+  if (!r.ok()) throw std::runtime_error(r.status().message());
+  const std::string& text = r.value().str;
+  const std::string key = field + ":";
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find("\r\n", pos);
+    if (end == std::string::npos) end = text.size();
+    if (text.compare(pos, key.size(), key) == 0)
+      return text.substr(pos + key.size(), end - pos - key.size());
+    pos = end + 2;
+  }
+  return "";
+}
+
+void RedisServer::ReplicaOf(const RedisServer* master) const {
+  auto r = master ? Command({"REPLICAOF", "127.0.0.1", std::to_string(master->port())})
+                  : Command({"REPLICAOF", "NO", "ONE"});
+  if (r.type == RedisReply::Type::kError)
+    throw std::runtime_error("REPLICAOF on " + address() + ": " + r.str);
+}
+
+bool RedisServer::AwaitInSync(const RedisServer& master, std::chrono::milliseconds timeout) const {
+  auto self = Connect();
+  auto other = master.Connect();
+  return WaitFor(
+      [&] {
+        if (InfoField(*self, "replication", "master_link_status") != "up") return false;
+        const std::string mine = InfoField(*self, "replication", "master_repl_offset");
+        return !mine.empty() && mine == InfoField(*other, "replication", "master_repl_offset");
+      },
+      timeout);
+}
+
 }  // namespace ef::test

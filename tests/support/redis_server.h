@@ -3,8 +3,10 @@
 // restart. Stopped (SIGKILL) when destroyed.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "redis/connection.h"
 #include "support/process.h"
@@ -27,6 +29,16 @@ class RedisServer {
   std::unique_ptr<RedisConnection> Connect() const;
   // One command; throws on connection failure.
   RedisReply Command(const std::vector<std::string>& args) const;
+  // A field of `INFO <section>` (e.g. "replication", "master_repl_offset") read
+  // over `conn` (a connection to this server, so polling adds none); "" if the
+  // reply has no such field. Throws on connection failure.
+  static std::string InfoField(RedisConnection& conn, const std::string& section,
+                               const std::string& field);
+  // `REPLICAOF 127.0.0.1 <master's port>`; nullptr: `REPLICAOF NO ONE`.
+  void ReplicaOf(const RedisServer* master) const;
+  // Waits until this server, a replica of `master`, has its link up and has
+  // processed the master's whole replication stream (equal master_repl_offset).
+  bool AwaitInSync(const RedisServer& master, std::chrono::milliseconds timeout) const;
 
  private:
   TempDir dir_;
