@@ -34,10 +34,10 @@
 // Deadline: every call has a deadline (ClientOptions::timeout unless given). It
 // bounds the wait for a pooled connection, a (re)connect and the round trip. A
 // call that cannot be answered from Redis within its deadline is a failure
-// (policy below); it never returns a late, partial answer. I/O waits use the
-// connections' socket timeout, which is ClientOptions::timeout: a call returns
-// after at most max(deadline, ClientOptions::timeout) plus scheduling delays, so
-// give per-call deadlines no longer than ClientOptions::timeout.
+// (policy below); it never returns a late, partial answer. The round trip's socket
+// timeout is what is left of the deadline, so a call returns within its deadline
+// plus scheduling delays, also when the deadline is shorter or longer than
+// ClientOptions::timeout.
 //
 // Failure policy (Redis down, slow past the deadline, error reply, layout no
 // longer matching):

@@ -119,7 +119,8 @@ struct Client::Impl {
   Status Connect(Clock::time_point deadline, ef::client::ConnectionPool::Conn* out) {
     ef::RedisOptions o = redis;
     o.connect_timeout_ms = std::max<int64_t>(1, Millis(deadline - Clock::now()));
-    o.command_timeout_ms = std::max<int64_t>(1, Millis(options.timeout));
+    // The handshake (AUTH, SELECT, PING) and the meta read are part of the call.
+    o.command_timeout_ms = o.connect_timeout_ms;
     auto conn = ef::RedisConnection::Connect(o);
     if (!conn.ok()) return conn.status();
     if (connected_once.exchange(true)) Add(counters.reconnects, 1);
@@ -214,6 +215,8 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
       commands[v].emplace_back("MGET");
       for (std::string& key : keys) commands[v].push_back(std::move(key));
     }
+    // The socket waits no longer than what is left of this call's deadline.
+    pc.conn()->SetCommandTimeout(Millis(deadline - Clock::now()));
     st = pc.conn()->Commands(commands, &replies);
     if (!st.ok()) {
       pc.Drop();  // broken: the next call connects again and re-reads the meta
@@ -270,6 +273,7 @@ bool Client::Impl::Ping(std::chrono::milliseconds deadline_in) {
   ef::client::PooledConnection pc(pool);
   Status st = Prepare(pc, start, deadline);
   if (st.ok()) {
+    pc.conn()->SetCommandTimeout(Millis(deadline - Clock::now()));
     auto reply = pc.conn()->Command({"PING"});
     if (!reply.ok()) {
       pc.Drop();

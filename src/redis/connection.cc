@@ -180,6 +180,13 @@ Status RedisConnection::Handshake() {
   return expect_ok({"PING"}, "PING");
 }
 
+void RedisConnection::SetCommandTimeout(int64_t ms) {
+  ms = std::max<int64_t>(ms, 1);
+  if (ms == options_.command_timeout_ms) return;
+  options_.command_timeout_ms = ms;
+  redisSetTimeout(impl_->ctx, ToTimeval(ms));
+}
+
 StatusOr<RedisReply> RedisConnection::Command(const std::vector<std::string>& args) {
   std::vector<const char*> argv;
   std::vector<size_t> lens;

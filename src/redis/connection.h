@@ -61,6 +61,9 @@ class RedisConnection {
   ~RedisConnection();
 
   const RedisOptions& options() const { return options_; }
+  // The socket timeout of the next commands (ms > 0), e.g. what is left of a
+  // caller's deadline. Pipeline() uses it too.
+  void SetCommandTimeout(int64_t ms);
   std::string address() const;
 
   // One command, one round trip. An error reply is returned as a reply of type

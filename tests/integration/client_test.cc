@@ -325,6 +325,13 @@ TEST_CASE("client: a Redis that answers too slowly fails the call at its deadlin
   CHECK(r.failed_open);
   CHECK(took < 1500ms);  // answered before Redis did
   CHECK(client->stats().redis_errors == 1);
+  // A call deadline shorter than ClientOptions::timeout bounds the wait too (the
+  // socket timeout is what is left of the deadline).
+  const auto start2 = std::chrono::steady_clock::now();
+  const Result r2 = client->Seen("u1", Items("a", 20), 50ms);
+  const auto took2 = std::chrono::steady_clock::now() - start2;
+  CHECK(r2.failed_open);
+  CHECK(took2 < 400ms);
   // After the pause the client reconnects and answers again.
   CHECK(WaitFor([&] { return client->Seen("u1", Items("a", 20)).seen_count == 20; }, 10s));
   CHECK(client->Ready());
