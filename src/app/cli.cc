@@ -28,6 +28,7 @@ int RunCli(int argc, char** argv) {
       {"replay", app::AddReplayCommand(app)},
       {"bench-redis", app::AddBenchRedisCommand(app)},
       {"layout", app::AddLayoutCommand(app)},
+      {"serve", app::AddServeCommand(app)},
   };
   try {
     app.parse(argc, argv);
@@ -38,8 +39,8 @@ int RunCli(int argc, char** argv) {
   if (app.get_subcommands().empty()) {
     std::fprintf(
         stderr,
-        "exposure-filter: a subcommand is required (run, check, lag, replay, size, config, "
-        "dev-kafka, loadgen, bench-redis); see --help\n");
+        "exposure-filter: a subcommand is required (run, check, serve, lag, replay, size, "
+        "layout, config, dev-kafka, loadgen, bench-redis); see --help\n");
     return app::kExitUsage;
   }
   for (const auto& [name, action] : actions) {

@@ -19,5 +19,6 @@ Action AddReplayCommand(CLI::App& app);
 Action AddLagCommand(CLI::App& app);
 Action AddBenchRedisCommand(CLI::App& app);
 Action AddLayoutCommand(CLI::App& app);
+Action AddServeCommand(CLI::App& app);
 
 }  // namespace ef::app

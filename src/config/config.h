@@ -82,6 +82,17 @@ struct MetricsConfig {
   int64_t unassigned_grace_ms = 30000;
 };
 
+// `exposure-filter serve` (docs/HTTP.md): the HTTP read API for recall services.
+// Its own listener: never the daemon's metrics.listen.
+struct ServeConfig {
+  std::string listen = "127.0.0.1:8090";     // serve.listen host:port
+  int64_t max_items = 10000;                 // serve.max_items: items in one request body
+  int64_t max_body_bytes = 4 * 1024 * 1024;  // serve.max_body_bytes
+  int64_t timeout_ms = 50;                   // serve.timeout (duration): per-request Redis deadline
+  int64_t threads = 8;                       // serve.threads: HTTP workers = Redis connections
+  bool fail_closed = false;                  // serve.fail_closed: 503 instead of "all unseen"
+};
+
 struct LogConfig {
   std::string level = "info";  // log.level: trace|debug|info|warn|error
 };
@@ -93,6 +104,7 @@ struct Config {
   EventsConfig events;
   PipelineConfig pipeline;
   MetricsConfig metrics;
+  ServeConfig serve;
   LogConfig log;
 };
 

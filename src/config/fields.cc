@@ -346,7 +346,7 @@ std::vector<Field> BuildFields() {
   t.push_back(DurationField("pipeline.commit_interval", &C::pipeline,
                             &PipelineConfig::commit_interval_ms, 1, 1, kHour));
 
-  // metrics, log
+  // metrics
   t.push_back(StringField("metrics.listen", &C::metrics, &MetricsConfig::listen, HostPort(true)));
   t.push_back(DurationField("metrics.refresh_interval", &C::metrics,
                             &MetricsConfig::refresh_interval_ms, 1, 10, kHour));
@@ -358,6 +358,19 @@ std::vector<Field> BuildFields() {
                             &MetricsConfig::freshness_limit_ms, 1, 1, kDay));
   t.push_back(DurationField("metrics.unassigned_grace", &C::metrics,
                             &MetricsConfig::unassigned_grace_ms, 1, 1000, kDay));
+  // serve
+  t.push_back(StringField("serve.listen", &C::serve, &ServeConfig::listen, HostPort(false)));
+  t.push_back(IntField("serve.max_items", &C::serve, &ServeConfig::max_items, 1, 10'000'000));
+  t.push_back(IntField("serve.max_body_bytes", &C::serve, &ServeConfig::max_body_bytes, 1024,
+                       int64_t{1} << 30));
+  t.push_back(DurationField("serve.timeout", &C::serve, &ServeConfig::timeout_ms, 1, 1, kMinute));
+  t.push_back(IntField("serve.threads", &C::serve, &ServeConfig::threads, 1, 1024));
+  {
+    Field f = Row("serve.fail_closed", FieldType::kBool, &C::serve, &ServeConfig::fail_closed);
+    f.check = [](const Value&) { return Status::Ok(); };
+    t.push_back(std::move(f));
+  }
+
   t.push_back(StringField("log.level", &C::log, &LogConfig::level,
                           OneOf({"trace", "debug", "info", "warn", "error"})));
   return t;

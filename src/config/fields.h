@@ -57,7 +57,7 @@ struct Field {
 
 // All fields, in the order of config.h (= dump order).
 const std::vector<Field>& Fields();
-// Section names in dump order: kafka, redis, filter, events, pipeline, metrics, log.
+// Section names in dump order: kafka, redis, filter, events, pipeline, metrics, serve, log.
 const std::vector<std::string>& Sections();
 // Exact key, or nullptr.
 const Field* FindField(std::string_view key);

@@ -1,0 +1,81 @@
+// exposure-filter serve: the HTTP read API for recall services (docs/HTTP.md).
+#include <spdlog/spdlog.h>
+
+#include "app/commands.h"
+#include "app/common.h"
+#include "exposure_filter/client.h"
+#include "serve/server.h"
+
+namespace ef::app {
+namespace {
+
+int Serve(const ConfigArgs& args) {
+  auto config = LoadOrReport(args);
+  if (!config.ok()) return kExitUsage;
+  const ServeConfig& sc = config->serve;
+  if (!config->metrics.listen.empty() && sc.listen == config->metrics.listen) {
+    return Fail(InvalidArgument("serve.listen " + sc.listen +
+                                " is the daemon's metrics.listen: give serve its own port"),
+                kExitUsage);
+  }
+  SetUpLogging(config->log.level);
+  InstallStopSignals();
+
+  exposure_filter::ClientOptions options;
+  options.config_path = args.path;
+  options.overrides = args.overrides;
+  options.pool_size = static_cast<size_t>(sc.threads);
+  options.timeout = std::chrono::milliseconds(sc.timeout_ms);
+  options.on_error =
+      sc.fail_closed ? exposure_filter::OnError::kFailClosed : exposure_filter::OnError::kFailOpen;
+  std::string error;
+  exposure_filter::ErrorCode code = exposure_filter::ErrorCode::kOk;
+  auto client = exposure_filter::Client::Create(options, &error, &code);
+  if (!client) {
+    return Fail(Unavailable(error),
+                code == exposure_filter::ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure);
+  }
+
+  serve::ServerOptions so;
+  so.listen = sc.listen;
+  so.limits.max_items = static_cast<size_t>(sc.max_items);
+  so.limits.max_body_bytes = static_cast<size_t>(sc.max_body_bytes);
+  so.threads = static_cast<int>(sc.threads);
+  so.timeout = std::chrono::milliseconds(sc.timeout_ms);
+  auto server = serve::Server::Start(so, client.get());
+  if (!server.ok()) return Fail(server.status(), kExitUsage);
+  const exposure_filter::LayoutInfo layout = client->layout();
+  // The port line is what scripts and tests wait for (port 0 = a free one).
+  spdlog::info(
+      "serve: listening on port {} ({}; {} threads, timeout {}ms, fail {}); layout v{} at "
+      "prefix {}",
+      (*server)->port(), sc.listen, sc.threads, sc.timeout_ms, sc.fail_closed ? "closed" : "open",
+      layout.version, layout.prefix);
+  while (!StopRequested()) SleepUnlessStopped(1000);
+  spdlog::info("serve: stopping: no new connections, finishing requests in flight");
+  (*server)->Stop();
+  const exposure_filter::ClientStats stats = client->stats();
+  spdlog::info("serve: stopped after {} user queries, {} candidates, {} failed open", stats.users,
+               stats.candidates, stats.failed_open);
+  return kExitOk;
+}
+
+}  // namespace
+
+Action AddServeCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "serve",
+      "HTTP API for recall services: POST /v1/filter {\"user_id\", \"items\"} -> the unseen "
+      "items (docs/HTTP.md)");
+  auto args = std::make_shared<ConfigArgs>();
+  AddConfigOptions(cmd, args.get(), false);
+  cmd->footer(
+      "Config keys serve.listen, serve.threads, serve.timeout, serve.max_items,\n"
+      "serve.max_body_bytes, serve.fail_closed (docs/CONFIG.md); filter.* and redis.* as for\n"
+      "`run`. Example:\n"
+      "  exposure-filter serve -c config/exposure-filter.yaml --set serve.listen=0.0.0.0:8090\n"
+      "  curl -s localhost:8090/v1/filter -d '{\"user_id\": \"u1\", \"items\": [\"i1\", \"i2\"]}'");
+  return [args] { return Serve(*args); };
+}
+
+}  // namespace ef::app

@@ -1,0 +1,99 @@
+// `exposure-filter serve`: request parsing/validation and response building for
+// the HTTP API (docs/HTTP.md). Pure functions over bytes; no I/O.
+//
+//   POST /v1/filter        {"user_id": "u1", "items": ["i1", "i2", ...]}
+//                       -> {"unseen": ["i2", ...], "seen_count": 1}
+//   POST /v1/filter:batch  {"requests": [{"user_id": ..., "items": [...]}, ...]}
+//                       -> {"results": [{"unseen": [...], "seen_count": N}, ...]}
+//
+// IDs (user_id and items) are JSON strings, or integers used as their decimal
+// text (42 -> "42"), like the daemon's events (docs/EVENTS.md), so that an event
+// {"user_id": 42, "item_id": 7} is found by {"user_id": 42, "items": [7]} and by
+// {"user_id": "42", "items": ["7"]}. An unseen item is echoed with the JSON type
+// it came in. Integers must fit in 64 bits (send longer IDs as strings); floats,
+// booleans, null, arrays and objects are errors. Other top-level fields are
+// ignored; for a duplicated key the first occurrence wins.
+//
+// Errors: a ParseError with the HTTP status (400 or 413) and one line naming
+// the problem and where, e.g. `requests[2].items[5]: expected a string or an
+// integer, got true`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ef::serve {
+
+struct Limits {
+  size_t max_items = 10000;                 // serve.max_items: items in one body
+  size_t max_body_bytes = 4 * 1024 * 1024;  // serve.max_body_bytes
+};
+
+// One user's candidates as received.
+struct ParsedQuery {
+  std::string user;
+  std::vector<std::string> items;  // IDs as text, input order
+  // Per item: it came as a JSON integer (echoed back as one). Empty when none did.
+  std::vector<bool> integer_items;
+  bool IsInteger(size_t i) const { return !integer_items.empty() && integer_items[i]; }
+};
+
+struct ParseError {
+  int status = 400;     // 400 bad request, 413 over a limit
+  std::string message;  // one line
+};
+
+// Parses request bodies. Holds the JSON parser's buffers, which grow to the
+// largest body seen and are reused: one RequestParser per thread (not
+// thread-safe). Rules (checked in this order; the first problem is reported):
+//   413 body longer than limits.max_body_bytes;
+//   400 not JSON / not an object / a missing or wrong-typed field / an invalid
+//       user ID (empty or starting with '}': docs/FORMAT.md rule 4);
+//   413 more than limits.max_items items in the body (for a batch, all its
+//       requests' items together), or more than max_items requests in a batch.
+// `items` may be empty (the answer is then empty); a batch's `requests` may be
+// empty. Items may repeat and may be "" (answered like any other ID).
+class RequestParser {
+ public:
+  RequestParser();
+  ~RequestParser();
+  RequestParser(const RequestParser&) = delete;
+  RequestParser& operator=(const RequestParser&) = delete;
+
+  // POST /v1/filter. True and *query filled, or false and *error filled.
+  bool ParseFilter(std::string_view body, const Limits& limits, ParsedQuery* query,
+                   ParseError* error);
+  // POST /v1/filter:batch. True and *queries filled (in request order), or false
+  // and *error filled.
+  bool ParseBatch(std::string_view body, const Limits& limits, std::vector<ParsedQuery>* queries,
+                  ParseError* error);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// One user's answer, as the response builders need it.
+struct Answer {
+  const std::vector<bool>* seen = nullptr;  // per item of the query, input order
+  bool failed_open = false;                 // Redis failed: every item reported unseen
+};
+
+// {"unseen": [...], "seen_count": N} (plus "failed_open": true when set): the
+// unseen items of `query` in input order, each with the JSON type it came in.
+// Requires answer.seen->size() == query.items.size().
+std::string FilterResponse(const ParsedQuery& query, const Answer& answer);
+// {"results": [<FilterResponse of each query>, ...]}. Same requirement per pair.
+std::string BatchResponse(const std::vector<ParsedQuery>& queries,
+                          const std::vector<Answer>& answers);
+// {"error": "<message>"}
+std::string ErrorResponse(std::string_view message);
+// Appends `s` as a JSON string literal (quotes and escapes included) to *out.
+// `s` must be UTF-8 (every ID that ParseFilter/ParseBatch returns is).
+void AppendJsonString(std::string_view s, std::string* out);
+
+}  // namespace ef::serve

@@ -1,0 +1,335 @@
+#include "serve/server.h"
+
+#include <httplib.h>
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <thread>
+
+#include "exposure_filter/client.h"
+
+namespace ef::serve {
+namespace {
+
+namespace pm = prometheus;
+using exposure_filter::Client;
+using exposure_filter::ErrorCode;
+using exposure_filter::Result;
+
+constexpr const char* kJson = "application/json";
+
+enum Endpoint { kFilter, kBatch, kMetrics, kHealthz, kReadyz, kOther, kEndpointCount };
+constexpr std::array<const char*, kEndpointCount> kEndpointNames = {
+    "filter", "filter_batch", "metrics", "healthz", "readyz", "other"};
+
+Endpoint EndpointOf(const std::string& path) {
+  if (path == "/v1/filter") return kFilter;
+  if (path == "/v1/filter:batch") return kBatch;
+  if (path == "/metrics") return kMetrics;
+  if (path == "/healthz") return kHealthz;
+  if (path == "/readyz") return kReadyz;
+  return kOther;
+}
+
+struct Metrics {
+  explicit Metrics(pm::Registry& r)
+      : requests(pm::BuildCounter()
+                     .Name("exposure_filter_serve_requests_total")
+                     .Help("HTTP requests answered, by endpoint and status code")
+                     .Register(r)),
+        candidates(pm::BuildCounter()
+                       .Name("exposure_filter_serve_candidates_total")
+                       .Help("Candidate items checked (seen ratio: "
+                             "exposure_filter_serve_candidates_seen_total / this)")
+                       .Register(r)
+                       .Add({})),
+        seen(pm::BuildCounter()
+                 .Name("exposure_filter_serve_candidates_seen_total")
+                 .Help("Candidate items found seen (filtered out)")
+                 .Register(r)
+                 .Add({})),
+        users(pm::BuildCounter()
+                  .Name("exposure_filter_serve_users_total")
+                  .Help("User queries answered (a batch counts each of its requests)")
+                  .Register(r)
+                  .Add({})),
+        failed_open(pm::BuildCounter()
+                        .Name("exposure_filter_serve_failed_open_total")
+                        .Help("User queries answered with every item unseen because Redis "
+                              "failed or was slower than serve.timeout (fail open)")
+                        .Register(r)
+                        .Add({})),
+        failed_closed(pm::BuildCounter()
+                          .Name("exposure_filter_serve_failed_closed_total")
+                          .Help("User queries answered 503 because Redis failed or was slower "
+                                "than serve.timeout (serve.fail_closed)")
+                          .Register(r)
+                          .Add({})) {
+    auto& family = pm::BuildHistogram()
+                       .Name("exposure_filter_serve_request_duration_seconds")
+                       .Help(
+                           "Time from the request's headers read to the response written, "
+                           "by endpoint")
+                       .Register(r);
+    const pm::Histogram::BucketBoundaries bounds = {0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003,
+                                                    0.005,  0.01,    0.025,  0.05,  0.1,   0.25,
+                                                    0.5,    1,       2.5,    10};
+    for (int e = 0; e < kEndpointCount; ++e)
+      latency[e] = &family.Add({{"endpoint", kEndpointNames[e]}}, bounds);
+  }
+
+  pm::Family<pm::Counter>& requests;
+  pm::Counter& candidates;
+  pm::Counter& seen;
+  pm::Counter& users;
+  pm::Counter& failed_open;
+  pm::Counter& failed_closed;
+  std::array<pm::Histogram*, kEndpointCount> latency{};
+  std::atomic<int64_t> last_warning_ms{0};
+
+  // At most one log line per 10 s: a Redis outage fails every request.
+  void WarnRedis(const Result& r) {
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count();
+    int64_t last = last_warning_ms.load();
+    if (now - last < 10'000 || !last_warning_ms.compare_exchange_strong(last, now)) return;
+    spdlog::warn("serve: {} ({}; counted in exposure_filter_serve_{}_total)", r.error,
+                 r.ok ? "answered with every item unseen" : "answered 503",
+                 r.ok ? "failed_open" : "failed_closed");
+  }
+
+  void Count(const Result& r, size_t items) {
+    users.Increment();
+    if (r.failed_open || !r.ok) WarnRedis(r);
+    if (!r.ok) {
+      failed_closed.Increment();
+      return;
+    }
+    candidates.Increment(static_cast<double>(items));
+    seen.Increment(static_cast<double>(r.seen_count));
+    if (r.failed_open) failed_open.Increment();
+  }
+};
+
+// Families computed from the client at scrape time.
+void AppendClientFamilies(const Client& client, std::vector<pm::MetricFamily>* out) {
+  const exposure_filter::ClientStats stats = client.stats();
+  pm::MetricFamily errors;
+  errors.name = "exposure_filter_serve_redis_errors_total";
+  errors.help = "Redis failures seen by the client (connect, I/O, timeout, error reply, layout)";
+  errors.type = pm::MetricType::Counter;
+  errors.metric.emplace_back();
+  errors.metric.back().counter.value = static_cast<double>(stats.redis_errors);
+  out->push_back(std::move(errors));
+  pm::MetricFamily ready;
+  ready.name = "exposure_filter_serve_ready";
+  ready.help = "1 when the most recent call or health check reached Redis, else 0";
+  ready.type = pm::MetricType::Gauge;
+  ready.metric.emplace_back();
+  ready.metric.back().gauge.value = client.Ready() ? 1 : 0;
+  out->push_back(std::move(ready));
+}
+
+void SetError(httplib::Response& res, int status, std::string_view message) {
+  res.status = status;
+  res.set_content(ErrorResponse(message), kJson);
+}
+
+// When the current request's headers were read (pre-routing): each worker thread
+// serves one request at a time.
+thread_local std::chrono::steady_clock::time_point t_request_start;
+thread_local bool t_request_started = false;
+
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions options;
+  Client* client = nullptr;
+  std::shared_ptr<pm::Registry> registry = std::make_shared<pm::Registry>();
+  Metrics metrics{*registry};
+  httplib::Server http;
+  std::thread thread;
+  int port = 0;
+
+  void Filter(const httplib::Request& req, httplib::Response& res) {
+    thread_local RequestParser parser;
+    ParsedQuery q;
+    ParseError err;
+    if (!parser.ParseFilter(req.body, options.limits, &q, &err))
+      return SetError(res, err.status, err.message);
+    Result r = client->Seen(q.user, q.items, options.timeout);
+    metrics.Count(r, q.items.size());
+    if (!r.ok) return SetError(res, r.code == ErrorCode::kInvalidArgument ? 400 : 503, r.error);
+    res.set_content(FilterResponse(q, Answer{&r.seen, r.failed_open}), kJson);
+  }
+
+  void Batch(const httplib::Request& req, httplib::Response& res) {
+    thread_local RequestParser parser;
+    std::vector<ParsedQuery> parsed;
+    ParseError err;
+    if (!parser.ParseBatch(req.body, options.limits, &parsed, &err))
+      return SetError(res, err.status, err.message);
+    if (parsed.empty()) return res.set_content(BatchResponse({}, {}), kJson);
+    std::vector<exposure_filter::Query> queries(parsed.size());
+    for (size_t i = 0; i < parsed.size(); ++i) {
+      queries[i].user = std::move(parsed[i].user);
+      queries[i].candidates = std::move(parsed[i].items);
+    }
+    std::vector<Result> results = client->SeenBatch(queries, options.timeout);
+    std::vector<Answer> answers(parsed.size());
+    const Result* failed = nullptr;
+    for (size_t i = 0; i < parsed.size(); ++i) {
+      metrics.Count(results[i], queries[i].candidates.size());
+      if (!results[i].ok && failed == nullptr) failed = &results[i];
+      parsed[i].items = std::move(queries[i].candidates);
+      answers[i] = Answer{&results[i].seen, results[i].failed_open};
+    }
+    if (failed != nullptr) {
+      // Every user ID was checked by the parser, so this is Redis under fail_closed.
+      return SetError(res, failed->code == ErrorCode::kInvalidArgument ? 400 : 503, failed->error);
+    }
+    res.set_content(BatchResponse(parsed, answers), kJson);
+  }
+
+  void Log(const httplib::Request& req, const httplib::Response& res) {
+    const Endpoint e = EndpointOf(req.path);
+    char code[8];
+    auto [end, ec] = std::to_chars(code, code + sizeof code, res.status);
+    metrics.requests.Add({{"endpoint", kEndpointNames[e]}, {"code", std::string(code, end)}})
+        .Increment();
+    if (t_request_started) {
+      t_request_started = false;
+      metrics.latency[e]->Observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t_request_start)
+              .count());
+    }
+  }
+
+  void Routes() {
+    http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+      t_request_start = std::chrono::steady_clock::now();
+      t_request_started = true;
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    http.Post("/v1/filter", [this](const auto& req, auto& res) { Filter(req, res); });
+    http.Post("/v1/filter:batch", [this](const auto& req, auto& res) { Batch(req, res); });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      std::vector<pm::MetricFamily> families = registry->Collect();
+      AppendClientFamilies(*client, &families);
+      res.set_content(pm::TextSerializer().Serialize(families),
+                      "text/plain; version=0.0.4; charset=utf-8");
+    });
+    http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok\n", "text/plain");
+    });
+    http.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+      const bool ready = client->Ping(options.timeout);
+      res.status = ready ? 200 : 503;
+      res.set_content(
+          ready ? "ready\n" : "not ready: Redis did not answer PING within serve.timeout\n",
+          "text/plain");
+    });
+    // The other methods on known paths: 405 with Allow. Registered as routes (not
+    // in pre-routing) so that httplib has read the body off the connection.
+    const std::vector<std::pair<std::string, std::string>> allowed = {{"/v1/filter", "POST"},
+                                                                      {"/v1/filter:batch", "POST"},
+                                                                      {"/metrics", "GET, HEAD"},
+                                                                      {"/healthz", "GET, HEAD"},
+                                                                      {"/readyz", "GET, HEAD"}};
+    for (const auto& [path, allow] : allowed) {
+      auto handler = [allow = allow](const httplib::Request& req, httplib::Response& res) {
+        res.set_header("Allow", allow);
+        SetError(
+            res, 405,
+            "method " + req.method + " not allowed on " + req.path + " (allowed: " + allow + ")");
+      };
+      if (allow == "POST") {
+        http.Get(path, handler);
+      } else {
+        http.Post(path, handler);
+      }
+      http.Put(path, handler);
+      http.Delete(path, handler);
+      http.Patch(path, handler);
+      http.Options(path, handler);
+    }
+    // 404 and httplib's own errors (413 from the payload limit, 400 for a bad
+    // request line) get a JSON body; responses that have one keep it.
+    http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                                       httplib::Response& res) {
+      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      std::string message;
+      switch (res.status) {
+        case 404:
+          message = "no such path: " + req.path +
+                    " (POST /v1/filter, POST /v1/filter:batch, GET /metrics, /healthz, /readyz)";
+          break;
+        case 413:
+          message = "body larger than serve.max_body_bytes (" +
+                    std::to_string(options.limits.max_body_bytes) + ")";
+          break;
+        default:
+          message = "HTTP " + std::to_string(res.status);
+      }
+      SetError(res, res.status, message);
+      return httplib::Server::HandlerResponse::Handled;
+    }));
+    http.set_logger(
+        [this](const httplib::Request& req, const httplib::Response& res) { Log(req, res); });
+  }
+};
+
+StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Client* client) {
+  const std::string& listen = options.listen;
+  size_t colon = listen.rfind(':');
+  int port = -1;
+  if (colon != std::string::npos)
+    std::from_chars(listen.data() + colon + 1, listen.data() + listen.size(), port);
+  if (colon == std::string::npos || port < 0 || port > 65535)
+    return InvalidArgument("serve.listen: expected host:port, got '" + listen + "'");
+  std::string host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  if (host.empty()) host = "0.0.0.0";
+
+  std::unique_ptr<Server> s(new Server());
+  s->impl_ = std::make_unique<Impl>();
+  Impl& impl = *s->impl_;
+  impl.options = options;
+  impl.client = client;
+  const int threads = std::max(1, options.threads);
+  impl.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  impl.http.set_keep_alive_max_count(1'000'000);
+  // httplib writes headers and body separately: without TCP_NODELAY, Nagle and
+  // the client's delayed ACK add ~40 ms to every response.
+  impl.http.set_tcp_nodelay(true);
+  impl.http.set_payload_max_length(options.limits.max_body_bytes);
+  impl.Routes();
+  int bound = port == 0 ? impl.http.bind_to_any_port(host.c_str())
+                        : (impl.http.bind_to_port(host.c_str(), port) ? port : -1);
+  if (bound < 0)
+    return InvalidArgument("serve.listen " + listen +
+                           ": cannot listen (address in use or not local?)");
+  impl.port = bound;
+  impl.thread = std::thread([&impl] { impl.http.listen_after_bind(); });
+  return s;
+}
+
+int Server::port() const { return impl_->port; }
+
+void Server::Stop() {
+  if (!impl_ || !impl_->thread.joinable()) return;
+  impl_->http.stop();
+  impl_->thread.join();
+}
+
+Server::~Server() { Stop(); }
+
+}  // namespace ef::serve

@@ -1,0 +1,57 @@
+// `exposure-filter serve`: the HTTP read API (docs/HTTP.md) over an
+// exposure_filter::Client, with cpp-httplib (keep-alive, a pool of worker threads):
+//   POST /v1/filter, POST /v1/filter:batch   (request.h)
+//   GET  /metrics   Prometheus text format (names exposure_filter_serve_*)
+//   GET  /healthz   200 while the process runs
+//   GET  /readyz    200 when a Redis PING succeeds within serve.timeout, else 503
+// Errors are JSON {"error": "..."}: 400 bad request, 404 unknown path, 405 wrong
+// method (with Allow), 413 over serve.max_body_bytes / serve.max_items, 503 Redis
+// failed under serve.fail_closed. Under fail-open (default) a Redis failure is a
+// 200 with every item unseen and "failed_open": true.
+//
+// Threads: httplib serves one connection at a time per worker thread (a
+// keep-alive connection holds its worker until it closes or idles 5 s), so
+// serve.threads bounds the concurrent client connections served; more wait.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "serve/request.h"
+
+namespace exposure_filter {
+class Client;
+}
+
+namespace ef::serve {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:8090";  // host:port; port 0 = any free port
+  Limits limits;
+  int threads = 8;
+  std::chrono::milliseconds timeout{50};  // per-request Redis deadline
+};
+
+class Server {
+ public:
+  // Binds `options.listen` and starts serving on background threads. `client`
+  // must outlive the Server. Errors name serve.listen.
+  static StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options,
+                                                 exposure_filter::Client* client);
+  // Stop() then destroy.
+  ~Server();
+  int port() const;
+  // Stops accepting connections, lets in-flight requests finish (an idle
+  // keep-alive connection is closed within 5 s), joins the threads. Idempotent.
+  void Stop();
+
+  struct Impl;
+
+ private:
+  Server() = default;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ef::serve

@@ -1,0 +1,449 @@
+// `exposure-filter serve` end to end: the daemon writes exposures from Kafka into a
+// real redis-server, then `serve` (a child process on a free port) answers
+// /v1/filter and /v1/filter:batch over HTTP (httplib::Client, keep-alive). Its
+// answers are compared with the client library's own, in process.
+#include <httplib.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "common/clock.h"
+#include "exposure_filter/client.h"
+#include "support/process.h"
+#include "support/stack.h"
+#include "support/temp_dir.h"
+#include "support/wait.h"
+
+namespace ef::test {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+constexpr int kUsers = 6;
+constexpr int kSeenPerUser = 30;
+
+std::string User(int u) { return "serve-u" + std::to_string(u); }
+std::string SeenItem(int u, int j) {
+  return "u" + std::to_string(u) + "-seen-" + std::to_string(j);
+}
+
+// Every user saw kSeenPerUser items over the last two days; user 42 (an integer
+// ID, as some producers send) saw items 7 and 8 (integers too).
+void Ingest(Stack& stack, const std::string& config) {
+  const int64_t now = SystemClock().NowMs();
+  std::vector<TestEvent> events;
+  for (int u = 0; u < kUsers; ++u) {
+    for (int j = 0; j < kSeenPerUser; ++j)
+      events.push_back({User(u), {SeenItem(u, j)}, now - j * 3'600'000LL});
+  }
+  stack.Produce(events);
+  stack.ProduceRaw({R"({"user_id": 42, "items": [7, 8], "ts": )" + std::to_string(now) + "}"});
+  auto daemon = stack.StartDaemon(config);
+  REQUIRE(stack.AwaitCommitted(*daemon, 60s));
+  CHECK(daemon->Stop(SIGTERM, 30s) == 0);
+}
+
+// Candidates of user u: its seen items interleaved with items nobody saw.
+std::vector<std::string> Candidates(int u) {
+  std::vector<std::string> out;
+  for (int j = 0; j < kSeenPerUser; ++j) {
+    out.push_back(SeenItem(u, j));
+    out.push_back("fresh-" + std::to_string(u) + "-" + std::to_string(j));
+  }
+  return out;
+}
+
+std::unique_ptr<Process> StartServe(Stack& stack, const std::string& config, int port,
+                                    const std::vector<std::string>& sets, const std::string& log) {
+  std::vector<std::string> argv = {
+      EF_BINARY, "serve", "-c", config, "--set", "serve.listen=127.0.0.1:" + std::to_string(port)};
+  for (const auto& s : sets) {
+    argv.push_back("--set");
+    argv.push_back(s);
+  }
+  auto p = std::make_unique<Process>(argv, stack.dir().File(log));
+  const bool up = WaitFor(
+      [&] {
+        if (!p->Running()) return true;
+        httplib::Client c("127.0.0.1", port);
+        auto r = c.Get("/healthz");
+        return r && r->status == 200;
+      },
+      30s);
+  INFO("serve output:\n" << p->Output());
+  REQUIRE(up);
+  REQUIRE(p->Running());
+  return p;
+}
+
+std::unique_ptr<httplib::Client> HttpClient(int port) {
+  auto c = std::make_unique<httplib::Client>("127.0.0.1", port);
+  c->set_keep_alive(true);
+  c->set_tcp_nodelay(true);  // as curl and Go's net/http do (else Nagle adds ~40 ms)
+  c->set_read_timeout(30, 0);
+  return c;
+}
+
+struct Http {
+  int status = -1;
+  std::string body;
+  std::string allow;
+  std::string content_type;
+};
+
+Http ToHttp(const httplib::Result& r) {
+  Http h;
+  if (!r) return h;
+  h.status = r->status;
+  h.body = r->body;
+  h.allow = r->get_header_value("Allow");
+  h.content_type = r->get_header_value("Content-Type");
+  return h;
+}
+
+Http Post(httplib::Client& c, const std::string& path, const std::string& body) {
+  return ToHttp(c.Post(path.c_str(), body, "application/json"));
+}
+
+Http Get(httplib::Client& c, const std::string& path) { return ToHttp(c.Get(path.c_str())); }
+
+json FilterBody(const std::string& user, const std::vector<std::string>& items) {
+  return json{{"user_id", user}, {"items", items}};
+}
+
+// A sample's value in Prometheus text (exact series, labels as serialised), or -1.
+double Metric(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return -1;
+}
+
+// The error message of a JSON error response with `status`.
+std::string ErrorOf(const Http& h, int status) {
+  INFO("HTTP " << h.status << ": " << h.body);
+  CHECK(h.status == status);
+  CHECK(h.content_type == "application/json");
+  json j = json::parse(h.body, nullptr, false);
+  REQUIRE(j.is_object());
+  REQUIRE(j.contains("error"));
+  return j["error"].get<std::string>();
+}
+
+exposure_filter::ClientOptions LibOptions(const std::string& config) {
+  exposure_filter::ClientOptions o;
+  o.config_path = config;
+  o.timeout = 2000ms;
+  return o;
+}
+
+// Redis-side sockets (local port `port`) holding bytes Redis has not read.
+int UnreadRedisSockets(int port) {
+  std::ifstream f("/proc/net/tcp");
+  std::string line;
+  std::getline(f, line);
+  int n = 0;
+  while (std::getline(f, line)) {
+    std::istringstream in(line);
+    std::string sl, local, remote, state, queues;
+    in >> sl >> local >> remote >> state >> queues;
+    const int local_port = std::stoi(local.substr(local.find(':') + 1), nullptr, 16);
+    const long rx = std::stol(queues.substr(queues.find(':') + 1), nullptr, 16);
+    if (local_port == port && state == "01" && rx > 0) ++n;
+  }
+  return n;
+}
+
+int RedisPid(RedisServer& redis) {
+  RedisReply r = redis.Command({"INFO", "server"});
+  const size_t at = r.str.find("process_id:");
+  REQUIRE(at != std::string::npos);
+  return std::stoi(r.str.substr(at + 11));
+}
+
+}  // namespace
+
+TEST_CASE("serve: unseen items for known users (single and batch) and bad requests and metrics",
+          "[serve]") {
+  Stack stack(2);
+  const std::string config = stack.WriteConfig("ef.yaml", "filter:\n  items_per_bucket: 50\n");
+  Ingest(stack, config);
+
+  std::string error;
+  auto lib = exposure_filter::Client::Create(LibOptions(config), &error);
+  REQUIRE(lib != nullptr);
+
+  const int port = FreePort();
+  auto serve = StartServe(stack, config, port,
+                          {"serve.max_items=200", "serve.max_body_bytes=16384", "serve.threads=2"},
+                          "serve.log");
+  INFO("serve output:\n" << serve->Output());
+  auto http = HttpClient(port);
+
+  double candidates = 0, seen = 0;
+  // Single: every seen item is filtered out, the rest equals the library's answer.
+  for (int u = 0; u < kUsers; ++u) {
+    const std::vector<std::string> items = Candidates(u);
+    Http r = Post(*http, "/v1/filter", FilterBody(User(u), items).dump());
+    REQUIRE(r.status == 200);
+    CHECK(r.content_type == "application/json");
+    json j = json::parse(r.body);
+    const auto unseen = j["unseen"].get<std::vector<std::string>>();
+    CHECK(unseen == lib->Unseen(User(u), items));
+    for (const auto& item : unseen) CHECK(item.find("-seen-") == std::string::npos);
+    CHECK(j["seen_count"].get<size_t>() == items.size() - unseen.size());
+    CHECK(j["seen_count"].get<size_t>() >= kSeenPerUser);
+    CHECK_FALSE(j.contains("failed_open"));
+    candidates += static_cast<double>(items.size());
+    seen += j["seen_count"].get<double>();
+  }
+
+  // Batch: one result per request, each the same as the single answer.
+  {
+    json body = {{"requests", json::array()}};
+    for (int u = 0; u < 3; ++u) body["requests"].push_back(FilterBody(User(u), Candidates(u)));
+    body["requests"].push_back(FilterBody("nobody", {"a", "b"}));
+    Http r = Post(*http, "/v1/filter:batch", body.dump());
+    REQUIRE(r.status == 200);
+    json j = json::parse(r.body);
+    REQUIRE(j["results"].size() == 4);
+    for (int u = 0; u < 3; ++u) {
+      CHECK(j["results"][u]["unseen"].get<std::vector<std::string>>() ==
+            lib->Unseen(User(u), Candidates(u)));
+      candidates += static_cast<double>(Candidates(u).size());
+      seen += j["results"][u]["seen_count"].get<double>();
+    }
+    CHECK(j["results"][3] == json::parse(R"({"unseen": ["a", "b"], "seen_count": 0})"));
+    candidates += 2;
+  }
+
+  {
+    Http r = Post(*http, "/v1/filter:batch", R"({"requests": []})");
+    CHECK(r.status == 200);
+    CHECK(r.body == R"({"results":[]})");
+  }
+
+  // Integer IDs are their decimal text, echoed with the type they came in.
+  {
+    Http r = Post(*http, "/v1/filter", R"({"user_id": 42, "items": [7, "8", 9]})");
+    REQUIRE(r.status == 200);
+    json j = json::parse(r.body);
+    CHECK(j["seen_count"] == 2);
+    CHECK(j["unseen"] == json::parse("[9]"));
+    candidates += 3;
+    seen += 2;
+  }
+
+  // Bad requests: 400 naming the problem; the connection stays usable.
+  CHECK_THAT(ErrorOf(Post(*http, "/v1/filter", "user_id=u1"), 400),
+             Catch::StartsWith("body is not valid JSON"));
+  CHECK(ErrorOf(Post(*http, "/v1/filter", R"({"items": ["a"]})"), 400) == "user_id: missing");
+  CHECK(ErrorOf(Post(*http, "/v1/filter", R"({"user_id": "u", "items": "a"})"), 400) ==
+        "items: expected an array of strings or integers, got a string");
+  CHECK(ErrorOf(Post(*http, "/v1/filter", R"({"user_id": "u", "items": ["a", null]})"), 400) ==
+        "items[1]: expected a string or an integer, got null");
+  CHECK_THAT(ErrorOf(Post(*http, "/v1/filter", R"({"user_id": "}u", "items": []})"), 400),
+             Catch::Contains("starts with '}'"));
+  CHECK_THAT(ErrorOf(Post(*http, "/v1/filter", R"({"user_id": "", "items": []})"), 400),
+             Catch::Contains("must not be empty"));
+  CHECK(ErrorOf(Post(*http, "/v1/filter:batch", R"({"requests": [{"user_id": "u"}]})"), 400) ==
+        "requests[0].items: missing");
+
+  // Limits: 413 with a JSON error.
+  {
+    std::vector<std::string> many(201, "x");
+    CHECK(ErrorOf(Post(*http, "/v1/filter", FilterBody("u", many).dump()), 413) ==
+          "201 items in the body, more than serve.max_items (200)");
+    json body = FilterBody("u", {"a"});
+    body["pad"] = std::string(20000, 'p');
+    CHECK_THAT(ErrorOf(Post(*http, "/v1/filter", body.dump()), 413),
+               Catch::Contains("serve.max_body_bytes (16384)"));
+    // At the limit: accepted.
+    std::vector<std::string> at_limit(200, "x");
+    CHECK(Post(*http, "/v1/filter", FilterBody("u", at_limit).dump()).status == 200);
+    candidates += 200;
+  }
+
+  // Wrong method: 405 with Allow; unknown path: 404.
+  {
+    Http get = Get(*http, "/v1/filter");
+    CHECK_THAT(ErrorOf(get, 405), Catch::Contains("GET not allowed on /v1/filter"));
+    CHECK(get.allow == "POST");
+    Http put = ToHttp(http->Put("/v1/filter:batch", "{}", "application/json"));
+    CHECK(ErrorOf(put, 405).find("PUT") != std::string::npos);
+    Http post = Post(*http, "/metrics", "{}");
+    CHECK(ErrorOf(post, 405).find("allowed: GET, HEAD") != std::string::npos);
+    CHECK(post.allow == "GET, HEAD");
+    CHECK_THAT(ErrorOf(Get(*http, "/nope"), 404), Catch::StartsWith("no such path: /nope"));
+    CHECK_THAT(ErrorOf(Post(*http, "/v1/filters", "{}"), 404), Catch::Contains("/v1/filters"));
+  }
+
+  CHECK(Get(*http, "/healthz").status == 200);
+  CHECK(Get(*http, "/readyz").status == 200);
+
+  // Metrics: what was sent, counted.
+  Http m = Get(*http, "/metrics");
+  REQUIRE(m.status == 200);
+  INFO(m.body);
+  CHECK(Metric(m.body, "exposure_filter_serve_candidates_total") == candidates);
+  CHECK(Metric(m.body, "exposure_filter_serve_candidates_seen_total") == seen);
+  CHECK(Metric(m.body, "exposure_filter_serve_requests_total{code=\"200\",endpoint=\"filter\"}") ==
+        kUsers + 2);
+  CHECK(Metric(m.body,
+               "exposure_filter_serve_requests_total{code=\"200\",endpoint=\"filter_batch\"}") ==
+        2);
+  CHECK(Metric(m.body, "exposure_filter_serve_requests_total{code=\"400\",endpoint=\"filter\"}") ==
+        6);
+  CHECK(Metric(m.body, "exposure_filter_serve_requests_total{code=\"413\",endpoint=\"filter\"}") ==
+        2);
+  CHECK(Metric(m.body, "exposure_filter_serve_requests_total{code=\"404\",endpoint=\"other\"}") ==
+        2);
+  CHECK(
+      Metric(m.body, "exposure_filter_serve_request_duration_seconds_count{endpoint=\"filter\"}") ==
+      kUsers + 2 + 6 + 2 + 1);
+  CHECK(Metric(m.body, "exposure_filter_serve_failed_open_total") == 0);
+  CHECK(Metric(m.body, "exposure_filter_serve_redis_errors_total") == 0);
+  CHECK(Metric(m.body, "exposure_filter_serve_ready") == 1);
+
+  // SIGTERM: stops and exits 0 (the idle keep-alive connection does not hold it).
+  CHECK(serve->Stop(SIGTERM, 20s) == 0);
+  CHECK_THAT(serve->Output(), Catch::Contains("serve: stopped"));
+}
+
+TEST_CASE(
+    "serve: Redis hung or down fails open within serve.timeout (or closed) and SIGTERM "
+    "finishes a request in flight",
+    "[serve]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig();
+  Ingest(stack, config);
+
+  const int open_port = FreePort();
+  auto open = StartServe(stack, config, open_port, {}, "open.log");
+  const int closed_port = FreePort();
+  auto closed = StartServe(stack, config, closed_port, {"serve.fail_closed=true"}, "closed.log");
+  const int slow_port = FreePort();
+  auto slow = StartServe(stack, config, slow_port, {"serve.timeout=3s"}, "slow.log");
+  INFO("open:\n"
+       << open->Output() << "\nclosed:\n"
+       << closed->Output() << "\nslow:\n"
+       << slow->Output());
+  auto open_http = HttpClient(open_port);
+  auto closed_http = HttpClient(closed_port);
+  auto slow_http = HttpClient(slow_port);
+  const std::vector<std::string> items = Candidates(0);
+  const std::string body = FilterBody(User(0), items).dump();
+  for (auto* c : {open_http.get(), closed_http.get(), slow_http.get()}) {
+    Http r = Post(*c, "/v1/filter", body);
+    REQUIRE(r.status == 200);
+    CHECK(json::parse(r.body)["seen_count"].get<int>() >= kSeenPerUser);
+  }
+
+  // Redis hung (SIGSTOP: connections accepted, nothing answered).
+  const int redis_pid = RedisPid(stack.redis());
+  REQUIRE(UnreadRedisSockets(stack.redis().port()) == 0);
+  REQUIRE(kill(redis_pid, SIGSTOP) == 0);
+
+  // A request in flight on `slow` (deadline 3 s) when SIGTERM arrives is answered.
+  Http in_flight;
+  std::thread request([&] { in_flight = Post(*slow_http, "/v1/filter", body); });
+  const bool sent = WaitFor([&] { return UnreadRedisSockets(stack.redis().port()) >= 1; }, 10s);
+  if (sent) slow->Signal(SIGTERM);
+  request.join();
+  REQUIRE(sent);
+  CHECK(in_flight.status == 200);
+  CHECK(json::parse(in_flight.body)["failed_open"] == true);
+  CHECK(slow->Wait(20s) == std::optional<int>(0));
+
+  // Fail open: every item unseen, within the 50 ms deadline (bound: 1 s).
+  auto start = std::chrono::steady_clock::now();
+  Http r = Post(*open_http, "/v1/filter", body);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  const double elapsed_ms = std::chrono::duration<double, std::milli>(elapsed).count();
+  INFO("fail-open answer after " << elapsed_ms << " ms: " << r.body);
+  REQUIRE(r.status == 200);
+  json j = json::parse(r.body);
+  CHECK(j["unseen"].get<std::vector<std::string>>() == items);
+  CHECK(j["seen_count"] == 0);
+  CHECK(j["failed_open"] == true);
+  CHECK(elapsed < 1s);
+  CHECK(WaitFor(
+      [&] { return open->Output().find("answered with every item unseen") != std::string::npos; },
+      10s));
+
+  // Fail closed: 503 with a JSON error.
+  CHECK_FALSE(ErrorOf(Post(*closed_http, "/v1/filter", body), 503).empty());
+  CHECK(ErrorOf(Post(*closed_http, "/v1/filter:batch",
+                     json{{"requests", {FilterBody(User(0), items)}}}.dump()),
+                503) != "");
+
+  // Redis down (stopped): still fail open, /readyz 503, counted.
+  REQUIRE(kill(redis_pid, SIGCONT) == 0);
+  stack.redis().Stop();
+  json batch = {{"requests", {FilterBody(User(0), items), FilterBody(User(1), {"x"})}}};
+  Http b = Post(*open_http, "/v1/filter:batch", batch.dump());
+  REQUIRE(b.status == 200);
+  json bj = json::parse(b.body);
+  CHECK(bj["results"][0]["unseen"].get<std::vector<std::string>>() == items);
+  CHECK(bj["results"][0]["failed_open"] == true);
+  CHECK(bj["results"][1] ==
+        json::parse(R"({"unseen": ["x"], "seen_count": 0, "failed_open": true})"));
+  CHECK(Get(*open_http, "/readyz").status == 503);
+  CHECK(Get(*open_http, "/healthz").status == 200);
+  Http m = Get(*open_http, "/metrics");
+  INFO(m.body);
+  CHECK(Metric(m.body, "exposure_filter_serve_failed_open_total") == 3);
+  CHECK(Metric(m.body, "exposure_filter_serve_redis_errors_total") >= 2);
+  CHECK(Metric(m.body, "exposure_filter_serve_ready") == 0);
+  Http cm = Get(*closed_http, "/metrics");
+  CHECK(Metric(cm.body, "exposure_filter_serve_failed_closed_total") == 2);
+
+  CHECK(open->Stop(SIGTERM, 20s) == 0);
+  CHECK(closed->Stop(SIGTERM, 20s) == 0);
+}
+
+}  // namespace ef::test
+
+namespace ef::test {
+
+// Not run by default (hidden tag): latency of /v1/filter with 1,000 candidates
+// over loopback, one keep-alive connection, for docs and the benchmark notes.
+TEST_CASE("serve: latency of one /v1/filter request with 1000 items", "[.][serve-latency]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig();
+  Ingest(stack, config);
+  const int port = FreePort();
+  auto serve = StartServe(stack, config, port, {}, "serve.log");
+  auto http = HttpClient(port);
+  std::vector<std::string> items;
+  for (int j = 0; j < 1000; ++j)
+    items.push_back(j % 10 == 0 ? SeenItem(0, j / 10 % kSeenPerUser)
+                                : "candidate-" + std::to_string(j));
+  const std::string body = FilterBody(User(0), items).dump();
+  std::vector<double> us;
+  for (int i = 0; i < 2200; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    Http r = Post(*http, "/v1/filter", body);
+    const double t =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    REQUIRE(r.status == 200);
+    if (i >= 200) us.push_back(t);  // after warm-up
+  }
+  std::sort(us.begin(), us.end());
+  auto q = [&](double p) { return us[static_cast<size_t>(p * (us.size() - 1))]; };
+  WARN("serve /v1/filter, 1000 items, " << us.size() << " requests: p50 " << q(0.5) << " us, p99 "
+                                        << q(0.99) << " us, p999 " << q(0.999) << " us, max "
+                                        << us.back() << " us; body " << body.size() << " bytes");
+  CHECK(serve->Stop(SIGTERM, 20s) == 0);
+}
+
+}  // namespace ef::test

@@ -1,0 +1,257 @@
+// `serve` request parsing/validation and response building (src/serve/request.h).
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "serve/request.h"
+
+namespace ef::serve {
+namespace {
+
+using nlohmann::json;
+
+struct Outcome {
+  bool ok = false;
+  ParsedQuery query;
+  ParseError error;
+};
+
+Outcome Filter(const std::string& body, Limits limits = {}) {
+  RequestParser parser;
+  Outcome o;
+  o.ok = parser.ParseFilter(body, limits, &o.query, &o.error);
+  return o;
+}
+
+struct BatchOutcome {
+  bool ok = false;
+  std::vector<ParsedQuery> queries;
+  ParseError error;
+};
+
+BatchOutcome Batch(const std::string& body, Limits limits = {}) {
+  RequestParser parser;
+  BatchOutcome o;
+  o.ok = parser.ParseBatch(body, limits, &o.queries, &o.error);
+  return o;
+}
+
+// The error of a body that must be rejected with `status`.
+std::string FilterError(const std::string& body, int status = 400, Limits limits = {}) {
+  Outcome o = Filter(body, limits);
+  INFO(body);
+  REQUIRE_FALSE(o.ok);
+  CHECK(o.error.status == status);
+  CHECK(o.error.message.find('\n') == std::string::npos);
+  return o.error.message;
+}
+
+std::string BatchError(const std::string& body, int status = 400, Limits limits = {}) {
+  BatchOutcome o = Batch(body, limits);
+  INFO(body);
+  REQUIRE_FALSE(o.ok);
+  CHECK(o.error.status == status);
+  return o.error.message;
+}
+
+}  // namespace
+
+TEST_CASE("serve request: a filter body gives the user and items in order", "[serve]") {
+  Outcome o = Filter(R"({"user_id": "u1", "items": ["i3", "i1", "i3", ""], "extra": {"x": 1}})");
+  REQUIRE(o.ok);
+  CHECK(o.query.user == "u1");
+  CHECK(o.query.items == std::vector<std::string>{"i3", "i1", "i3", ""});
+  CHECK(o.query.integer_items.empty());
+
+  Outcome empty = Filter(R"({"items": [], "user_id": "u2"})");
+  REQUIRE(empty.ok);
+  CHECK(empty.query.user == "u2");
+  CHECK(empty.query.items.empty());
+}
+
+TEST_CASE("serve request: integer IDs are their decimal text, like the daemon's events",
+          "[serve]") {
+  Outcome o =
+      Filter(R"({"user_id": 42, "items": [7, "7", -3, 18446744073709551615, "a\u00e9\n"]})");
+  REQUIRE(o.ok);
+  CHECK(o.query.user == "42");
+  CHECK(o.query.items ==
+        std::vector<std::string>{"7", "7", "-3", "18446744073709551615", "a\xc3\xa9\n"});
+  CHECK(o.query.IsInteger(0));
+  CHECK_FALSE(o.query.IsInteger(1));
+  CHECK(o.query.IsInteger(2));
+  CHECK(o.query.IsInteger(3));
+  CHECK_FALSE(o.query.IsInteger(4));
+}
+
+TEST_CASE("serve request: escaped key names and the first of duplicate keys", "[serve]") {
+  Outcome o = Filter(R"({"user\u005fid": "u1", "items": ["a"], "items": ["b"]})");
+  REQUIRE(o.ok);
+  CHECK(o.query.user == "u1");
+  CHECK(o.query.items == std::vector<std::string>{"a"});
+}
+
+TEST_CASE("serve request: every kind of bad filter body is a 400 naming the problem", "[serve]") {
+  CHECK_THAT(FilterError(""), Catch::Contains("not valid JSON") && Catch::Contains("empty body"));
+  CHECK_THAT(FilterError("user_id=u1"), Catch::StartsWith("body is not valid JSON"));
+  CHECK_THAT(FilterError(R"({"user_id": "u1", "items": ["a",]})"),
+             Catch::StartsWith("body is not valid JSON"));
+  CHECK_THAT(FilterError(R"({"user_id": "u1"} trailing)"),
+             Catch::StartsWith("body is not valid JSON"));
+  CHECK_THAT(FilterError("{\"user_id\": \"u\xff\", \"items\": []}"),
+             Catch::StartsWith("body is not valid JSON"));
+  CHECK_THAT(FilterError(R"({"user_id": 1, "items": [123456789012345678901234567890]})"),
+             Catch::Contains("64 bits"));
+  CHECK(FilterError(R"(["u1", ["a"]])") == "body must be a JSON object, got an array");
+  CHECK(FilterError(R"("u1")") == "body must be a JSON object, got a string");
+  CHECK(FilterError(R"({"items": ["a"]})") == "user_id: missing");
+  CHECK(FilterError(R"({"user": "u1", "items": ["a"]})") == "user_id: missing");
+  CHECK(FilterError(R"({"user_id": null, "items": []})") ==
+        "user_id: expected a string or an integer, got null");
+  CHECK(FilterError(R"({"user_id": 1.5, "items": []})") ==
+        "user_id: expected a string or an integer, got a number with a fraction or an exponent");
+  CHECK(FilterError(R"({"user_id": ["u1"], "items": []})") ==
+        "user_id: expected a string or an integer, got an array");
+  CHECK_THAT(FilterError(R"({"user_id": "", "items": []})"),
+             Catch::StartsWith("user_id: ") && Catch::Contains("must not be empty"));
+  CHECK_THAT(FilterError(R"({"user_id": "}u1", "items": []})"),
+             Catch::StartsWith("user_id: ") && Catch::Contains("starts with '}'"));
+  CHECK(FilterError(R"({"user_id": "u1"})") == "items: missing");
+  CHECK(FilterError(R"({"user_id": "u1", "items": "a"})") ==
+        "items: expected an array of strings or integers, got a string");
+  CHECK(FilterError(R"({"user_id": "u1", "items": {"a": 1}})") ==
+        "items: expected an array of strings or integers, got an object");
+  CHECK(FilterError(R"({"user_id": "u1", "items": null})") ==
+        "items: expected an array of strings or integers, got null");
+  CHECK(FilterError(R"({"user_id": "u1", "items": ["a", true]})") ==
+        "items[1]: expected a string or an integer, got true");
+  CHECK(FilterError(R"({"user_id": "u1", "items": ["a", "b", 2e3]})") ==
+        "items[2]: expected a string or an integer, got a number with a fraction or an exponent");
+  CHECK(FilterError(R"({"user_id": "u1", "items": [["a"]]})") ==
+        "items[0]: expected a string or an integer, got an array");
+}
+
+TEST_CASE("serve request: body and item limits are 413s, at the limit is accepted", "[serve]") {
+  Limits limits;
+  limits.max_items = 3;
+  limits.max_body_bytes = 1024;
+  CHECK(Filter(R"({"user_id": "u", "items": ["a", "b", "c"]})", limits).ok);
+  CHECK(FilterError(R"({"user_id": "u", "items": ["a", "b", "c", "d"]})", 413, limits) ==
+        "4 items in the body, more than serve.max_items (3)");
+
+  std::string body = R"({"user_id": "u", "items": ["a"], "pad": ")";
+  body += std::string(1024 - body.size() - 2, 'x') + "\"}";
+  REQUIRE(body.size() == 1024);
+  CHECK(Filter(body, limits).ok);
+  const std::string over = body.substr(0, body.size() - 2) + "x\"}";
+  CHECK(FilterError(over, 413, limits) ==
+        "body of 1025 bytes, more than serve.max_body_bytes (1024)");
+  // The size limit is checked before the body is parsed.
+  CHECK(FilterError(std::string(2000, '{'), 413, limits).find("serve.max_body_bytes") !=
+        std::string::npos);
+}
+
+TEST_CASE("serve request: a batch body gives its queries in order", "[serve]") {
+  BatchOutcome o = Batch(
+      R"({"requests": [{"user_id": "u1", "items": ["a", "b"]}, {"user_id": 9, "items": [1]},
+                       {"user_id": "u3", "items": []}]})");
+  REQUIRE(o.ok);
+  REQUIRE(o.queries.size() == 3);
+  CHECK(o.queries[0].user == "u1");
+  CHECK(o.queries[0].items == std::vector<std::string>{"a", "b"});
+  CHECK(o.queries[1].user == "9");
+  CHECK(o.queries[1].items == std::vector<std::string>{"1"});
+  CHECK(o.queries[1].IsInteger(0));
+  CHECK(o.queries[2].items.empty());
+
+  BatchOutcome none = Batch(R"({"requests": []})");
+  REQUIRE(none.ok);
+  CHECK(none.queries.empty());
+}
+
+TEST_CASE("serve request: bad batch bodies name the request and the item", "[serve]") {
+  CHECK_THAT(BatchError("[1"), Catch::StartsWith("body is not valid JSON"));
+  CHECK(BatchError("[]") == "body must be a JSON object, got an array");
+  CHECK(BatchError(R"({"user_id": "u1", "items": []})") == "requests: missing");
+  CHECK(BatchError(R"({"requests": {"user_id": "u1"}})") ==
+        "requests: expected an array of {\"user_id\", \"items\"} objects, got an object");
+  CHECK(BatchError(R"({"requests": [{"user_id": "u1", "items": []}, "u2"]})") ==
+        "requests[1]: expected an object, got a string");
+  CHECK(BatchError(R"({"requests": [{"user_id": "u1", "items": []}, {"items": []}]})") ==
+        "requests[1].user_id: missing");
+  CHECK_THAT(BatchError(R"({"requests": [{"user_id": "}x", "items": []}]})"),
+             Catch::StartsWith("requests[0].user_id: ") && Catch::Contains("'}'"));
+  CHECK(BatchError(R"({"requests": [{"user_id": "u1"}]})") == "requests[0].items: missing");
+  CHECK(BatchError(R"({"requests": [{"user_id": "u1", "items": ["a", false]}]})") ==
+        "requests[0].items[1]: expected a string or an integer, got false");
+}
+
+TEST_CASE("serve request: a batch's items count together against max_items", "[serve]") {
+  Limits limits;
+  limits.max_items = 3;
+  CHECK(Batch(R"({"requests": [{"user_id": "a", "items": ["1", "2"]},
+                               {"user_id": "b", "items": ["3"]}]})",
+              limits)
+            .ok);
+  CHECK(BatchError(R"({"requests": [{"user_id": "a", "items": ["1", "2"]},
+                                    {"user_id": "b", "items": ["3", "4"]}]})",
+                   413, limits) == "4 items in the body, more than serve.max_items (3)");
+  CHECK(BatchError(R"({"requests": [{"user_id": "a", "items": []}, {"user_id": "b", "items": []},
+                                    {"user_id": "c", "items": []}, {"user_id": "d", "items": []}]})",
+                   413, limits) == "4 requests in the batch, more than serve.max_items (3)");
+}
+
+TEST_CASE("serve request: one parser is reused across bodies", "[serve]") {
+  RequestParser parser;
+  ParsedQuery q;
+  ParseError e;
+  REQUIRE(parser.ParseFilter(R"({"user_id": 1, "items": [1, 2, 3]})", {}, &q, &e));
+  REQUIRE(parser.ParseFilter(R"({"user_id": "x", "items": ["y"]})", {}, &q, &e));
+  CHECK(q.user == "x");
+  CHECK(q.items == std::vector<std::string>{"y"});
+  CHECK(q.integer_items.empty());
+  CHECK_FALSE(parser.ParseFilter("{", {}, &q, &e));
+  REQUIRE(parser.ParseFilter(R"({"user_id": "z", "items": []})", {}, &q, &e));
+  CHECK(q.user == "z");
+}
+
+TEST_CASE("serve response: unseen items in input order, typed as they came", "[serve]") {
+  Outcome o = Filter(R"({"user_id": "u", "items": ["a", 7, "b\"q", "c", 8, "\u0001\\"]})");
+  REQUIRE(o.ok);
+  std::vector<bool> seen = {false, false, true, true, false, false};
+  const std::string body = FilterResponse(o.query, Answer{&seen, false});
+  json j = json::parse(body);
+  CHECK(j == json::parse(R"({"unseen": ["a", 7, 8, "\u0001\\"], "seen_count": 2})"));
+  CHECK_FALSE(j.contains("failed_open"));
+
+  std::vector<bool> none(6, false);
+  json open = json::parse(FilterResponse(o.query, Answer{&none, true}));
+  CHECK(open["failed_open"] == true);
+  CHECK(open["seen_count"] == 0);
+  CHECK(open["unseen"].size() == 6);
+  CHECK(open["unseen"][2] == "b\"q");
+}
+
+TEST_CASE("serve response: batch results in request order", "[serve]") {
+  BatchOutcome o = Batch(R"({"requests": [{"user_id": "u1", "items": ["a", "b"]},
+                                          {"user_id": "u2", "items": []},
+                                          {"user_id": "u3", "items": [1, 2]}]})");
+  REQUIRE(o.ok);
+  std::vector<bool> s1 = {true, false}, s2 = {}, s3 = {false, true};
+  json j = json::parse(
+      BatchResponse(o.queries, {Answer{&s1, false}, Answer{&s2, false}, Answer{&s3, false}}));
+  CHECK(j == json::parse(R"({"results": [{"unseen": ["b"], "seen_count": 1},
+                                         {"unseen": [], "seen_count": 0},
+                                         {"unseen": [1], "seen_count": 1}]})"));
+  CHECK(json::parse(BatchResponse({}, {})) == json::parse(R"({"results": []})"));
+}
+
+TEST_CASE("serve response: error bodies and JSON strings are valid JSON", "[serve]") {
+  const std::string message = "items[1]: \"x\"\tbad\x01\\ \xc3\xa9";
+  json j = json::parse(ErrorResponse(message));
+  CHECK(j["error"] == message);
+  std::string out;
+  AppendJsonString("a\"b\\c\n\x1f\x7f", &out);
+  CHECK(out == "\"a\\\"b\\\\c\\n\\u001f\x7f\"");
+}
+
+}  // namespace ef::serve
