@@ -763,7 +763,7 @@ TEST_CASE("cli: size rejects the bucket and window spans that run rejects for th
   }
 }
 
-TEST_CASE("cli: size --activity shows the distribution; a bad one is a one-line usage error",
+TEST_CASE("cli: size --activity shows the distribution, and a bad one is a one-line usage error",
           "[integration][cli]") {
   auto r = Ef({"size", "--activity", "zipf:1.1", "--users", "10000000"});
   INFO(r.out << r.err);

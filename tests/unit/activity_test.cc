@@ -84,7 +84,7 @@ TEST_CASE("Stage model: stages and bytes and FPR per key follow the formulas",
   }
 }
 
-TEST_CASE("Stage model: 1x is the v1 filter; heavier users take more stages; FPR stays bounded",
+TEST_CASE("Stage model: 1x is the v1 filter, heavier users take more stages, FPR stays bounded",
           "[bloom][activity]") {
   const int64_t n = 200;
   const Layout l = LayoutFor(n, 8);
@@ -278,7 +278,7 @@ TEST_CASE("ClassUsers splits users by share and sums to the total exactly", "[bl
   }
 }
 
-TEST_CASE("Activity totals: classes sum bytes per user; 100% at 1x is the 1x total",
+TEST_CASE("Activity totals: classes sum bytes per user, 100% at 1x is the 1x total",
           "[bloom][activity]") {
   const int64_t n = 200;
   const uint32_t buckets = 31;

@@ -78,7 +78,7 @@ TEST_CASE("v2 stage table: the documented formulas and the FORMAT.md vectors", "
   }
 }
 
-TEST_CASE("v2 positions: stage 0 is the v1 filter; stages 1-3 match the vectors", "[bloom][v2]") {
+TEST_CASE("v2 positions: stage 0 is the v1 filter, stages 1-3 match the vectors", "[bloom][v2]") {
   const Layout l = DefaultV2();
   struct Row {
     std::string item;
@@ -203,7 +203,7 @@ TEST_CASE("v2 stage table rejects bad parameters and Redis's string limit", "[bl
   CHECK_FALSE(ComputeStages(p).ok());
 }
 
-TEST_CASE("v2 meta fields: version 2 adds the stage parameters; v1 stays as it was",
+TEST_CASE("v2 meta fields: version 2 adds the stage parameters, v1 stays as it was",
           "[bloom][v2]") {
   const Layout l = DefaultV2();
   auto f = l.ToFields();

@@ -237,7 +237,7 @@ TEST_CASE("Size report with stages = 1: the FPR explodes at 4x like (1-e^(-k 4n/
   CHECK_THAT(FormatSizeReport(in), Catch::Contains("(past the stage limit)"));
 }
 
-TEST_CASE("Size report activity: 100% at 1x equals the 1x totals; a mix adds its heavy users",
+TEST_CASE("Size report activity: 100% at 1x equals the 1x totals, a mix adds its heavy users",
           "[bloom][size]") {
   SizeReportInput in = InputFor(200, 8, 1000000);
   const nlohmann::json plain = SizeReportJson(in);
