@@ -1,0 +1,699 @@
+// ef_read_bench: the read-side benchmark (scripts/bench-read.sh, docs/PERFORMANCE.md
+// "Read side"). Against a Redis (and optionally a running `exposure-filter serve`):
+//   1. fills Redis with a realistic filter state: --users users with exposures in
+//      every bucket of the window (31 daily buckets under the default config), Zipf
+//      activity (per-bucket items = activity multiple x filter.items_per_bucket, the
+//      median multiple --activity, heavy users up to 12x, so they use several stages
+//      of layout v2), written with the daemon's Coalescer + RedisBitWriter (the
+//      most active users and one user per group of light ones; the others get a
+//      server-side COPY of their group's keys: see kHeavy below);
+//   2. the library: one client thread, requests of --candidates candidates (a few
+//      hundred exposed, the rest never exposed) for Zipf-drawn users: req/s,
+//      p50/p99/p999, client thread CPU per candidate;
+//   3. serve (if --serve): --threads keep-alive HTTP clients, closed loop at max
+//      rate, then open loop at 50% of that rate (latency from the scheduled send
+//      time, so no coordinated omission): req/s, p50/p99/p999, serve CPU;
+//   4. the raw Redis ceiling for the same reads: one MGET of the user's 32 keys per
+//      request, --threads connections, closed loop: req/s, p50/p99;
+//   5. a table, one JSON line with the figures and the targets met (true/false).
+// "errors" are failed requests and fail-open answers (library: Result::failed_open;
+// serve: exposure_filter_serve_failed_open_total from its /metrics).
+// Nothing here asserts figures; exit status 1 only when a phase could not run.
+#include <exposure_filter/client.h>
+#include <httplib.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bloom/keys.h"
+#include "bloom/layout.h"
+#include "config/config.h"
+#include "event/event.h"
+#include "pipeline/coalescer.h"
+#include "redis/bit_writer.h"
+#include "redis/connection.h"
+#include "redis/meta.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string redis = "127.0.0.1:6379";
+  std::string serve;  // host:port; "" = skip the serve phase
+  int serve_pid = 0;  // for serve's CPU time (optional)
+  int users = 20000;
+  double seconds = 10;
+  int threads = 4;
+  int candidates = 1000;
+  int exposed = 300;       // of the candidates, items the user was exposed to
+  double activity = 0.5;   // median activity multiple of items_per_bucket
+  std::string out;         // also write the JSON line here
+  bool meta_only = false;  // only store the layout (`<prefix>meta`), then exit
+};
+
+[[noreturn]] void Usage(int code) {
+  std::fprintf(
+      code ? stderr : stdout,
+      "usage: ef_read_bench --redis HOST:PORT [--serve HOST:PORT] [--serve-pid PID]\n"
+      "  [--users N (20000)] [--seconds D (10)] [--threads C (4)] [--candidates N (1000)]\n"
+      "  [--exposed N (300)] [--activity X (0.5)] [--out FILE] [--meta-only]\n"
+      "--meta-only: store the default layout's meta (for serve to start), nothing else.\n");
+  std::exit(code);
+}
+
+Args Parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    if (k == "-h" || k == "--help") Usage(0);
+    if (k == "--meta-only") {
+      a.meta_only = true;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "ef_read_bench: %s needs a value\n", k.c_str());
+      Usage(2);
+    }
+    std::string v = argv[++i];
+    if (k == "--redis")
+      a.redis = v;
+    else if (k == "--serve")
+      a.serve = v;
+    else if (k == "--serve-pid")
+      a.serve_pid = std::atoi(v.c_str());
+    else if (k == "--users")
+      a.users = std::atoi(v.c_str());
+    else if (k == "--seconds")
+      a.seconds = std::atof(v.c_str());
+    else if (k == "--threads")
+      a.threads = std::atoi(v.c_str());
+    else if (k == "--candidates")
+      a.candidates = std::atoi(v.c_str());
+    else if (k == "--exposed")
+      a.exposed = std::atoi(v.c_str());
+    else if (k == "--activity")
+      a.activity = std::atof(v.c_str());
+    else if (k == "--out")
+      a.out = v;
+    else {
+      std::fprintf(stderr, "ef_read_bench: unknown option %s\n", k.c_str());
+      Usage(2);
+    }
+  }
+  if (a.users < 1 || a.seconds <= 0 || a.threads < 1 || a.candidates < 1 || a.exposed < 0 ||
+      a.exposed > a.candidates || a.activity <= 0) {
+    std::fprintf(stderr,
+                 "ef_read_bench: --users, --seconds, --threads, --candidates, --activity "
+                 "must be > 0 and --exposed in [0, --candidates]\n");
+    std::exit(2);
+  }
+  return a;
+}
+
+bool SplitHostPort(const std::string& s, std::string* host, int* port) {
+  size_t c = s.rfind(':');
+  if (c == std::string::npos) return false;
+  *host = s.substr(0, c);
+  *port = std::atoi(s.c_str() + c + 1);
+  return *port > 0;
+}
+
+uint64_t Mix(uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::string UserId(int rank) { return "user-" + std::to_string(rank); }
+
+// The fill writes the kHeavy most active users and one user in each group of
+// kGroup after them with the writer; every other user gets a server-side COPY of
+// the keys of its group's written user (same items, same stages, same TTLs), so
+// Redis holds the keys of all users while the writer writes ~1/kGroup of the
+// light users' items (BITFIELD is what limits the fill: ~0.2 M items/s here).
+// Item positions do not depend on the user, so a copy is exactly the filter of a
+// user who saw the same items; requests name the items of WrittenRank(rank).
+constexpr int kHeavy = 100;
+constexpr int kGroup = 40;
+int WrittenRank(int rank) {
+  if (rank <= kHeavy) return rank;
+  return kHeavy + 1 + (rank - kHeavy - 1) / kGroup * kGroup;
+}
+
+// Items the user of `rank` saw in bucket b: a catalogue of 10M items, drawn
+// deterministically, so the requests can name exposed items again.
+std::string ExposedItem(int rank, int b, int j) {
+  uint64_t h = Mix((uint64_t(rank) << 40) ^ (uint64_t(b) << 24) ^ uint64_t(j));
+  return "item-" + std::to_string(h % 10000000);
+}
+
+// Per-bucket item count of user `rank` (1-based) in bucket b: activity multiple
+// activity * (N / 2 / rank)^0.6 (median = activity), capped at 12, x a jitter
+// in [0.5, 1.5), times items_per_bucket; at least 1.
+int ItemsInBucket(const Args& a, int64_t ipb, int rank, int b) {
+  double mult = a.activity * std::pow(a.users / 2.0 / rank, 0.6);
+  mult = std::min(mult, 12.0);
+  double jitter = 0.5 + double(Mix((uint64_t(rank) << 20) ^ uint64_t(b) ^ 0x55) % 1000) / 1000;
+  return std::max(1, int(std::lround(mult * jitter * double(ipb))));
+}
+
+// Zipf(s) over ranks 1..n.
+class Zipf {
+ public:
+  Zipf(int n, double s) : cdf_(n) {
+    double sum = 0;
+    for (int r = 1; r <= n; ++r) cdf_[r - 1] = sum += 1.0 / std::pow(r, s);
+    for (double& c : cdf_) c /= sum;
+  }
+  int operator()(std::mt19937_64& rng) const {
+    double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    return int(std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin()) + 1;
+  }
+
+ private:
+  std::vector<double> cdf_;
+};
+
+struct Latencies {
+  std::vector<double> us;
+  double Pct(double p) {
+    if (us.empty()) return 0;
+    size_t i = std::min(us.size() - 1, size_t(p * double(us.size())));
+    std::nth_element(us.begin(), us.begin() + long(i), us.end());
+    return us[i];
+  }
+};
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
+}
+
+double ProcessCpuSeconds(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t p = s.rfind(')');
+  if (p == std::string::npos) return 0;
+  std::istringstream in(s.substr(p + 2));
+  std::string field;
+  unsigned long long ut = 0, st = 0;
+  for (int i = 0; i < 13 && in >> field; ++i) {
+    if (i == 11) ut = std::stoull(field);
+    if (i == 12) st = std::stoull(field);
+  }
+  return double(ut + st) / double(sysconf(_SC_CLK_TCK));
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// One prepared request: user, candidates, its JSON body and its 32 keys as RESP MGET.
+struct Request {
+  std::string user;
+  std::vector<std::string> candidates;
+  std::string body;
+  std::string mget;
+  bool heavy = false;  // the user has > items_per_bucket items in some bucket (stage 1+)
+};
+
+std::string JsonEscape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+std::vector<Request> PrepareRequests(const Args& a, const ef::Layout& layout, int64_t ipb,
+                                     int64_t now, size_t count) {
+  Zipf zipf(a.users, 0.8);
+  std::mt19937_64 rng(42);
+  std::vector<int64_t> read = ef::ReadBuckets(now, layout.window_seconds, layout.bucket_seconds);
+  int live = int(read.size()) - 1;
+  std::vector<Request> out(count);
+  uint64_t fresh = 0;
+  for (Request& r : out) {
+    int user_rank = zipf(rng);
+    r.user = UserId(user_rank);
+    int rank = WrittenRank(user_rank);
+    for (int b = 0; b < live; ++b) r.heavy |= ItemsInBucket(a, ipb, rank, b) > ipb;
+    for (int i = 0; i < a.exposed; ++i) {
+      int b = int(rng() % uint64_t(live));
+      int j = int(rng() % uint64_t(ItemsInBucket(a, ipb, rank, b)));
+      r.candidates.push_back(ExposedItem(rank, b, j));
+    }
+    while (int(r.candidates.size()) < a.candidates)
+      r.candidates.push_back("new-" + std::to_string(fresh++));  // never exposed
+    std::shuffle(r.candidates.begin(), r.candidates.end(), rng);
+    r.body = "{\"user_id\":\"" + JsonEscape(r.user) + "\",\"items\":[";
+    for (size_t i = 0; i < r.candidates.size(); ++i) {
+      if (i) r.body += ',';
+      r.body += '"' + JsonEscape(r.candidates[i]) + '"';
+    }
+    r.body += "]}";
+    r.mget = "*" + std::to_string(read.size() + 1) + "\r\n$4\r\nMGET\r\n";
+    for (int64_t start : read) {
+      std::string key = ef::MakeKey(layout.prefix, r.user, start, layout.bucket_seconds);
+      r.mget += "$" + std::to_string(key.size()) + "\r\n" + key + "\r\n";
+    }
+  }
+  return out;
+}
+
+struct FillResult {
+  double seconds = 0;
+  uint64_t items = 0, keys = 0, commands = 0;
+  uint64_t written_users = 0, copied_keys = 0;
+  uint64_t used_memory = 0;
+  int heavy_users = 0;  // users with > 1x items_per_bucket in some bucket (stage 1+)
+};
+
+bool Fill(const Args& a, const ef::RedisOptions& ro, const ef::Layout& layout, int64_t ipb,
+          int64_t now, FillResult* res) {
+  auto conn = ef::RedisConnection::Connect(ro);
+  if (!conn.ok()) {
+    std::fprintf(stderr, "ef_read_bench: connect to Redis %s: %s\n", a.redis.c_str(),
+                 conn.status().ToString().c_str());
+    return false;
+  }
+  ef::Layout effective;
+  ef::Status st = ef::EnsureMeta(**conn, layout, &effective);
+  if (!st.ok()) {
+    std::fprintf(stderr, "ef_read_bench: meta at %smeta: %s\n", layout.prefix.c_str(),
+                 st.ToString().c_str());
+    return false;
+  }
+  if (a.meta_only) return true;
+  ef::RedisConfig rc;
+  ef::RedisBitWriter writer(ef::BitWriterOptionsFromConfig(rc, ro, layout));
+  ef::Coalescer co(layout);
+  std::vector<int64_t> live = ef::LiveBuckets(now, layout.window_seconds, layout.bucket_seconds);
+  auto start = Clock::now();
+  std::vector<std::string> items;
+  ef::Event ev;
+  size_t positions = 0;
+  const size_t kMaxPositions = 4000000;
+  auto flush = [&]() -> bool {
+    if (co.empty()) return true;
+    co.Seal();
+    ef::WriteStats ws;
+    ef::Status s = writer.Write(co.batch(), &ws);
+    if (!s.ok()) {
+      std::fprintf(stderr, "ef_read_bench: fill write: %s\n", s.ToString().c_str());
+      return false;
+    }
+    res->commands += ws.commands;
+    res->keys += ws.keys;
+    co.Clear();
+    positions = 0;
+    return true;
+  };
+  std::vector<char> heavy_of(size_t(a.users) + 1);
+  for (int rank = 1; rank <= a.users; ++rank) {
+    if (WrittenRank(rank) != rank) {  // copied below; WrittenRank(rank) < rank
+      res->heavy_users += heavy_of[size_t(WrittenRank(rank))];
+      continue;
+    }
+    res->written_users++;
+    std::string user = UserId(rank);
+    bool heavy = false;
+    for (int b = 0; b < int(live.size()); ++b) {
+      int n = ItemsInBucket(a, ipb, rank, b);
+      heavy |= n > ipb;
+      items.clear();
+      for (int j = 0; j < n; ++j) items.push_back(ExposedItem(rank, b, j));
+      ev.user = user;
+      ev.items.assign(items.begin(), items.end());
+      // Inside the bucket and never after now (the newest bucket is now's).
+      ev.ts_ms = std::min(live[b] + layout.bucket_seconds / 2, now) * 1000;
+      co.Add(ev);
+      res->items += uint64_t(n);
+      positions += size_t(n) * layout.k;
+      if (positions >= kMaxPositions && !flush()) return false;
+    }
+    res->heavy_users += heavy;
+    heavy_of[size_t(rank)] = heavy;
+  }
+  if (!flush()) return false;
+  // The other users: COPY of their group's written user, pipelined.
+  std::string cmds;
+  size_t n_cmds = 0;
+  std::vector<ef::RedisConnection::ReplyError> errors;
+  auto send = [&]() -> bool {
+    if (n_cmds == 0) return true;
+    ef::Status s = (*conn)->Pipeline(cmds.data(), cmds.size(), n_cmds, &errors);
+    if (!s.ok() || !errors.empty()) {
+      std::fprintf(stderr, "ef_read_bench: fill COPY: %s\n",
+                   s.ok() ? errors[0].text.c_str() : s.ToString().c_str());
+      return false;
+    }
+    cmds.clear();
+    n_cmds = 0;
+    return true;
+  };
+  auto bulk = [&](const std::string& x) {
+    cmds += "$" + std::to_string(x.size()) + "\r\n" + x + "\r\n";
+  };
+  for (int rank = 1; rank <= a.users; ++rank) {
+    int w = WrittenRank(rank);
+    if (w == rank) continue;
+    for (int64_t start : live) {
+      cmds += "*3\r\n$4\r\nCOPY\r\n";
+      bulk(ef::MakeKey(layout.prefix, UserId(w), start, layout.bucket_seconds));
+      bulk(ef::MakeKey(layout.prefix, UserId(rank), start, layout.bucket_seconds));
+      ++n_cmds;
+      res->copied_keys++;
+    }
+    if (n_cmds >= 10000 && !send()) return false;
+  }
+  if (!send()) return false;
+  res->seconds = Seconds(Clock::now() - start);
+  auto info = (*conn)->Command({"INFO", "memory"});
+  if (info.ok()) {
+    size_t p = info->str.find("used_memory:");
+    if (p != std::string::npos)
+      res->used_memory = std::strtoull(info->str.c_str() + p + 12, nullptr, 10);
+  }
+  return true;
+}
+
+struct Phase {
+  bool ran = false;
+  double rps = 0, p50 = 0, p99 = 0, p999 = 0;  // latencies in ms
+  double cpu_us_per_candidate = 0;
+  uint64_t requests = 0, errors = 0;  // errors: failed requests and fail-open answers
+  double seen_ratio = 0;
+  // Library only: p99 (ms) of requests for heavy users (stage 1+) and the others.
+  double p99_heavy = 0, p99_light = 0, heavy_share = 0;
+};
+
+void Finish(Phase* p, Latencies* l, double secs) {
+  p->ran = true;
+  p->requests = l->us.size();
+  p->rps = double(l->us.size()) / secs;
+  p->p50 = l->Pct(0.50) / 1000;
+  p->p99 = l->Pct(0.99) / 1000;
+  p->p999 = l->Pct(0.999) / 1000;
+}
+
+bool RunLibrary(const Args& a, const std::vector<Request>& reqs, Phase* out) {
+  exposure_filter::ClientOptions o;
+  o.overrides = {"redis.address=" + a.redis};
+  o.pool_size = 1;
+  o.timeout = std::chrono::milliseconds(1000);
+  std::string error;
+  auto client = exposure_filter::Client::Create(o, &error);
+  if (!client) {
+    std::fprintf(stderr, "ef_read_bench: library: %s\n", error.c_str());
+    return false;
+  }
+  for (size_t i = 0; i < std::min<size_t>(reqs.size(), 200); ++i)  // warm up
+    client->Seen(reqs[i].user, reqs[i].candidates);
+  Latencies lat, heavy, light;
+  uint64_t seen = 0, cands = 0;
+  double cpu0 = ThreadCpuSeconds();
+  auto t0 = Clock::now(), end = t0 + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(a.seconds));
+  for (size_t i = 0;; ++i) {
+    const Request& r = reqs[i % reqs.size()];
+    auto s = Clock::now();
+    if (s >= end) break;
+    exposure_filter::Result res = client->Seen(r.user, r.candidates);
+    lat.us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
+    (r.heavy ? heavy : light).us.push_back(lat.us.back());
+    if (!res.ok || res.failed_open) out->errors++;
+    seen += res.seen_count;
+    cands += r.candidates.size();
+  }
+  double secs = Seconds(Clock::now() - t0);
+  double cpu = ThreadCpuSeconds() - cpu0;
+  Finish(out, &lat, secs);
+  out->cpu_us_per_candidate = cands ? cpu * 1e6 / double(cands) : 0;
+  out->seen_ratio = cands ? double(seen) / double(cands) : 0;
+  out->heavy_share = lat.us.empty() ? 0 : double(heavy.us.size()) / double(lat.us.size());
+  out->p99_heavy = heavy.Pct(0.99) / 1000;
+  out->p99_light = light.Pct(0.99) / 1000;
+  return true;
+}
+
+std::unique_ptr<httplib::Client> HttpClient(const std::string& host, int port) {
+  auto c = std::make_unique<httplib::Client>(host, port);
+  c->set_keep_alive(true);
+  c->set_tcp_nodelay(true);  // else each request waits 40+ ms for delayed ACKs
+  c->set_connection_timeout(2, 0);
+  c->set_read_timeout(5, 0);
+  return c;
+}
+
+// serve's exposure_filter_serve_failed_open_total (answers "all unseen" because
+// Redis failed or was slower than serve.timeout: 200 OK, so counted from /metrics).
+double ServeFailedOpen(const std::string& host, int port) {
+  auto c = HttpClient(host, port);
+  auto res = c->Get("/metrics");
+  if (!res || res->status != 200) return 0;
+  const std::string name = "\nexposure_filter_serve_failed_open_total";
+  size_t p = res->body.find(name);
+  if (p == std::string::npos) return 0;
+  p = res->body.find(' ', p + 1);
+  return p == std::string::npos ? 0 : std::atof(res->body.c_str() + p + 1);
+}
+
+// rate_per_s <= 0: closed loop; else each thread sends on a fixed schedule and the
+// latency counts from the scheduled time.
+bool RunServe(const Args& a, const std::vector<Request>& reqs, double rate_per_s, Phase* out) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(a.serve, &host, &port)) {
+    std::fprintf(stderr, "ef_read_bench: bad --serve %s (HOST:PORT)\n", a.serve.c_str());
+    return false;
+  }
+  std::vector<Latencies> lat(a.threads);
+  std::vector<uint64_t> errors(a.threads);
+  std::atomic<int> ready{0};
+  auto dur = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+  Clock::time_point t0;
+  std::atomic<bool> go{false};
+  std::vector<std::thread> th;
+  for (int t = 0; t < a.threads; ++t) {
+    th.emplace_back([&, t] {
+      auto c = HttpClient(host, port);
+      c->Get("/healthz");  // connect before the clock starts
+      ready++;
+      while (!go.load()) std::this_thread::yield();
+      auto end = t0 + dur;
+      Clock::duration interval{};
+      if (rate_per_s > 0)
+        interval = std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(a.threads / rate_per_s));
+      auto next = t0 + interval * t / a.threads;
+      for (size_t i = size_t(t) * 7919;; ++i) {
+        const Request& r = reqs[i % reqs.size()];
+        Clock::time_point s;
+        if (rate_per_s > 0) {
+          if (next >= end) break;
+          std::this_thread::sleep_until(next);
+          s = next;
+          next += interval;
+        } else {
+          s = Clock::now();
+          if (s >= end) break;
+        }
+        auto res = c->Post("/v1/filter", r.body, "application/json");
+        lat[t].us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
+        if (!res || res->status != 200) errors[t]++;
+      }
+    });
+  }
+  while (ready.load() < a.threads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  double cpu0 = a.serve_pid ? ProcessCpuSeconds(a.serve_pid) : 0;
+  double failed_open0 = ServeFailedOpen(host, port);
+  t0 = Clock::now();
+  go = true;
+  for (auto& x : th) x.join();
+  double secs = Seconds(Clock::now() - t0);
+  double cpu = a.serve_pid ? ProcessCpuSeconds(a.serve_pid) - cpu0 : 0;
+  out->errors += uint64_t(std::max(0.0, ServeFailedOpen(host, port) - failed_open0));
+  Latencies all;
+  for (int t = 0; t < a.threads; ++t) {
+    all.us.insert(all.us.end(), lat[t].us.begin(), lat[t].us.end());
+    out->errors += errors[t];
+  }
+  Finish(out, &all, secs);
+  out->cpu_us_per_candidate =
+      out->requests ? cpu * 1e6 / double(out->requests) / double(a.candidates) : 0;
+  return true;
+}
+
+bool RunMget(const Args& a, const ef::RedisOptions& ro, const std::vector<Request>& reqs,
+             Phase* out) {
+  std::vector<Latencies> lat(a.threads);
+  std::vector<uint64_t> errors(a.threads);
+  std::atomic<int> ready{0}, failed{0};
+  std::atomic<bool> go{false};
+  auto dur = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+  Clock::time_point t0;
+  std::vector<std::thread> th;
+  for (int t = 0; t < a.threads; ++t) {
+    th.emplace_back([&, t] {
+      auto conn = ef::RedisConnection::Connect(ro);
+      ready++;
+      if (!conn.ok()) {
+        failed++;
+        return;
+      }
+      while (!go.load()) std::this_thread::yield();
+      std::vector<ef::RedisConnection::ReplyError> errs;
+      for (size_t i = size_t(t) * 7919;; ++i) {
+        const Request& r = reqs[i % reqs.size()];
+        auto s = Clock::now();
+        if (s >= t0 + dur) break;
+        errs.clear();
+        ef::Status st = (*conn)->Pipeline(r.mget.data(), r.mget.size(), 1, &errs);
+        lat[t].us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
+        if (!st.ok()) {
+          failed++;
+          return;
+        }
+        errors[t] += errs.size();
+      }
+    });
+  }
+  while (ready.load() < a.threads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  t0 = Clock::now();
+  go = true;
+  for (auto& x : th) x.join();
+  double secs = Seconds(Clock::now() - t0);
+  if (failed.load()) {
+    std::fprintf(stderr, "ef_read_bench: raw MGET: a Redis connection failed\n");
+    return false;
+  }
+  Latencies all;
+  for (int t = 0; t < a.threads; ++t) {
+    all.us.insert(all.us.end(), lat[t].us.begin(), lat[t].us.end());
+    out->errors += errors[t];
+  }
+  Finish(out, &all, secs);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = Parse(argc, argv);
+  ef::RedisOptions ro;
+  if (!SplitHostPort(a.redis, &ro.host, &ro.port)) {
+    std::fprintf(stderr, "ef_read_bench: bad --redis %s (HOST:PORT)\n", a.redis.c_str());
+    return 2;
+  }
+  ef::FilterConfig fc;
+  auto layout = ef::LayoutFromConfig(fc);
+  if (!layout.ok()) {
+    std::fprintf(stderr, "ef_read_bench: layout: %s\n", layout.status().ToString().c_str());
+    return 1;
+  }
+  int64_t now = std::time(nullptr);
+  FillResult fill;
+  std::fprintf(stderr, "ef_read_bench: filling %d users x %zu buckets...\n", a.users,
+               ef::LiveBuckets(now, layout->window_seconds, layout->bucket_seconds).size());
+  if (!Fill(a, ro, *layout, fc.items_per_bucket, now, &fill)) return 1;
+  if (a.meta_only) return 0;
+  std::fprintf(stderr, "ef_read_bench: filled %" PRIu64 " items in %.1f s\n", fill.items,
+               fill.seconds);
+  std::vector<Request> reqs = PrepareRequests(a, *layout, fc.items_per_bucket, now, 2000);
+
+  Phase lib, closed, open, mget;
+  bool ok = true;
+  std::fprintf(stderr, "ef_read_bench: library, 1 thread, %.0f s...\n", a.seconds);
+  ok &= RunLibrary(a, reqs, &lib);
+  if (!a.serve.empty()) {
+    std::fprintf(stderr, "ef_read_bench: serve, closed loop, %d threads...\n", a.threads);
+    ok &= RunServe(a, reqs, 0, &closed);
+    if (closed.rps > 0) {
+      std::fprintf(stderr, "ef_read_bench: serve, open loop at %.0f req/s...\n", closed.rps / 2);
+      ok &= RunServe(a, reqs, closed.rps / 2, &open);
+    }
+  }
+  std::fprintf(stderr, "ef_read_bench: raw MGET, %d connections...\n", a.threads);
+  ok &= RunMget(a, ro, reqs, &mget);
+
+  bool t_lib = lib.ran && lib.p99 <= 1.0 && lib.errors == 0;
+  bool t_open = open.ran && open.p99 <= 3.0 && open.errors == 0;
+  bool t_ratio = closed.ran && mget.ran && closed.rps >= 0.5 * mget.rps;
+  auto row = [](const char* name, const Phase& p) {
+    if (!p.ran) {
+      std::printf("%-28s %10s\n", name, "skipped");
+      return;
+    }
+    std::printf("%-28s %10.0f %8.3f %8.3f %8.3f %10.3f %7" PRIu64 "\n", name, p.rps, p.p50, p.p99,
+                p.p999, p.cpu_us_per_candidate, p.errors);
+  };
+  std::printf("fill: %d users (%" PRIu64 " written: %" PRIu64 " items, %" PRIu64 " keys; %" PRIu64
+              " keys copied), %d heavy users (stage 1+), %.1f s, Redis "
+              "used_memory %.1f MiB\n",
+              a.users, fill.written_users, fill.items, fill.keys, fill.copied_keys,
+              fill.heavy_users, fill.seconds, double(fill.used_memory) / 1048576);
+  std::printf("requests: %d candidates (%d exposed), Zipf users; library seen ratio %.3f\n",
+              a.candidates, a.exposed, lib.seen_ratio);
+  std::printf("%-28s %10s %8s %8s %8s %10s %7s\n", "phase", "req/s", "p50 ms", "p99 ms", "p999 ms",
+              "cpu us/cand", "errors");
+  row("library (1 thread)", lib);
+  row("serve closed loop (max)", closed);
+  row("serve open loop (50% max)", open);
+  row("raw MGET ceiling", mget);
+  std::printf(
+      "library p99 by user: heavy (stage 1+, %.0f%% of requests) %.3f ms, others %.3f "
+      "ms\n",
+      100 * lib.heavy_share, lib.p99_heavy, lib.p99_light);
+  std::printf("target library p99 <= 1 ms: %s\n", t_lib ? "met" : "NOT met");
+  std::printf("target serve p99 <= 3 ms at 50%% of max: %s\n", t_open ? "met" : "NOT met");
+  std::printf("target serve max >= 50%% of raw MGET: %s (%.0f%%)\n", t_ratio ? "met" : "NOT met",
+              mget.rps > 0 ? 100 * closed.rps / mget.rps : 0.0);
+
+  auto jp = [](const Phase& p) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "{\"ran\":%s,\"rps\":%.1f,\"p50_ms\":%.4f,\"p99_ms\":%.4f,\"p999_ms\":%.4f,"
+                  "\"cpu_us_per_candidate\":%.4f,\"requests\":%" PRIu64 ",\"errors\":%" PRIu64 "}",
+                  p.ran ? "true" : "false", p.rps, p.p50, p.p99, p.p999, p.cpu_us_per_candidate,
+                  p.requests, p.errors);
+    return std::string(buf);
+  };
+  char head[1024];
+  std::snprintf(head, sizeof head,
+                "{\"users\":%d,\"seconds\":%.1f,\"threads\":%d,\"candidates\":%d,\"exposed\":%d,"
+                "\"fill\":{\"written_users\":%" PRIu64 ",\"items\":%" PRIu64 ",\"keys\":%" PRIu64
+                ",\"copied_keys\":%" PRIu64
+                ",\"heavy_users\":%d,"
+                "\"seconds\":%.2f,\"used_memory\":%" PRIu64
+                "},\"seen_ratio\":%.4f,"
+                "\"library_p99_heavy_ms\":%.4f,\"library_p99_light_ms\":%.4f,"
+                "\"library_heavy_share\":%.3f,",
+                a.users, a.seconds, a.threads, a.candidates, a.exposed, fill.written_users,
+                fill.items, fill.keys, fill.copied_keys, fill.heavy_users, fill.seconds,
+                fill.used_memory, lib.seen_ratio, lib.p99_heavy, lib.p99_light, lib.heavy_share);
+  std::string json = std::string(head) + "\"library\":" + jp(lib) + ",\"serve_max\":" + jp(closed) +
+                     ",\"serve_half\":" + jp(open) + ",\"raw_mget\":" + jp(mget) +
+                     ",\"targets\":{\"library_p99_le_1ms\":" + (t_lib ? "true" : "false") +
+                     ",\"serve_p99_le_3ms_at_half\":" + (t_open ? "true" : "false") +
+                     ",\"serve_max_ge_half_mget\":" + (t_ratio ? "true" : "false") + "}}";
+  std::printf("%s\n", json.c_str());
+  if (!a.out.empty()) std::ofstream(a.out) << json << "\n";
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The read-side benchmark (docs/PERFORMANCE.md "Read side"), on this machine,
+# unattended: builds (RelWithDebInfo) exposure-filter and ef_read_bench, starts a
+# local redis-server and `exposure-filter serve` on free ports, then ef_read_bench:
+#   - fills Redis with a realistic filter state (users with exposures in all 31
+#     daily buckets of the 30-day window, Zipf activity: heavy users use several
+#     stages of layout v2), with the daemon's Coalescer and RedisBitWriter (plus
+#     server-side COPYs of written users' keys for most light users: fill ~45 s);
+#   - the library: one client thread, requests of 1,000 candidates for Zipf users:
+#     req/s, p50/p99/p999, client CPU per candidate;
+#   - serve over loopback: C keep-alive clients, closed loop (max req/s), then open
+#     loop at 50% of that max (latency from the scheduled send time): p50/p99/p999;
+#   - the raw Redis ceiling: one MGET of the same 32 keys per request, C connections;
+# and prints a table and one JSON line with the figures and the targets met.
+# Options (all optional):
+#   --users N       users in the filter state (default 20000)
+#   --seconds D     length of each measured phase (default 10)
+#   --threads C     concurrent HTTP clients / Redis connections (default 4)
+#   --no-build      use the existing build (build/, or $BUILD_DIR)
+#   --out FILE      also write the JSON line to FILE
+# Everything it starts is stopped on exit; logs stay in the run directory it prints.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=1
+USERS=20000
+SECONDS_=10
+THREADS=4
+OUT=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-build) BUILD=0 ;;
+    --users) USERS=$2; shift ;;
+    --seconds) SECONDS_=$2; shift ;;
+    --threads) THREADS=$2; shift ;;
+    --out) OUT=(--out "$2"); shift ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { print }' "$0"; exit 0 ;;
+    *) echo "bench-read: unknown option $1 (--help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+BUILD_DIR=${BUILD_DIR:-build}
+if [ "$BUILD" = 1 ]; then
+  scripts/install-deps.sh
+  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$BUILD_DIR" -j"$(nproc)" --target exposure-filter ef_read_bench
+fi
+EF=${EF:-$PWD/$BUILD_DIR/exposure-filter}
+BENCH=${EF_READ_BENCH:-$PWD/$BUILD_DIR/ef_read_bench}
+for b in "$EF" "$BENCH"; do
+  [ -x "$b" ] || { echo "bench-read: $b not built (drop --no-build)" >&2; exit 1; }
+done
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+RUN_DIR=$(mktemp -d /tmp/ef-bench-read.XXXXXX)
+echo "bench-read: run directory $RUN_DIR" >&2
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+REDIS_PORT=$(free_port)
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
+  --logfile "$RUN_DIR/redis.log" &
+PIDS+=($!)
+for _ in $(seq 100); do
+  [ "$(redis-cli -p "$REDIS_PORT" PING 2>/dev/null)" = PONG ] && break
+  sleep 0.1
+done
+[ "$(redis-cli -p "$REDIS_PORT" PING 2>/dev/null)" = PONG ] ||
+  { echo "bench-read: redis-server did not start ($RUN_DIR/redis.log)" >&2; exit 1; }
+
+# serve checks the stored layout at start: store it first.
+"$BENCH" --redis "127.0.0.1:$REDIS_PORT" --meta-only >"$RUN_DIR/meta.log" 2>&1 ||
+  { echo "bench-read: storing the layout failed ($RUN_DIR/meta.log)" >&2; exit 1; }
+
+SERVE_PORT=$(free_port)
+"$EF" serve --set "serve.listen=127.0.0.1:$SERVE_PORT" --set "redis.address=127.0.0.1:$REDIS_PORT" \
+  >"$RUN_DIR/serve.log" 2>&1 &
+SERVE_PID=$!
+PIDS+=("$SERVE_PID")
+for _ in $(seq 100); do
+  curl -sf "http://127.0.0.1:$SERVE_PORT/healthz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+curl -sf "http://127.0.0.1:$SERVE_PORT/healthz" >/dev/null ||
+  { echo "bench-read: serve did not start ($RUN_DIR/serve.log)" >&2; exit 1; }
+
+# In the background, so that a signal runs the trap (and stops it) at once.
+"$BENCH" --redis "127.0.0.1:$REDIS_PORT" --serve "127.0.0.1:$SERVE_PORT" --serve-pid "$SERVE_PID" \
+  --users "$USERS" --seconds "$SECONDS_" --threads "$THREADS" "${OUT[@]}" &
+BENCH_PID=$!
+PIDS=("$BENCH_PID" "${PIDS[@]}")
+wait "$BENCH_PID"
