@@ -2,7 +2,9 @@
 // Python reference printed in docs/FORMAT.md (tests/interop/format_ref.py runs
 // the document's own code block). What the daemon writes, the reference reads
 // with the same answer for every item, false positives included; what the
-// reference writes (into stages 0, 1 and 2), `exposure-filter check` reads.
+// reference writes (into stages 0, 1 and 2), `exposure-filter check`, `serve`
+// and the C++ reader read.
+#include <httplib.h>
 #include <signal.h>
 
 #include <catch2/catch.hpp>
@@ -16,6 +18,8 @@
 #include "common/clock.h"
 #include "redis/bloom_reader.h"
 #include "support/stack.h"
+#include "support/temp_dir.h"
+#include "support/wait.h"
 
 namespace ef::test {
 namespace {
@@ -104,8 +108,9 @@ TEST_CASE("interop: the daemon's bits read the same in the FORMAT.md Python refe
                       static_cast<size_t>(stack.redis().Command({"STRLEN", heavy}).integer)) >= 3);
 }
 
-TEST_CASE("interop: bits the FORMAT.md Python reference writes, in stages 0-2, check reads",
-          "[integration][interop]") {
+TEST_CASE(
+    "interop: bits the FORMAT.md Python reference writes, in stages 0-2, check and serve read",
+    "[integration][interop]") {
   Stack stack(1);
   const std::string config = stack.WriteConfig("ef.yaml", "filter:\n  items_per_bucket: 40\n");
   // The meta, as a writer creates it.
@@ -152,6 +157,32 @@ TEST_CASE("interop: bits the FORMAT.md Python reference writes, in stages 0-2, c
   std::vector<std::string> seen = j.at("seen"), unseen = j.at("unseen");
   CHECK(seen == written);
   CHECK(unseen == std::vector<std::string>{"py-never-1", "py-never-2"});
+  // And `serve` over HTTP: only the two never-written items come back unseen.
+  const int port = FreePort();
+  Process serve(
+      {EF_BINARY, "serve", "-c", config, "--set", "serve.listen=127.0.0.1:" + std::to_string(port)},
+      stack.dir().File("serve.log"));
+  httplib::Client http("127.0.0.1", port);
+  http.set_tcp_nodelay(true);
+  REQUIRE(WaitFor(
+      [&] {
+        auto h = http.Get("/healthz");
+        return !serve.Running() || (h && h->status == 200);
+      },
+      30s));
+  INFO(serve.Output());
+  REQUIRE(serve.Running());
+  nlohmann::json body = {{"user_id", "py-user"}, {"items", written}};
+  body["items"].push_back("py-never-1");
+  body["items"].push_back("py-never-2");
+  auto resp = http.Post("/v1/filter", body.dump(), "application/json");
+  REQUIRE(resp);
+  INFO(resp->body);
+  REQUIRE(resp->status == 200);
+  const auto answer = nlohmann::json::parse(resp->body);
+  CHECK(answer.at("unseen") == nlohmann::json({"py-never-1", "py-never-2"}));
+  CHECK(answer.at("seen_count") == written.size());
+  CHECK(serve.Stop(SIGTERM, 30s) == 0);
   // And the C++ reader directly: 15 of 15 seen, the stages present.
   auto conn = stack.redis().Connect();
   BloomReader reader(*conn, *layout);
