@@ -170,7 +170,9 @@ class Ingest {
   // True while messages of tp are decoded or polled but not acknowledged.
   bool Pending(const TopicPartition& tp) const;
   // The offset to commit for tp, given acked_[tp] (see the invariants above).
-  int64_t CommitOffset(const TopicPartition& tp, int64_t acked);
+  // step_over_gaps = false on revoke: the consumer's position may be past
+  // messages the revoke dropped from the Poll under way (never written).
+  int64_t CommitOffset(const TopicPartition& tp, int64_t acked, bool step_over_gaps = true);
   // Awaits the write of `batch` (sent to the sink), retrying until it is
   // acknowledged or given up.
   Status AwaitWrite(Batch& batch, const std::atomic<bool>& stop);
@@ -178,7 +180,7 @@ class Ingest {
   void Ack(Batch& batch);
   void OnRevoke(const std::vector<TopicPartition>& partitions, bool lost);
   void RecordWritten(const Batch& batch, const WriteStats& stats, int64_t write_start_ms);
-  std::vector<PartitionOffset> AckedOffsets();
+  std::vector<PartitionOffset> AckedOffsets(bool step_over_gaps = true);
   void CommitIfDue();
 
   MessageSource& source_;

@@ -122,6 +122,18 @@ Status FakeSource::Poll(size_t max_messages, int /*timeout_ms*/, int /*max_wait_
   }
   if (paused_) deliver_while_paused_ -= out->size();
   if (!leaky_revoke_next_.empty()) Revoke(&leaky_revoke_next_, false);
+  if (!erasing_revoke_next_.empty()) {
+    // KafkaConsumer since issue 9: the revoke is served by a later
+    // rd_kafka_consumer_poll call of the same Poll; the messages of the revoked
+    // partitions gathered so far are dropped from the output, but the consumer's
+    // position has already moved past them.
+    // As in KafkaConsumer's rebalance callback: dropped first, then the handler.
+    const std::vector<TopicPartition>& tps = erasing_revoke_next_;
+    std::erase_if(*out, [&](const Message& m) {
+      return std::find(tps.begin(), tps.end(), TopicPartition{*m.topic, m.partition}) != tps.end();
+    });
+    Revoke(&erasing_revoke_next_, false);
+  }
   return Status::Ok();
 }
 

@@ -124,6 +124,12 @@ class FakeSource : public MessageSource {
   // Appends a control record (see above); returns its offset.
   int64_t AppendMarker(int32_t partition);
   void UnavailableOnNextPoll() { unavailable_next_ = true; }
+  // The next Poll gathers messages first (positions move past them), then revokes
+  // tps and drops their gathered messages from its output: what KafkaConsumer does
+  // when a revoke is served in the middle of a Poll.
+  void ErasingRevokeOnNextPoll(std::vector<TopicPartition> tps) {
+    erasing_revoke_next_ = std::move(tps);
+  }
   void DeliverWhilePaused(size_t n) { deliver_while_paused_ = n; }
   void FailNextCommits(int n) { fail_commits_ = n; }
 
@@ -164,6 +170,7 @@ class FakeSource : public MessageSource {
   std::vector<TopicPartition> revoke_next_;
   bool revoke_lost_ = false;
   std::vector<TopicPartition> leaky_revoke_next_;
+  std::vector<TopicPartition> erasing_revoke_next_;
   void Revoke(std::vector<TopicPartition>* tps, bool lost);
   bool unavailable_next_ = false;
   size_t deliver_while_paused_ = 0;

@@ -1145,6 +1145,33 @@ TEST_CASE(
   h.CheckSinkHoldsEverySentEvent();
 }
 
+TEST_CASE(
+    "Ingest: a revoke in the middle of a Poll commits what was written, not the consumer's "
+    "position past the dropped messages",
+    "[pipeline][rebalance]") {
+  Harness h(2);
+  h.options.commit_interval_ms = 0;
+  h.Start();
+  h.Good(0, "u1", "i1", kNowMs);
+  h.StepOk();
+  REQUIRE(h.MaxCommitted(0) == 1);
+  h.Good(0, "u2", "i2", kNowMs);
+  h.Good(0, "u3", "i3", kNowMs);
+  // The Poll gathers offsets 1 and 2 (the position moves to 3), then the revoke
+  // is served and drops them: they were never written.
+  h.source.ErasingRevokeOnNextPoll({h.source.Tp(0)});
+  h.StepOk();
+  const auto assigned = h.source.Assignment();
+  REQUIRE(std::find(assigned.begin(), assigned.end(), h.source.Tp(0)) == assigned.end());
+  CHECK(h.MaxCommitted(0) == 1);  // not 3: offsets 1 and 2 are not in Redis
+  // Assigned again: they are read again from the commit and written.
+  h.source.Assign(h.source.Tp(0));
+  h.Drain();
+  REQUIRE(h.ingest->CommitAcked(true).ok());
+  CHECK(h.MaxCommitted(0) == 3);
+  h.CheckSinkHoldsEverySentEvent();
+}
+
 TEST_CASE("Ingest: a lost assignment is not committed on revoke", "[pipeline][rebalance]") {
   Harness h(2);
   h.Start();
