@@ -244,7 +244,16 @@ TEST_CASE("PlanRead: one slot per valid user - a clear error for a user with no 
 // CLUSTER KEYSLOT and MGET of a user's keys against CROSSSLOT.
 class ClusterNode {
  public:
-  ClusterNode() : port_(test::FreePort()) {
+  // A free port whose cluster bus port (port + 10000) exists too: redis-server
+  // refuses to start otherwise (a free port above 55535 made this test fail now
+  // and then).
+  static int ClientPort() {
+    for (;;) {
+      const int p = test::FreePort();
+      if (p + 10000 <= 65535) return p;
+    }
+  }
+  ClusterNode() : port_(ClientPort()) {
     process_ = std::make_unique<test::Process>(
         std::vector<std::string>{"redis-server", "--port", std::to_string(port_), "--bind",
                                  "127.0.0.1", "--dir", dir_.path(), "--cluster-enabled", "yes",
