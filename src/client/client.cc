@@ -205,7 +205,8 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
   if (valid.empty()) return results;
 
   ef::client::PooledConnection pc(pool);
-  std::vector<ef::RedisReply> replies;
+  // Kept per thread: the values' buffers are reused from call to call.
+  thread_local std::vector<ef::RedisReply> replies;
   Status st = Prepare(pc, start, deadline);
   if (st.ok()) {
     std::vector<std::vector<std::string>> commands(valid.size());
@@ -248,12 +249,12 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
   ready.store(true, std::memory_order_relaxed);
 
   const std::shared_ptr<const ef::Layout> layout_now = CurrentLayout();
-  std::vector<std::string> values;
+  std::vector<std::string_view> values;
   uint64_t seen_total = 0;
   for (size_t v = 0; v < valid.size(); ++v) {
     const size_t i = valid[v];
     values.clear();
-    for (ef::RedisReply& e : replies[v].elements) values.push_back(std::move(e.str));
+    for (const ef::RedisReply& e : replies[v].elements) values.emplace_back(e.str);
     ef::CheckResult cr =
         ef::TestItems(*layout_now, values, plans[i].bucket_starts, *work[i].candidates);
     Result& r = results[i];

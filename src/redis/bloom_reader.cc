@@ -7,6 +7,7 @@
 #include "bloom/hash.h"
 #include "bloom/keys.h"
 #include "bloom/stages.h"
+#include "redis/bit_slice.h"
 
 namespace ef {
 
@@ -14,7 +15,8 @@ namespace {
 
 // One bucket at a time (newest first), every stage of each: for more buckets
 // than fit the bucket mask of TestItems.
-CheckResult TestItemsPerBucket(const Layout& layout, const std::vector<std::string>& bucket_values,
+CheckResult TestItemsPerBucket(const Layout& layout,
+                               const std::vector<std::string_view>& bucket_values,
                                const std::vector<int64_t>& bucket_starts,
                                const std::vector<std::string>& items) {
   CheckResult r;
@@ -24,7 +26,7 @@ CheckResult TestItemsPerBucket(const Layout& layout, const std::vector<std::stri
   for (size_t i = 0; i < items.size(); ++i) {
     const Hash128 h = HashItem(items[i], layout.seed);
     for (size_t b = bucket_values.size(); b-- > 0;) {  // newest first
-      const std::string& v = bucket_values[b];
+      const std::string_view v = bucket_values[b];
       if (v.empty()) continue;
       if (ValueContains(v, layout.stage_table, h)) {
         r.seen[i] = true;
@@ -38,64 +40,98 @@ CheckResult TestItemsPerBucket(const Layout& layout, const std::vector<std::stri
 
 }  // namespace
 
-// Each item is hashed once, and each of its positions computed once for all the
-// buckets: a position is the same in every bucket (same m, k and offset per
-// stage), so one probe tests the bit in every bucket still in the running (a mask
-// of up to 64 buckets) and the item is out of a bucket at its first 0 bit. The
-// result is the per-bucket rule's: seen iff all k_s positions of some stage s are
-// set in some bucket; seen_bucket is the newest such bucket.
-CheckResult TestItems(const Layout& layout, const std::vector<std::string>& bucket_values,
-                      const std::vector<int64_t>& bucket_starts,
-                      const std::vector<std::string>& items) {
-  constexpr size_t kMaxMask = 64;
+namespace {
+
+// A stage is bit-sliced (redis/bit_slice.h) when its bytes are at most this
+// many per item: slicing costs a fraction of a step per byte and bucket, probing
+// bucket by bucket about two steps per item and bucket (an unseen item leaves
+// half of the buckets still in the running at each probe). Measured with
+// ef_microbench BM_TestItems_* (docs/PERFORMANCE.md "Read side").
+constexpr size_t kSliceBytesPerItem = 4;
+
+// TestItems for up to 8 * sizeof(W) buckets. Each item is hashed once, and each
+// of its positions computed once for all the buckets: a position is the same in
+// every bucket (same m, k and offset per stage), so one probe tests the bit in
+// every bucket still in the running (a mask of buckets), and the item is out of
+// a bucket at its first 0 bit. A probe reads one word of the bit-sliced stage
+// (BitSlicer), or, for a stage too large to slice for few items, the bit in
+// each bucket still in the running.
+template <typename W>
+CheckResult TestItemsMasked(const Layout& layout,
+                            const std::vector<std::string_view>& bucket_values,
+                            const std::vector<int64_t>& bucket_starts,
+                            const std::vector<std::string>& items) {
+  constexpr int kWidth = 8 * sizeof(W);
   const size_t nb = bucket_values.size();
-  if (nb > kMaxMask) return TestItemsPerBucket(layout, bucket_values, bucket_starts, items);
   CheckResult r;
   r.seen.assign(items.size(), false);
   r.seen_bucket.assign(items.size(), -1);
   const std::vector<Stage>& stages = layout.stage_table;
   // has[s]: the buckets whose value holds stage s (StagesPresent).
-  std::array<uint64_t, StageStats::kTrackedStages> has{};
+  std::array<W, StageStats::kTrackedStages> has{};
   size_t stages_used = 0;
-  std::array<const char*, kMaxMask> data{};
-  std::array<size_t, kMaxMask> len{};
+  std::array<const char*, kWidth> data{};
+  std::array<size_t, kWidth> len{};
   for (size_t b = 0; b < nb; ++b) {
-    const std::string& v = bucket_values[b];
+    const std::string_view v = bucket_values[b];
     data[b] = v.data();
     len[b] = v.size();
     if (v.empty()) continue;
     ++r.buckets_present;
     const size_t present = std::min(StagesPresent(stages, v.size()), has.size());
-    for (size_t s = 0; s < present; ++s) has[s] |= uint64_t{1} << b;
+    for (size_t s = 0; s < present; ++s) has[s] |= W{1} << b;
     stages_used = std::max(stages_used, present);
   }
   if (r.buckets_present == 0) return r;
+
+  // The stages to slice, into one scratch area per thread.
+  std::array<size_t, StageStats::kTrackedStages> slice_at{};  // SIZE_MAX: not sliced
+  size_t words = 0;
+  for (size_t s = 0; s < stages_used; ++s) {
+    const size_t bytes = (stages[s].m + 7) / 8;
+    slice_at[s] = bytes <= kSliceBytesPerItem * items.size() ? words : SIZE_MAX;
+    if (slice_at[s] != SIZE_MAX) words += BitSlicer::Words(bytes);
+  }
+  thread_local std::vector<W> scratch;
+  if (scratch.size() < words) scratch.resize(words);
+  thread_local BitSlicer slicer;
+  for (size_t s = 0; s < stages_used; ++s) {
+    if (slice_at[s] == SIZE_MAX) continue;
+    slicer.SliceRange<W>(bucket_values.data(), has[s], stages[s].offset / 8, (stages[s].m + 7) / 8,
+                         scratch.data() + slice_at[s]);
+  }
+
   for (size_t i = 0; i < items.size(); ++i) {
     const Hash128 h = HashItem(items[i], layout.seed);
     int best = -1;  // newest bucket found so far
     for (size_t s = 0; s < stages_used; ++s) {
-      uint64_t alive = has[s];
+      W alive = has[s];
       // Only a newer bucket can change the answer.
-      if (best >= 0) alive &= best == 63 ? 0 : ~((uint64_t{2} << best) - 1);
+      if (best >= 0) alive &= best == kWidth - 1 ? 0 : ~((W{2} << best) - 1);
       const Stage& st = stages[s];
       uint64_t x = h.h1;
-      for (uint32_t p = 0; p < st.k && alive != 0; ++p, x += h.h2) {
-        const uint32_t pos = static_cast<uint32_t>(st.offset + x % st.m);
-        // Branch-free per bucket (the bits are random: a branch would mispredict
-        // about every other time). Bits past a value's end are 0; the value is
-        // not empty, so its byte 0 is a safe stand-in to read.
-        const size_t byte = pos >> 3;
-        const unsigned shift = 7 - (pos & 7);
-        uint64_t keep = 0;
-        for (uint64_t a = alive; a != 0; a &= a - 1) {
-          const int b = std::countr_zero(a);
-          const bool inside = byte < len[b];
-          const auto c = static_cast<unsigned char>(data[b][inside ? byte : 0]);
-          keep |= static_cast<uint64_t>(((c >> shift) & 1u) & static_cast<unsigned>(inside)) << b;
+      if (slice_at[s] != SIZE_MAX) {
+        const W* sliced = scratch.data() + slice_at[s];
+        for (uint32_t p = 0; p < st.k && alive != 0; ++p, x += h.h2) alive &= sliced[x % st.m];
+      } else {
+        for (uint32_t p = 0; p < st.k && alive != 0; ++p, x += h.h2) {
+          const uint64_t pos = st.offset + x % st.m;
+          // Branch-free per bucket (the bits are random: a branch would mispredict
+          // about every other time). Bits past a value's end are 0; the value is
+          // not empty, so its byte 0 is a safe stand-in to read.
+          const size_t byte = pos >> 3;
+          const unsigned shift = 7 - (pos & 7);
+          W keep = 0;
+          for (W a = alive; a != 0; a &= a - 1) {
+            const int b = std::countr_zero(a);
+            const bool inside = byte < len[b];
+            const auto c = static_cast<unsigned char>(data[b][inside ? byte : 0]);
+            keep |= static_cast<W>(((c >> shift) & 1u) & static_cast<unsigned>(inside)) << b;
+          }
+          alive &= keep;
         }
-        alive &= keep;
       }
-      if (alive != 0) best = 63 - std::countl_zero(alive);
+      if (alive != 0) best = kWidth - 1 - std::countl_zero(alive);
     }
     if (best >= 0) {
       r.seen[i] = true;
@@ -103,6 +139,26 @@ CheckResult TestItems(const Layout& layout, const std::vector<std::string>& buck
     }
   }
   return r;
+}
+
+}  // namespace
+
+// The result is the per-bucket rule's: seen iff all k_s positions of some stage
+// s are set in some bucket; seen_bucket is the newest such bucket.
+CheckResult TestItems(const Layout& layout, const std::vector<std::string_view>& bucket_values,
+                      const std::vector<int64_t>& bucket_starts,
+                      const std::vector<std::string>& items) {
+  const size_t nb = bucket_values.size();
+  if (nb <= 32) return TestItemsMasked<uint32_t>(layout, bucket_values, bucket_starts, items);
+  if (nb <= 64) return TestItemsMasked<uint64_t>(layout, bucket_values, bucket_starts, items);
+  return TestItemsPerBucket(layout, bucket_values, bucket_starts, items);
+}
+
+CheckResult TestItems(const Layout& layout, const std::vector<std::string>& bucket_values,
+                      const std::vector<int64_t>& bucket_starts,
+                      const std::vector<std::string>& items) {
+  const std::vector<std::string_view> views(bucket_values.begin(), bucket_values.end());
+  return TestItems(layout, views, bucket_starts, items);
 }
 
 StatusOr<ReadPlan> PlanRead(const Layout& layout, std::string_view user, int64_t now_seconds) {

@@ -33,33 +33,42 @@ timeval ToTimeval(int64_t ms) {
   return tv;
 }
 
-RedisReply Convert(const redisReply* r) {
-  RedisReply out;
+// Converts into *out, reusing the capacity of its strings and elements (a
+// caller that keeps its replies between calls allocates nothing in steady state).
+void ConvertInto(const redisReply* r, RedisReply* out) {
+  out->str.clear();
+  out->integer = 0;
   switch (r->type) {
     case REDIS_REPLY_STRING:
-      out.type = RedisReply::Type::kString;
-      out.str.assign(r->str, r->len);
+      out->type = RedisReply::Type::kString;
+      out->str.assign(r->str, r->len);
       break;
     case REDIS_REPLY_STATUS:
-      out.type = RedisReply::Type::kStatus;
-      out.str.assign(r->str, r->len);
+      out->type = RedisReply::Type::kStatus;
+      out->str.assign(r->str, r->len);
       break;
     case REDIS_REPLY_ERROR:
-      out.type = RedisReply::Type::kError;
-      out.str.assign(r->str, r->len);
+      out->type = RedisReply::Type::kError;
+      out->str.assign(r->str, r->len);
       break;
     case REDIS_REPLY_INTEGER:
-      out.type = RedisReply::Type::kInteger;
-      out.integer = r->integer;
+      out->type = RedisReply::Type::kInteger;
+      out->integer = r->integer;
       break;
     case REDIS_REPLY_ARRAY:
-      out.type = RedisReply::Type::kArray;
-      out.elements.reserve(r->elements);
-      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(Convert(r->element[i]));
+      out->type = RedisReply::Type::kArray;
       break;
     default:
-      out.type = RedisReply::Type::kNil;
+      out->type = RedisReply::Type::kNil;
   }
+  const size_t n = r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+  out->elements.resize(n);
+  for (size_t i = 0; i < n; ++i) ConvertInto(r->element[i], &out->elements[i]);
+}
+
+RedisReply Convert(const redisReply* r) {
+  RedisReply out;
+  ConvertInto(r, &out);
   return out;
 }
 
@@ -149,6 +158,10 @@ StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(const RedisO
   }
   redisSetTimeout(conn->impl_->ctx, ToTimeval(options.command_timeout_ms));
   redisEnableKeepAlive(conn->impl_->ctx);
+  // Keep the read buffer between replies: by default hiredis frees it once empty
+  // if it grew past 16 KiB, so every large reply (a reader's MGET of a user's
+  // buckets) allocated, page-faulted and copied it anew.
+  conn->impl_->ctx->reader->maxbuf = 0;
   EF_RETURN_IF_ERROR(conn->Handshake());
   return conn;
 }
@@ -205,7 +218,6 @@ StatusOr<RedisReply> RedisConnection::Command(const std::vector<std::string>& ar
 
 Status RedisConnection::Commands(const std::vector<std::vector<std::string>>& commands,
                                  std::vector<RedisReply>* replies) {
-  replies->clear();
   std::vector<const char*> argv;
   std::vector<size_t> lens;
   for (const auto& args : commands) {
@@ -219,12 +231,14 @@ Status RedisConnection::Commands(const std::vector<std::vector<std::string>>& co
                                lens.data()) != REDIS_OK)
       return ConnectionError(args.empty() ? "command" : args[0]);
   }
-  replies->reserve(commands.size());
+  replies->resize(commands.size());  // existing replies are reused (ConvertInto)
   for (size_t i = 0; i < commands.size(); ++i) {
     void* raw = nullptr;
-    if (redisGetReply(impl_->ctx, &raw) != REDIS_OK || !raw)
+    if (redisGetReply(impl_->ctx, &raw) != REDIS_OK || !raw) {
+      replies->resize(i);
       return ConnectionError(commands[i].empty() ? "command" : commands[i][0]);
-    replies->push_back(Convert(static_cast<redisReply*>(raw)));
+    }
+    ConvertInto(static_cast<redisReply*>(raw), &(*replies)[i]);
     freeReplyObject(raw);
   }
   return Status::Ok();

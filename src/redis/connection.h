@@ -70,9 +70,12 @@ class RedisConnection {
   // kError (not a failed status); failed status only for connection problems.
   StatusOr<RedisReply> Command(const std::vector<std::string>& args);
 
-  // Several commands in one round trip, replies materialised (for the non-hot
-  // paths, e.g. the writer's reads of keys it does not know yet). A failed status
-  // only for connection problems (then the connection is unusable: reconnect).
+  // Several commands in one round trip, replies materialised (the writer's reads
+  // of keys it does not know yet, the readers' MGETs). *replies is resized to the
+  // number of commands; replies already in it are overwritten in place, reusing
+  // their strings' capacity (keep the vector between calls to avoid allocating).
+  // A failed status only for connection problems (then the connection is
+  // unusable: reconnect; *replies holds the replies read before the failure).
   Status Commands(const std::vector<std::vector<std::string>>& commands,
                   std::vector<RedisReply>* replies);
 

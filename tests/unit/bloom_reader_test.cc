@@ -4,6 +4,7 @@
 // values, missing keys, stages cut short, and more buckets than the fast path's mask.
 #include "redis/bloom_reader.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <random>
 #include <string>
@@ -50,38 +51,54 @@ void Put(const Layout& l, size_t s, const std::string& item, std::string* value)
 TEST_CASE("TestItems equals the per-bucket rule (v1, v2, missing keys, many buckets)", "[reader]") {
   std::mt19937_64 rng(42);
   for (uint32_t stages : {1u, 4u}) {
-    for (size_t buckets : {1u, 32u, 64u, 65u, 200u}) {
-      FilterConfig f;
-      f.items_per_bucket = 20;
-      f.stages = stages;
-      f.window_seconds = 86400 * 7;
-      auto l = LayoutFromConfig(f);
-      REQUIRE(l.ok());
-      std::vector<std::string> values(buckets);
-      std::vector<int64_t> starts(buckets);
-      std::vector<std::string> items;
-      for (int i = 0; i < 400; ++i) items.push_back("item-" + std::to_string(i));
-      for (size_t b = 0; b < buckets; ++b) {
-        starts[b] = 1000 + static_cast<int64_t>(b) * 3600;
-        if (rng() % 4 == 0) continue;  // a missing key
-        for (int n = 0; n < 30; ++n) {
-          const size_t s = stages > 1 ? rng() % stages : 0;
-          Put(*l, s, items[rng() % items.size()], &values[b]);
+    for (size_t buckets : {1u, 31u, 32u, 33u, 64u, 65u, 200u}) {
+      for (size_t n_items : {3u, 400u}) {  // few items: stages are probed bucket by bucket
+        FilterConfig f;
+        f.items_per_bucket = 20;
+        f.stages = stages;
+        f.window_seconds = 86400 * 7;
+        auto l = LayoutFromConfig(f);
+        REQUIRE(l.ok());
+        std::vector<std::string> values(buckets);
+        std::vector<int64_t> starts(buckets);
+        std::vector<std::string> items;
+        for (size_t i = 0; i < 400; ++i) items.push_back("item-" + std::to_string(i));
+        for (size_t b = 0; b < buckets; ++b) {
+          starts[b] = 1000 + static_cast<int64_t>(b) * 3600;
+          if (rng() % 4 == 0) continue;  // a missing key
+          for (int n = 0; n < 30; ++n) {
+            const size_t s = stages > 1 ? rng() % stages : 0;
+            Put(*l, s, items[rng() % items.size()], &values[b]);
+          }
+          // Random noise, and sometimes a value cut inside a later stage.
+          for (int n = 0; n < 20 && !values[b].empty(); ++n)
+            values[b][rng() % values[b].size()] |= static_cast<char>(1 << (rng() % 8));
+          if (stages > 1 && rng() % 3 == 0) values[b].resize(values[b].size() * 2 / 3);
         }
-        // Random noise, and sometimes a value cut inside a later stage.
-        for (int n = 0; n < 20 && !values[b].empty(); ++n)
-          values[b][rng() % values[b].size()] |= static_cast<char>(1 << (rng() % 8));
-        if (stages > 1 && rng() % 3 == 0) values[b].resize(values[b].size() * 2 / 3);
+        // Few items: those written in the most buckets (some must be seen).
+        if (n_items < items.size()) {
+          std::vector<std::pair<size_t, std::string>> hits;
+          for (const auto& item : items) {
+            size_t n = 0;
+            for (const auto& v : values)
+              n += !v.empty() && ValueContains(v, l->stage_table, HashItem(item, l->seed));
+            hits.emplace_back(n, item);
+          }
+          std::sort(hits.rbegin(), hits.rend());
+          items.clear();
+          for (size_t i = 0; i < n_items; ++i) items.push_back(hits[i].second);
+          items.push_back("never-written");
+        }
+        INFO("stages " << stages << ", buckets " << buckets << ", items " << items.size());
+        const CheckResult got = TestItems(*l, values, starts, items);
+        const CheckResult want = Reference(*l, values, starts, items);
+        CHECK(got.seen == want.seen);
+        CHECK(got.seen_bucket == want.seen_bucket);
+        CHECK(got.buckets_present == want.buckets_present);
+        size_t seen = 0;
+        for (bool s : got.seen) seen += s;
+        CHECK(seen > 0);  // the data puts items in: the comparison is not vacuous
       }
-      INFO("stages " << stages << ", buckets " << buckets);
-      const CheckResult got = TestItems(*l, values, starts, items);
-      const CheckResult want = Reference(*l, values, starts, items);
-      CHECK(got.seen == want.seen);
-      CHECK(got.seen_bucket == want.seen_bucket);
-      CHECK(got.buckets_present == want.buckets_present);
-      size_t seen = 0;
-      for (bool s : got.seen) seen += s;
-      CHECK(seen > 0);  // the data puts items in: the comparison is not vacuous
     }
   }
 }

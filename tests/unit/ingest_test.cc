@@ -258,11 +258,11 @@ class Harness {
       INFO("key " << key);
       CHECK(sink.bits(key) == x.positions);
       CHECK(sink.expire_at(key) == x.expire_at);
-      const CheckResult r = TestItems(layout, {sink.RedisValue(key)}, {x.bucket}, x.items);
+      const std::vector<std::string> value = {sink.RedisValue(key)};
+      const CheckResult r = TestItems(layout, value, {x.bucket}, x.items);
       CHECK(std::count(r.seen.begin(), r.seen.end(), true) ==
             static_cast<std::ptrdiff_t>(x.items.size()));
-      const CheckResult never =
-          TestItems(layout, {sink.RedisValue(key)}, {x.bucket}, {"never-sent-item"});
+      const CheckResult never = TestItems(layout, value, {x.bucket}, {"never-sent-item"});
       CHECK_FALSE(never.seen[0]);
     }
   }

@@ -1,0 +1,94 @@
+// The read side's local test (redis/bloom_reader.h TestItems): 1,000 candidates
+// against a user's 32 bucket values (the 30-day window + 1), as
+// exposure_filter::Client and `serve` run it after the MGET. Two users:
+//   - Light: every bucket holds stage 0 at half its design load.
+//   - Heavy: every bucket holds 3x the design load (stages 0 and 1 full, stage 2
+//     partly; the bench-read fill's heavy users), half of the buckets 6x (stage 2
+//     full, stage 3 partly).
+// 300 of the candidates were written (in random buckets), as in scripts/bench-read.sh.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bloom/hash.h"
+#include "bloom/layout.h"
+#include "bloom/stages.h"
+#include "config/config.h"
+#include "redis/bloom_reader.h"
+
+namespace {
+
+using ef::Layout;
+
+Layout BenchLayout() {
+  Layout l = ef::LayoutFromConfig(ef::FilterConfig{}).value();
+  l.stages = 8;
+  (void)l.Finish();
+  return l;
+}
+
+void SetBit(std::string& v, uint64_t pos) {
+  const size_t byte = pos >> 3;
+  if (v.size() <= byte) v.resize(byte + 1, '\0');
+  v[byte] = static_cast<char>(static_cast<unsigned char>(v[byte]) | (0x80u >> (pos & 7)));
+}
+
+// Adds an item as a writer does: into the first stage not yet at its fill.
+void Add(const Layout& l, std::string& v, const std::string& item) {
+  const ef::Hash128 h = ef::HashItem(item, l.seed);
+  for (const ef::Stage& st : l.stage_table) {
+    if (ef::StagePopcount(v, st) >= st.fill && &st != &l.stage_table.back()) continue;
+    uint64_t x = h.h1;
+    for (uint32_t i = 0; i < st.k; ++i, x += h.h2) SetBit(v, st.offset + x % st.m);
+    return;
+  }
+}
+
+struct State {
+  std::vector<std::string> values;
+  std::vector<int64_t> starts;
+  std::vector<std::string> candidates;
+};
+
+State MakeState(const Layout& l, bool heavy) {
+  constexpr int kBuckets = 32, kCandidates = 1000, kExposed = 300;
+  const int64_t per_bucket = ef::FilterConfig{}.items_per_bucket;
+  std::mt19937_64 rng(heavy ? 2 : 1);
+  State s;
+  s.values.resize(kBuckets);
+  for (int b = 0; b < kBuckets; ++b) {
+    s.starts.push_back(int64_t{86400} * b);
+    const int64_t n = heavy ? per_bucket * (b % 2 ? 6 : 3) : per_bucket / 2;
+    for (int64_t i = 0; i < n; ++i) Add(l, s.values[b], "bg" + std::to_string(rng()));
+  }
+  for (int i = 0; i < kCandidates; ++i) {
+    s.candidates.push_back("item-" + std::to_string(rng() % 100000000));
+    if (i < kExposed) Add(l, s.values[rng() % kBuckets], s.candidates.back());
+  }
+  return s;
+}
+
+void Run(benchmark::State& state, bool heavy) {
+  const Layout l = BenchLayout();
+  const State s = MakeState(l, heavy);
+  size_t seen = 0;
+  for (auto _ : state) {
+    ef::CheckResult r = ef::TestItems(l, s.values, s.starts, s.candidates);
+    seen = r.buckets_present;
+    for (bool b : r.seen) seen += b;
+    benchmark::DoNotOptimize(seen);
+  }
+  state.counters["seen"] = static_cast<double>(seen - s.values.size());
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(s.candidates.size()));
+}
+
+void BM_TestItems_Light(benchmark::State& state) { Run(state, false); }
+void BM_TestItems_Heavy(benchmark::State& state) { Run(state, true); }
+
+}  // namespace
+
+BENCHMARK(BM_TestItems_Light)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TestItems_Heavy)->Unit(benchmark::kMicrosecond);

@@ -1,0 +1,56 @@
+// BitSlicer (redis/bit_slice.h): out[p] bit r is Redis bit 8*first + p of value r,
+// for every shape of input: 1 to 64 values, ranges of 1 to 300 bytes, values
+// cut inside the range or shorter than its start, values not in the row mask.
+#include "redis/bit_slice.h"
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ef {
+namespace {
+
+bool Bit(const std::string& v, size_t pos) {
+  const size_t byte = pos >> 3;
+  return byte < v.size() && ((static_cast<unsigned char>(v[byte]) >> (7 - (pos & 7))) & 1);
+}
+
+template <typename W>
+void Check(std::mt19937_64& rng, size_t n_values) {
+  for (size_t bytes : {1u, 15u, 16u, 17u, 100u, 300u}) {
+    const size_t first = rng() % 40;
+    std::vector<std::string> values(n_values);
+    W rows = 0;
+    for (size_t r = 0; r < n_values; ++r) {
+      size_t len = first + bytes + rng() % 40;                // longer than the range
+      if (rng() % 4 == 0) len = rng() % (first + bytes + 1);  // cut, or before it
+      for (size_t i = 0; i < len; ++i) values[r].push_back(static_cast<char>(rng()));
+      if (rng() % 5 != 0) rows |= W{1} << r;
+    }
+    std::vector<std::string_view> views(values.begin(), values.end());
+    std::vector<W> out(BitSlicer::Words(bytes));
+    BitSlicer slicer;
+    slicer.SliceRange<W>(views.data(), rows, first, bytes, out.data());
+    INFO("values " << n_values << ", first " << first << ", bytes " << bytes);
+    for (size_t p = 0; p < 8 * bytes; ++p) {
+      W want = 0;
+      for (size_t r = 0; r < n_values; ++r)
+        if (((rows >> r) & 1) && Bit(values[r], 8 * first + p)) want |= W{1} << r;
+      INFO("position " << p);
+      REQUIRE(out[p] == want);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("BitSlicer transposes the range of each value in the row mask", "[bit_slice]") {
+  std::mt19937_64 rng(11);
+  for (size_t n : {1u, 2u, 15u, 16u, 17u, 31u, 32u}) Check<uint32_t>(rng, n);
+  for (size_t n : {1u, 33u, 48u, 63u, 64u}) Check<uint64_t>(rng, n);
+}
+
+}  // namespace ef
