@@ -11,6 +11,11 @@ namespace ef::test {
 
 RedisServer::RedisServer() : port_(FreePort()) { Start(); }
 
+RedisServer::RedisServer(std::vector<std::string> extra_args)
+    : port_(FreePort()), extra_args_(std::move(extra_args)) {
+  Start();
+}
+
 RedisServer::~RedisServer() {
   if (process_) process_->Stop(SIGKILL, std::chrono::seconds(5));
 }
@@ -20,8 +25,9 @@ void RedisServer::Start() {
                                dir_.path() +
                                "\nappendonly yes\nappendfsync always\nsave \"\"\n"
                                "daemonize no\nlogfile \"\"\n");
-  process_ = std::make_unique<Process>(
-      std::vector<std::string>{"redis-server", dir_.File("redis.conf")}, dir_.File("redis.log"));
+  std::vector<std::string> argv{"redis-server", dir_.File("redis.conf")};
+  argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
+  process_ = std::make_unique<Process>(std::move(argv), dir_.File("redis.log"));
   bool up = WaitFor(
       [&] {
         RedisOptions o;
@@ -48,6 +54,12 @@ void RedisServer::RestartEmpty() {
       std::filesystem::remove_all(entry.path());
   }
   Start();
+}
+
+std::string RedisServer::Log() const { return dir_.Read("redis.log"); }
+
+void RedisServer::Signal(int sig) const {
+  if (process_) process_->Signal(sig);
 }
 
 std::unique_ptr<RedisConnection> RedisServer::Connect() const {

@@ -17,6 +17,9 @@ namespace ef::test {
 class RedisServer {
  public:
   RedisServer();  // starts it; throws if it does not answer PING within 10 s
+  // The same, with extra redis-server command-line arguments after the config
+  // file, e.g. {"--loadmodule", path}; kept for every Start().
+  explicit RedisServer(std::vector<std::string> extra_args);
   ~RedisServer();
   int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
@@ -34,6 +37,12 @@ class RedisServer {
   // reply has no such field. Throws on connection failure.
   static std::string InfoField(RedisConnection& conn, const std::string& section,
                                const std::string& field);
+  // The server's directory (config, AOF, log) and what it printed so far.
+  const std::string& dir() const { return dir_.path(); }
+  std::string Log() const;
+  // Sends `sig` to the server process (e.g. SIGSTOP / SIGCONT: a replica that
+  // falls behind its master for a while). No-op when stopped.
+  void Signal(int sig) const;
   // `REPLICAOF 127.0.0.1 <master's port>`; nullptr: `REPLICAOF NO ONE`.
   void ReplicaOf(const RedisServer* master) const;
   // Waits until this server, a replica of `master`, has its link up and has
@@ -43,6 +52,7 @@ class RedisServer {
  private:
   TempDir dir_;
   int port_;
+  std::vector<std::string> extra_args_;
   std::unique_ptr<Process> process_;
 };
 

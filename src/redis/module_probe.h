@@ -1,0 +1,50 @@
+// Does a Redis node, and every replica of it, have our module "ef" (EF.SETBITS,
+// redis-module/README.md)? What `redis.write_mode: auto` asks at start and on
+// every reconnect before it writes with EF.SETBITS: the module replicates the
+// command verbatim, so a replica without it would reject every EF.SETBITS of
+// its master and silently lose those bits (tests/module show it).
+//
+// One node is asked `EF.VERSION` (an integer: the module's version); when that
+// is refused (an ACL without the command) `MODULE LIST` (name "ef", "ver").
+// "ERR unknown command" = no module. The node's replicas are those of its
+// `INFO replication` (slaveN:ip=...,port=...), each reached with a connection
+// of its own with the same options (auth, db, timeouts) but its host and port,
+// and asked the same. A replica that cannot be reached or answers neither
+// question counts as without the module ("unknown" is not usable).
+//
+// Not thread-safe on `conn` (uses it like any caller); blocks for one round trip
+// on `conn` plus a connect and one or two round trips per replica (connect and
+// command timeouts from `options`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "redis/connection.h"
+#include "redis/options.h"
+
+namespace ef {
+
+// The oldest module version whose EF.SETBITS has the contract the writer needs
+// (reply = bits that were 0 before; expiry only if missing).
+inline constexpr int64_t kMinEfModuleVersion = 1;
+
+struct ModuleProbeResult {
+  bool module_on_master = false;  // the probed node has module ef >= kMinEfModuleVersion
+  int64_t master_version = 0;     // its module version; 0 = none or unknown
+  int replicas_total = 0;         // replicas listed by the node's INFO replication
+  int replicas_with_module = 0;   // of them: reached and have module ef >= kMinEfModuleVersion
+  // "" when the node and all its replicas have the module; else one line naming
+  // the node (and the first replica) at fault and why.
+  std::string reason;
+  bool usable() const { return reason.empty(); }
+};
+
+// Probes the node behind `conn` and its replicas (`options`: those `conn` was
+// made with; replicas get the same but their own host and port). A failed
+// status only when `conn` itself fails (I/O, timeout: reconnect and probe again);
+// everything a node answers, errors included, ends up in the result.
+StatusOr<ModuleProbeResult> ProbeModule(RedisConnection& conn, const RedisOptions& options);
+
+}  // namespace ef
