@@ -5,6 +5,8 @@
 //   - Heavy: every bucket holds 3x the design load (stages 0 and 1 full, stage 2
 //     partly; the bench-read fill's heavy users), half of the buckets 6x (stage 2
 //     full, stage 3 partly).
+//   - Top: every bucket holds 12x the design load (stages 0-2 full, stage 3 mostly:
+//     the bench-read fill's cap).
 // 300 of the candidates were written (in random buckets), as in scripts/bench-read.sh.
 #include <benchmark/benchmark.h>
 
@@ -53,15 +55,16 @@ struct State {
   std::vector<std::string> candidates;
 };
 
-State MakeState(const Layout& l, bool heavy) {
+// multiple: per-bucket load in design loads, for even and odd buckets.
+State MakeState(const Layout& l, double even, double odd, uint64_t seed) {
   constexpr int kBuckets = 32, kCandidates = 1000, kExposed = 300;
   const int64_t per_bucket = ef::FilterConfig{}.items_per_bucket;
-  std::mt19937_64 rng(heavy ? 2 : 1);
+  std::mt19937_64 rng(seed);
   State s;
   s.values.resize(kBuckets);
   for (int b = 0; b < kBuckets; ++b) {
     s.starts.push_back(int64_t{86400} * b);
-    const int64_t n = heavy ? per_bucket * (b % 2 ? 6 : 3) : per_bucket / 2;
+    const auto n = static_cast<int64_t>(static_cast<double>(per_bucket) * (b % 2 ? odd : even));
     for (int64_t i = 0; i < n; ++i) Add(l, s.values[b], "bg" + std::to_string(rng()));
   }
   for (int i = 0; i < kCandidates; ++i) {
@@ -71,9 +74,9 @@ State MakeState(const Layout& l, bool heavy) {
   return s;
 }
 
-void Run(benchmark::State& state, bool heavy) {
+void Run(benchmark::State& state, double even, double odd, uint64_t seed) {
   const Layout l = BenchLayout();
-  const State s = MakeState(l, heavy);
+  const State s = MakeState(l, even, odd, seed);
   size_t seen = 0;
   for (auto _ : state) {
     ef::CheckResult r = ef::TestItems(l, s.values, s.starts, s.candidates);
@@ -85,10 +88,12 @@ void Run(benchmark::State& state, bool heavy) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(s.candidates.size()));
 }
 
-void BM_TestItems_Light(benchmark::State& state) { Run(state, false); }
-void BM_TestItems_Heavy(benchmark::State& state) { Run(state, true); }
+void BM_TestItems_Light(benchmark::State& state) { Run(state, 0.5, 0.5, 1); }
+void BM_TestItems_Heavy(benchmark::State& state) { Run(state, 3, 6, 2); }
+void BM_TestItems_Top(benchmark::State& state) { Run(state, 12, 12, 3); }
 
 }  // namespace
 
 BENCHMARK(BM_TestItems_Light)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TestItems_Heavy)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TestItems_Top)->Unit(benchmark::kMicrosecond);

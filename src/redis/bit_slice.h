@@ -12,6 +12,11 @@ namespace ef {
 
 class BitSlicer {
  public:
+  // allow_avx2: use AVX2 (32 values per step) when the CPU has it, else SSE2 (16
+  // per step; tests use false to check that path too). The results are the same.
+  explicit BitSlicer(bool allow_avx2 = true);
+  bool uses_avx2() const { return use_avx2_; }
+
   // Words SliceRange writes for `bytes` bytes (a multiple of 128: whole blocks).
   static size_t Words(size_t bytes) { return 8 * ((bytes + 15) / 16 * 16); }
 
@@ -26,6 +31,7 @@ class BitSlicer {
   void SliceRange(const std::string_view* values, W rows, size_t first, size_t bytes, W* out);
 
  private:
+  bool use_avx2_ = false;
   std::vector<unsigned char> zeros_;
   std::vector<unsigned char> padded_;
 };

@@ -47,7 +47,7 @@ namespace {
 // bucket by bucket about two steps per item and bucket (an unseen item leaves
 // half of the buckets still in the running at each probe). Measured with
 // ef_microbench BM_TestItems_* (docs/PERFORMANCE.md "Read side").
-constexpr size_t kSliceBytesPerItem = 4;
+constexpr size_t kSliceBytesPerItem = 8;
 
 // TestItems for up to 8 * sizeof(W) buckets. Each item is hashed once, and each
 // of its positions computed once for all the buckets: a position is the same in

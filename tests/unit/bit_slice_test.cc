@@ -19,7 +19,7 @@ bool Bit(const std::string& v, size_t pos) {
 }
 
 template <typename W>
-void Check(std::mt19937_64& rng, size_t n_values) {
+void Check(std::mt19937_64& rng, size_t n_values, bool allow_avx2) {
   for (size_t bytes : {1u, 15u, 16u, 17u, 100u, 300u}) {
     const size_t first = rng() % 40;
     std::vector<std::string> values(n_values);
@@ -32,7 +32,7 @@ void Check(std::mt19937_64& rng, size_t n_values) {
     }
     std::vector<std::string_view> views(values.begin(), values.end());
     std::vector<W> out(BitSlicer::Words(bytes));
-    BitSlicer slicer;
+    BitSlicer slicer(allow_avx2);
     slicer.SliceRange<W>(views.data(), rows, first, bytes, out.data());
     INFO("values " << n_values << ", first " << first << ", bytes " << bytes);
     for (size_t p = 0; p < 8 * bytes; ++p) {
@@ -49,8 +49,11 @@ void Check(std::mt19937_64& rng, size_t n_values) {
 
 TEST_CASE("BitSlicer transposes the range of each value in the row mask", "[bit_slice]") {
   std::mt19937_64 rng(11);
-  for (size_t n : {1u, 2u, 15u, 16u, 17u, 31u, 32u}) Check<uint32_t>(rng, n);
-  for (size_t n : {1u, 33u, 48u, 63u, 64u}) Check<uint64_t>(rng, n);
+  for (bool avx2 : {false, true}) {
+    INFO("avx2 allowed " << avx2 << ", used " << BitSlicer(avx2).uses_avx2());
+    for (size_t n : {1u, 2u, 15u, 16u, 17u, 31u, 32u}) Check<uint32_t>(rng, n, avx2);
+    for (size_t n : {1u, 33u, 48u, 63u, 64u}) Check<uint64_t>(rng, n, avx2);
+  }
 }
 
 }  // namespace ef
