@@ -1,0 +1,538 @@
+#include "redis/cluster.h"
+
+#include <algorithm>
+#include <charconv>
+#include <thread>
+#include <utility>
+
+#include "bloom/keys.h"
+
+namespace ef {
+
+namespace {
+
+bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+// A host as Redis prints it: no spaces, control bytes, commas or brackets.
+bool ValidHost(std::string_view host) {
+  for (unsigned char c : host) {
+    if (c <= ' ' || c == 0x7f || c == ',' || c == '[' || c == ']') return false;
+  }
+  return true;
+}
+
+std::optional<NodeAddress> ParseAddress(std::string_view text, bool allow_empty_host) {
+  NodeAddress out;
+  std::string_view host, port;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return std::nullopt;
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+    if (host.empty()) return std::nullopt;
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  if ((host.empty() && !allow_empty_host) || !ValidHost(host)) return std::nullopt;
+  int p = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535)
+    return std::nullopt;
+  out.host = std::string(host);
+  out.port = p;
+  return out;
+}
+
+// Error replies after which the same command may succeed later (see cluster.h).
+bool RetriableReply(std::string_view text) {
+  return StartsWith(text, "TRYAGAIN") || StartsWith(text, "CLUSTERDOWN") ||
+         StartsWith(text, "LOADING") || StartsWith(text, "BUSY ") ||
+         StartsWith(text, "MASTERDOWN") || StartsWith(text, "READONLY");
+}
+
+// Retriable replies that say our view of the topology may be wrong.
+bool CallsForRefresh(std::string_view text) {
+  return StartsWith(text, "CLUSTERDOWN") || StartsWith(text, "MASTERDOWN") ||
+         StartsWith(text, "READONLY");
+}
+
+std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (!out.empty()) out += sep;
+    out += p;
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Addresses and redirects
+// ---------------------------------------------------------------------------
+
+std::string NodeAddress::ToString() const {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+StatusOr<NodeAddress> ParseNodeAddress(std::string_view text) {
+  std::optional<NodeAddress> a = ParseAddress(text, /*allow_empty_host=*/false);
+  if (!a) return InvalidArgument("expected host:port, got '" + std::string(text) + "'");
+  return *a;
+}
+
+StatusOr<std::vector<NodeAddress>> ParseSeedList(std::string_view text) {
+  std::vector<NodeAddress> out;
+  size_t pos = 0;
+  for (;;) {
+    const size_t comma = text.find(',', pos);
+    std::string_view entry =
+        text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
+    while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
+    StatusOr<NodeAddress> a = ParseNodeAddress(entry);
+    if (!a.ok()) return a.status().Prefixed("in seed list '" + std::string(text) + "'");
+    out.push_back(*a);
+    if (comma == std::string_view::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+// MOVED <slot> <endpoint>:<port>  /  ASK <slot> <endpoint>:<port>
+std::optional<Redirect> ParseRedirect(std::string_view text) {
+  Redirect r;
+  if (StartsWith(text, "MOVED ")) {
+    r.kind = Redirect::Kind::kMoved;
+    text.remove_prefix(6);
+  } else if (StartsWith(text, "ASK ")) {
+    r.kind = Redirect::Kind::kAsk;
+    text.remove_prefix(4);
+  } else {
+    return std::nullopt;
+  }
+  const size_t space = text.find(' ');
+  if (space == std::string_view::npos || space == 0) return std::nullopt;
+  unsigned slot = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + space, slot);
+  if (ec != std::errc() || end != text.data() + space || slot >= kClusterSlots) return std::nullopt;
+  r.slot = static_cast<uint16_t>(slot);
+  std::optional<NodeAddress> a = ParseAddress(text.substr(space + 1), /*allow_empty_host=*/true);
+  if (!a) return std::nullopt;
+  r.address = std::move(*a);
+  return r;
+}
+
+// ---------------------------------------------------------------------------
+// SlotMap
+// ---------------------------------------------------------------------------
+
+SlotMap::SlotMap() : slot_shard_(kClusterSlots, -1) {}
+
+const NodeAddress* SlotMap::MasterOf(uint16_t slot) const {
+  const int s = ShardOf(slot);
+  return s < 0 ? nullptr : &shards_[static_cast<size_t>(s)].master;
+}
+
+size_t SlotMap::CoveredSlots() const {
+  return static_cast<size_t>(
+      std::count_if(slot_shard_.begin(), slot_shard_.end(), [](int16_t s) { return s >= 0; }));
+}
+
+int SlotMap::ShardIndexOf(const NodeAddress& master, std::string_view id) {
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (shards_[i].master == master) return static_cast<int>(i);
+  }
+  shards_.push_back(Shard{master, std::string(id), {}});
+  return static_cast<int>(shards_.size() - 1);
+}
+
+void SlotMap::Assign(uint16_t slot, const NodeAddress& master) {
+  slot_shard_[slot & (kClusterSlots - 1)] = static_cast<int16_t>(ShardIndexOf(master, ""));
+}
+
+std::vector<NodeAddress> SlotMap::AllNodes() const {
+  std::vector<NodeAddress> out;
+  auto add = [&](const NodeAddress& a) {
+    if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  };
+  for (const Shard& s : shards_) add(s.master);
+  for (const Shard& s : shards_) {
+    for (const NodeAddress& r : s.replicas) add(r);
+  }
+  return out;
+}
+
+StatusOr<SlotMap> SlotMap::FromClusterSlots(const RedisReply& reply,
+                                            std::string_view queried_host) {
+  using T = RedisReply::Type;
+  if (reply.type != T::kArray) {
+    return Internal("CLUSTER SLOTS: expected an array, got " +
+                    (reply.type == T::kError ? "error '" + reply.str + "'"
+                                             : std::string("another reply type")));
+  }
+  auto node = [&](const RedisReply& n, size_t entry, std::string* id) -> StatusOr<NodeAddress> {
+    const std::string where = "CLUSTER SLOTS entry " + std::to_string(entry);
+    if (n.type != T::kArray || n.elements.size() < 2 || n.elements[1].type != T::kInteger)
+      return Internal(where + ": a node is not [host, port, ...]");
+    const RedisReply& h = n.elements[0];
+    if (h.type != T::kString && h.type != T::kNil)
+      return Internal(where + ": a node's host is not a string");
+    NodeAddress a;
+    a.host = h.type == T::kNil || h.str.empty() || h.str == "?" ? std::string(queried_host) : h.str;
+    if (n.elements[1].integer < 1 || n.elements[1].integer > 65535 || !ValidHost(a.host))
+      return Internal(where + ": bad node address '" + a.host + ":" +
+                      std::to_string(n.elements[1].integer) + "'");
+    a.port = static_cast<int>(n.elements[1].integer);
+    if (id)
+      *id = n.elements.size() > 2 && n.elements[2].type == T::kString ? n.elements[2].str : "";
+    return a;
+  };
+  SlotMap map;
+  for (size_t e = 0; e < reply.elements.size(); ++e) {
+    const RedisReply& r = reply.elements[e];
+    const std::string where = "CLUSTER SLOTS entry " + std::to_string(e);
+    if (r.type != T::kArray || r.elements.size() < 3 || r.elements[0].type != T::kInteger ||
+        r.elements[1].type != T::kInteger)
+      return Internal(where + ": not [start, end, master, replicas...]");
+    const long long start = r.elements[0].integer, end = r.elements[1].integer;
+    if (start < 0 || end < start || end >= kClusterSlots)
+      return Internal(where + ": bad slot range " + std::to_string(start) + "-" +
+                      std::to_string(end));
+    std::string id;
+    StatusOr<NodeAddress> master = node(r.elements[2], e, &id);
+    if (!master.ok()) return master.status();
+    const int shard = map.ShardIndexOf(*master, id);
+    for (size_t i = 3; i < r.elements.size(); ++i) {
+      StatusOr<NodeAddress> replica = node(r.elements[i], e, nullptr);
+      if (!replica.ok()) return replica.status();
+      auto& replicas = map.shards_[static_cast<size_t>(shard)].replicas;
+      if (std::find(replicas.begin(), replicas.end(), *replica) == replicas.end())
+        replicas.push_back(*replica);
+    }
+    for (long long s = start; s <= end; ++s) {
+      if (map.slot_shard_[static_cast<size_t>(s)] >= 0)
+        return Internal(where + ": slot " + std::to_string(s) + " listed twice");
+      map.slot_shard_[static_cast<size_t>(s)] = static_cast<int16_t>(shard);
+    }
+  }
+  return map;
+}
+
+// ---------------------------------------------------------------------------
+// ClusterRouter
+// ---------------------------------------------------------------------------
+
+ClusterRouter::ClusterRouter(ClusterRouterOptions options) : options_(std::move(options)) {}
+
+ClusterRouter::~ClusterRouter() = default;
+
+RedisOptions ClusterRouter::OptionsFor(const NodeAddress& node) const {
+  RedisOptions o = options_.redis;
+  o.host = node.host;
+  o.port = node.port;
+  return o;
+}
+
+Status ClusterRouter::ReadTopology(const std::vector<NodeAddress>& candidates) {
+  std::vector<std::string> errors;
+  // The node that answered last time first: a dead master is not tried first on
+  // every refresh of a failover.
+  std::vector<NodeAddress> order = candidates;
+  const auto good = std::find(order.begin(), order.end(), last_answered_);
+  if (good != order.end()) std::rotate(order.begin(), good, good + 1);
+  for (const NodeAddress& node : order) {
+    RedisOptions o = OptionsFor(node);
+    o.db = 0;  // SELECT is refused in cluster mode; Discover checks db once it knows
+    // Within the deadline of the call that asked for the read, if any.
+    const int64_t left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(call_deadline_ - Clock::now())
+            .count();
+    if (left <= 0) {
+      errors.push_back("deadline reached before " + node.ToString() + " was asked");
+      break;
+    }
+    o.connect_timeout_ms = std::min(o.connect_timeout_ms, left);
+    o.command_timeout_ms = std::min(o.command_timeout_ms, left);
+    auto conn = RedisConnection::Connect(o);
+    if (!conn.ok()) {
+      if (conn.status().code() == StatusCode::kPermissionDenied) return conn.status();
+      errors.push_back(conn.status().message());
+      continue;
+    }
+    auto reply = (*conn)->Command({"CLUSTER", "SLOTS"});
+    if (!reply.ok()) {
+      errors.push_back(reply.status().message());
+      continue;
+    }
+    if (reply->type == RedisReply::Type::kError &&
+        reply->str.find("cluster support disabled") != std::string::npos) {
+      not_a_cluster_ = true;
+      return FailedPrecondition("redis " + node.ToString() +
+                                " is not a cluster node (cluster support disabled)");
+    }
+    StatusOr<SlotMap> map = SlotMap::FromClusterSlots(*reply, node.host);
+    if (!map.ok()) {
+      errors.push_back("redis " + node.ToString() + ": " + map.status().message());
+      continue;
+    }
+    if (map->CoveredSlots() == 0) {
+      errors.push_back("redis " + node.ToString() + ": CLUSTER SLOTS lists no slot");
+      continue;
+    }
+    not_a_cluster_ = false;
+    stale_ = false;
+    last_answered_ = node;
+    map_ = std::move(*map);
+    have_map_ = true;
+    last_read_ = Clock::now();
+    ++stats_.topology_reads;
+    // Keep connections to masters only; others are made again if needed.
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      bool master = false;
+      for (const auto& s : map_.shards()) master = master || s.master == it->first;
+      it = master ? std::next(it) : connections_.erase(it);
+    }
+    return Status::Ok();
+  }
+  last_read_ = Clock::now();
+  return Unavailable("redis cluster: no node answered CLUSTER SLOTS: " + Join(errors, "; "));
+}
+
+Status ClusterRouter::Discover() {
+  std::vector<NodeAddress> candidates = options_.seeds;
+  for (const NodeAddress& a : map_.AllNodes()) {
+    if (std::find(candidates.begin(), candidates.end(), a) == candidates.end())
+      candidates.push_back(a);
+  }
+  if (candidates.empty()) return InvalidArgument("redis cluster: no seed address given");
+  EF_RETURN_IF_ERROR(ReadTopology(candidates));
+  if (options_.redis.db != 0)
+    return InvalidArgument("redis.db must be 0 with Redis Cluster (got " +
+                           std::to_string(options_.redis.db) + ")");
+  return Status::Ok();
+}
+
+Status ClusterRouter::Refresh() {
+  if (!have_map_) return Discover();
+  if (Clock::now() - last_read_ < std::chrono::milliseconds(options_.refresh_interval_ms)) {
+    stale_ = true;  // read at the start of a later call
+    return Status::Ok();
+  }
+  std::vector<NodeAddress> candidates = map_.AllNodes();
+  for (const NodeAddress& a : options_.seeds) {
+    if (std::find(candidates.begin(), candidates.end(), a) == candidates.end())
+      candidates.push_back(a);
+  }
+  return ReadTopology(candidates);
+}
+
+StatusOr<RedisConnection*> ClusterRouter::Connection(const NodeAddress& master) {
+  std::unique_ptr<RedisConnection>& conn = connections_[master];
+  if (!conn) {
+    auto c = RedisConnection::Connect(OptionsFor(master));
+    if (!c.ok()) return c.status();
+    conn = std::move(*c);
+    ++stats_.connects;
+  }
+  return conn.get();
+}
+
+void ClusterRouter::DropConnection(const NodeAddress& master) { connections_.erase(master); }
+
+StatusOr<RedisReply> ClusterRouter::Command(std::string_view key, std::vector<std::string> args) {
+  return CommandInSlot(KeySlot(key), std::move(args));
+}
+
+StatusOr<RedisReply> ClusterRouter::CommandInSlot(uint16_t slot, std::vector<std::string> args) {
+  std::vector<SlotCommand> one(1);
+  one[0].slot = slot;
+  one[0].args = std::move(args);
+  auto r = Commands(one);
+  if (!r.ok()) return r.status();
+  return std::move(r->front());
+}
+
+StatusOr<std::vector<RedisReply>> ClusterRouter::Commands(
+    const std::vector<SlotCommand>& commands) {
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
+  auto remaining_ms = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  };
+  for (const SlotCommand& c : commands) {
+    if (c.args.empty()) return InvalidArgument("redis cluster: empty command");
+  }
+  std::vector<RedisReply> replies(commands.size());
+  std::vector<size_t> pending(commands.size());
+  for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
+  std::vector<std::optional<NodeAddress>> ask(commands.size());
+  std::vector<int> redirects(commands.size(), 0);
+  std::string last_error;
+  int64_t backoff_ms = options_.backoff_min_ms;
+  call_deadline_ = deadline;
+  struct ResetDeadline {
+    Clock::time_point* d;
+    ~ResetDeadline() { *d = Clock::time_point::max(); }
+  } reset_deadline{&call_deadline_};
+
+  if (!have_map_ || stale_) {
+    Status st = Refresh();
+    if (!st.ok() && st.code() != StatusCode::kUnavailable) return st;
+    if (!st.ok()) last_error = st.message();
+  }
+
+  struct Group {
+    std::vector<size_t> items;
+    std::unique_ptr<RedisConnection>* conn = nullptr;
+    bool connected = false;
+    Status status;
+    std::vector<RedisReply> replies;
+  };
+
+  while (!pending.empty()) {
+    bool need_refresh = false, need_backoff = false;
+    std::map<NodeAddress, Group> groups;
+    std::vector<size_t> still_pending;
+    for (size_t i : pending) {
+      const NodeAddress* target = ask[i] ? &*ask[i] : map_.MasterOf(commands[i].slot);
+      if (!target) {
+        // Without any map, the last discovery error says more.
+        if (have_map_ || last_error.empty())
+          last_error = "slot " + std::to_string(commands[i].slot) + " has no master";
+        still_pending.push_back(i);
+        need_refresh = need_backoff = true;
+        continue;
+      }
+      groups[*target].items.push_back(i);
+    }
+    const int64_t budget_ms = remaining_ms();
+    if (budget_ms <= 0) break;
+    for (auto& [node, g] : groups) g.conn = &connections_[node];
+
+    auto run = [&](const NodeAddress& node, Group& g) {
+      if (!*g.conn) {
+        RedisOptions o = OptionsFor(node);
+        o.connect_timeout_ms = std::min(o.connect_timeout_ms, budget_ms);
+        auto c = RedisConnection::Connect(o);
+        if (!c.ok()) {
+          g.status = c.status();
+          return;
+        }
+        *g.conn = std::move(*c);
+        g.connected = true;
+      }
+      (*g.conn)->SetCommandTimeout(std::min(options_.redis.command_timeout_ms, budget_ms));
+      std::vector<std::vector<std::string>> batch;
+      batch.reserve(g.items.size());
+      for (size_t i : g.items) {
+        if (ask[i]) batch.push_back({"ASKING"});
+        batch.push_back(commands[i].args);
+      }
+      g.status = (*g.conn)->Commands(batch, &g.replies);
+    };
+    if (groups.size() == 1) {
+      run(groups.begin()->first, groups.begin()->second);
+    } else {
+      std::vector<std::thread> threads;
+      threads.reserve(groups.size());
+      for (auto& [node, g] : groups) threads.emplace_back(run, std::cref(node), std::ref(g));
+      for (std::thread& t : threads) t.join();
+    }
+
+    for (auto& [node, g] : groups) {
+      if (g.connected) ++stats_.connects;
+      if (!g.status.ok()) {
+        const StatusCode code = g.status.code();
+        if (code == StatusCode::kPermissionDenied || code == StatusCode::kFailedPrecondition)
+          return g.status;
+        last_error = g.status.message();
+        g.conn->reset();
+        need_refresh = need_backoff = true;
+        stats_.retries += g.items.size();
+        for (size_t i : g.items) {
+          ask[i].reset();
+          still_pending.push_back(i);
+        }
+        continue;
+      }
+      bool reconnect = false;
+      size_t r = 0;
+      for (size_t i : g.items) {
+        if (ask[i]) {
+          ++r;  // ASKING's +OK (an error here shows in the command's own reply)
+          ask[i].reset();
+        }
+        RedisReply& reply = g.replies[r++];
+        if (reply.type == RedisReply::Type::kError) {
+          if (std::optional<Redirect> redirect = ParseRedirect(reply.str)) {
+            if (redirect->address.host.empty()) redirect->address.host = node.host;
+            if (redirect->kind == Redirect::Kind::kMoved) {
+              map_.Assign(redirect->slot, redirect->address);
+              need_refresh = true;
+              ++stats_.moved;
+            } else {
+              ask[i] = redirect->address;
+              ++stats_.asked;
+            }
+            // Nodes that disagree (mid-migration) may bounce a command: slow down.
+            if (++redirects[i] > 5) need_backoff = true;
+            last_error = "redis " + node.ToString() + ": " + reply.str;
+            still_pending.push_back(i);
+            continue;
+          }
+          if (RetriableReply(reply.str)) {
+            last_error = "redis " + node.ToString() + ": " + reply.str;
+            need_backoff = true;
+            need_refresh = need_refresh || CallsForRefresh(reply.str);
+            reconnect = reconnect || RedisConnection::CallsForReconnect(reply.str);
+            ++stats_.retries;
+            still_pending.push_back(i);
+            continue;
+          }
+        }
+        replies[i] = std::move(reply);
+      }
+      if (reconnect) g.conn->reset();
+    }
+    pending = std::move(still_pending);
+    if (pending.empty()) break;
+    if (remaining_ms() <= 0) break;
+    if (need_refresh) {
+      Status st = Refresh();
+      if (!st.ok()) {
+        if (st.code() == StatusCode::kPermissionDenied) return st;
+        last_error = st.message();
+        need_backoff = true;
+      }
+    }
+    if (need_backoff) {
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(std::max<int64_t>(0, std::min(backoff_ms, remaining_ms()))));
+      backoff_ms = std::min(backoff_ms * 2, options_.backoff_max_ms);
+    }
+  }
+  if (pending.empty()) return replies;
+  return Unavailable("redis cluster: " + std::to_string(pending.size()) + " of " +
+                     std::to_string(commands.size()) + " commands without a reply after " +
+                     std::to_string(options_.deadline_ms) +
+                     " ms; last error: " + (last_error.empty() ? "none" : last_error));
+}
+
+StatusOr<bool> DetectCluster(const RedisOptions& options, const std::vector<NodeAddress>& seeds) {
+  ClusterRouterOptions o;
+  o.redis = options;
+  o.redis.db = 0;
+  o.seeds = seeds;
+  ClusterRouter router(std::move(o));
+  Status st = router.Discover();
+  if (st.ok()) return true;
+  if (router.not_a_cluster()) return false;
+  return st;
+}
+
+}  // namespace ef
