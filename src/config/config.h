@@ -26,7 +26,8 @@ struct KafkaConfig {
 };
 
 struct RedisConfig {
-  std::string address = "127.0.0.1:6379";  // redis.address host:port
+  std::string address = "127.0.0.1:6379";  // redis.address host:port[,host:port...]
+  std::string cluster = "auto";            // redis.cluster: auto|true|false
   std::string username;                    // redis.username ("" = default user)
   std::string password;                    // redis.password; env EXPOSURE_FILTER_REDIS_PASSWORD
   int db = 0;                              // redis.db
@@ -37,6 +38,8 @@ struct RedisConfig {
   std::string write_mode = "bitfield";     // redis.write_mode: bitfield|setbit
   int64_t expire_cache_keys = 1000000;     // redis.expire_cache_keys (0 = off)
   int64_t expire_refresh_ms = 600000;      // redis.expire_refresh (duration)
+  int64_t wait_replicas = 0;               // redis.wait_replicas: WAIT for n replicas per write
+  int64_t wait_timeout_ms = 1000;          // redis.wait_timeout (duration)
 };
 
 struct FilterConfig {

@@ -107,6 +107,26 @@ Rule HostPort(bool allow_empty) {
   };
 }
 
+// redis.address: one host:port, or a comma-separated list of them (Redis Cluster
+// seed nodes; spaces around entries ignored).
+Status HostPortList(const std::string& s) {
+  if (s.find(',') == std::string::npos) return HostPort(false)(s);
+  size_t start = 0, n = 0;
+  while (true) {
+    const size_t comma = s.find(',', start);
+    std::string entry =
+        s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    while (!entry.empty() && entry.front() == ' ') entry.erase(entry.begin());
+    while (!entry.empty() && entry.back() == ' ') entry.pop_back();
+    ++n;
+    if (Status st = HostPort(false)(entry); !st.ok())
+      return InvalidArgument("entry " + std::to_string(n) + " of the list: " + st.message());
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return Status::Ok();
+}
+
 // The first '{' of a key starts the Redis Cluster hash tag, so braces in the
 // prefix would move users' keys to the wrong slot.
 Status KeyPrefixRule(const std::string& s) {
@@ -282,7 +302,9 @@ std::vector<Field> BuildFields() {
                           &KafkaConfig::dead_letter_on_failure, OneOf({"retry", "drop"})));
 
   // redis
-  t.push_back(StringField("redis.address", &C::redis, &RedisConfig::address, HostPort(false)));
+  t.push_back(StringField("redis.address", &C::redis, &RedisConfig::address, HostPortList));
+  t.push_back(StringField("redis.cluster", &C::redis, &RedisConfig::cluster,
+                          OneOf({"auto", "true", "false"})));
   t.push_back(StringField("redis.username", &C::redis, &RedisConfig::username, AnyString));
   {
     Field f = StringField("redis.password", &C::redis, &RedisConfig::password, AnyString);
@@ -305,6 +327,9 @@ std::vector<Field> BuildFields() {
                        1'000'000'000));
   t.push_back(DurationField("redis.expire_refresh", &C::redis, &RedisConfig::expire_refresh_ms, 1,
                             kSecond, kDay));
+  t.push_back(IntField("redis.wait_replicas", &C::redis, &RedisConfig::wait_replicas, 0, 16));
+  t.push_back(DurationField("redis.wait_timeout", &C::redis, &RedisConfig::wait_timeout_ms, 1, 1,
+                            10 * kMinute));
 
   // filter
   t.push_back(

@@ -333,6 +333,22 @@ Status Validate(const Config& config) {
                            ") must be <= redis.retry_backoff_max (" +
                            FormatDurationMs(r.retry_backoff_max_ms) + ")");
   }
+  if (r.wait_replicas > 0 && r.wait_timeout_ms >= r.command_timeout_ms) {
+    return InvalidArgument("redis.wait_timeout (" + FormatDurationMs(r.wait_timeout_ms) +
+                           ") must be < redis.command_timeout (" +
+                           FormatDurationMs(r.command_timeout_ms) +
+                           ") when redis.wait_replicas > 0: WAIT answers within it");
+  }
+  const bool many = r.address.find(',') != std::string::npos;
+  if (many && r.cluster == "false") {
+    return InvalidArgument("redis.address lists several nodes (" + r.address +
+                           "), which needs Redis Cluster: set redis.cluster to auto or true");
+  }
+  if (r.db != 0 && r.cluster == "true") {
+    return InvalidArgument(
+        "redis.db (" + std::to_string(r.db) +
+        ") must be 0 with redis.cluster: true (Redis Cluster has database 0 only)");
+  }
   const MetricsConfig& m = config.metrics;
   if (m.freshness_target_ms > m.freshness_limit_ms) {
     return InvalidArgument("metrics.freshness_target (" + FormatDurationMs(m.freshness_target_ms) +

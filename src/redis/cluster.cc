@@ -535,4 +535,25 @@ StatusOr<bool> DetectCluster(const RedisOptions& options, const std::vector<Node
   return st;
 }
 
+StatusOr<ClusterRouterOptions> ClusterOptionsFrom(const RedisOptions& redis) {
+  ClusterRouterOptions o;
+  o.redis = redis;
+  for (const std::string& a : redis.addresses) {
+    auto node = ParseNodeAddress(a);
+    if (!node.ok()) return InvalidArgument("redis.address: " + node.status().message());
+    o.seeds.push_back(*node);
+  }
+  if (o.seeds.empty()) o.seeds.push_back({redis.host, redis.port});
+  o.deadline_ms = redis.command_timeout_ms;
+  return o;
+}
+
+StatusOr<bool> UseCluster(const RedisOptions& redis) {
+  if (redis.cluster == "true") return true;
+  if (redis.cluster == "false") return false;
+  auto o = ClusterOptionsFrom(redis);
+  if (!o.ok()) return o.status();
+  return DetectCluster(redis, o->seeds);
+}
+
 }  // namespace ef

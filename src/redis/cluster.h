@@ -195,4 +195,12 @@ class ClusterRouter {
 // node, false if it has cluster support disabled; kUnavailable if none answers.
 StatusOr<bool> DetectCluster(const RedisOptions& options, const std::vector<NodeAddress>& seeds);
 
+// From redis.* (RedisOptionsFromConfig): the seeds are every redis.address entry;
+// the call deadline is redis.command_timeout. Errors name redis.address.
+StatusOr<ClusterRouterOptions> ClusterOptionsFrom(const RedisOptions& redis);
+
+// Whether the programs talk Redis Cluster: redis.cluster true or false as set;
+// auto asks the seeds (DetectCluster). kUnavailable if auto and no seed answers.
+StatusOr<bool> UseCluster(const RedisOptions& redis);
+
 }  // namespace ef

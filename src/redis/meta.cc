@@ -3,6 +3,7 @@
 #include <map>
 
 #include "bloom/keys.h"
+#include "redis/cluster.h"
 
 namespace ef {
 namespace {
@@ -47,20 +48,27 @@ Status ToMap(const StatusOr<RedisReply>& reply, const std::string& what,
   return Status::Ok();
 }
 
-std::string What(RedisConnection& conn, const std::string& key) {
+std::string What(const MetaTarget& conn, const std::string& key) {
   return "redis " + conn.address() + ": " + key;
 }
 
 }  // namespace
 
-Status ReadMetaFields(RedisConnection& conn, const std::string& prefix,
+StatusOr<RedisReply> MetaTarget::Command(const std::string& key, std::vector<std::string> args) {
+  if (router_) return router_->Command(key, std::move(args));
+  return conn_->Command(args);
+}
+
+std::string MetaTarget::address() const { return router_ ? "cluster" : conn_->address(); }
+
+Status ReadMetaFields(MetaTarget conn, const std::string& prefix,
                       std::map<std::string, std::string>* stored) {
   const std::string key = MetaKey(prefix);
   stored->clear();
-  return ToMap(conn.Command({"HGETALL", key}), What(conn, key), stored);
+  return ToMap(conn.Command(key, {"HGETALL", key}), What(conn, key), stored);
 }
 
-Status EnsureMeta(RedisConnection& conn, const Layout& layout, Layout* effective) {
+Status EnsureMeta(MetaTarget conn, const Layout& layout, Layout* effective) {
   const std::string key = MetaKey(layout.prefix);
   std::vector<std::string> args = {"EVAL", kEnsureScript, "1", key};
   for (const auto& [f, v] : layout.ToFields()) {
@@ -68,7 +76,7 @@ Status EnsureMeta(RedisConnection& conn, const Layout& layout, Layout* effective
     args.push_back(v);
   }
   std::map<std::string, std::string> stored;
-  EF_RETURN_IF_ERROR(ToMap(conn.Command(args), What(conn, key), &stored));
+  EF_RETURN_IF_ERROR(ToMap(conn.Command(key, std::move(args)), What(conn, key), &stored));
   if (layout.version() == 2 && IsUpgradableV1(stored, layout)) {
     *effective = layout.SingleStage();
     return Status::Ok();
@@ -78,8 +86,7 @@ Status EnsureMeta(RedisConnection& conn, const Layout& layout, Layout* effective
   return Status::Ok();
 }
 
-Status ReadLayout(RedisConnection& conn, const Layout& layout, Layout* effective,
-                  bool* stored_found) {
+Status ReadLayout(MetaTarget conn, const Layout& layout, Layout* effective, bool* stored_found) {
   const std::string key = MetaKey(layout.prefix);
   std::map<std::string, std::string> stored;
   EF_RETURN_IF_ERROR(ReadMetaFields(conn, layout.prefix, &stored));
@@ -97,7 +104,7 @@ Status ReadLayout(RedisConnection& conn, const Layout& layout, Layout* effective
   return Status::Ok();
 }
 
-Status UpgradeMeta(RedisConnection& conn, const Layout& layout, bool* changed) {
+Status UpgradeMeta(MetaTarget conn, const Layout& layout, bool* changed) {
   *changed = false;
   const std::string key = MetaKey(layout.prefix);
   if (layout.version() != 2)
@@ -123,7 +130,7 @@ Status UpgradeMeta(RedisConnection& conn, const Layout& layout, bool* changed) {
     args.push_back(f);
     args.push_back(v);
   }
-  auto reply = conn.Command(args);
+  auto reply = conn.Command(key, std::move(args));
   if (!reply.ok()) return reply.status();
   if (reply->type == RedisReply::Type::kError) return ReplyError(*reply, What(conn, key));
   if (reply->type != RedisReply::Type::kInteger || reply->integer != 1)

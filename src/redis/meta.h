@@ -10,10 +10,27 @@
 
 namespace ef {
 
+class ClusterRouter;
+
+// Where the meta commands go: one connection, or a Redis Cluster router (which
+// sends them to the meta key's master, following redirections). Implicit, so
+// every function below takes either.
+class MetaTarget {
+ public:
+  MetaTarget(RedisConnection& conn) : conn_(&conn) {}      // NOLINT: implicit on purpose
+  MetaTarget(ClusterRouter& router) : router_(&router) {}  // NOLINT
+  StatusOr<RedisReply> Command(const std::string& key, std::vector<std::string> args);
+  std::string address() const;  // "host:port", or "cluster" for a router
+
+ private:
+  RedisConnection* conn_ = nullptr;
+  ClusterRouter* router_ = nullptr;
+};
+
 // Reads the meta hash (empty map if absent). kInternal: the key is not a hash;
 // kPermissionDenied: NOAUTH/NOPERM; kUnavailable: connection lost or another error
 // reply.
-Status ReadMetaFields(RedisConnection& conn, const std::string& prefix,
+Status ReadMetaFields(MetaTarget conn, const std::string& prefix,
                       std::map<std::string, std::string>* stored);
 
 // Writers: stores the layout if no meta exists (atomically, one Lua script), else
@@ -24,19 +41,18 @@ Status ReadMetaFields(RedisConnection& conn, const std::string& prefix,
 //   the operator upgrades the meta (`exposure-filter layout upgrade`);
 // - else kFailedPrecondition naming each differing field with both values.
 // Errors as ReadMetaFields (kPermissionDenied e.g. for an ACL without EVAL).
-Status EnsureMeta(RedisConnection& conn, const Layout& layout, Layout* effective);
+Status EnsureMeta(MetaTarget conn, const Layout& layout, Layout* effective);
 
 // Readers: the layout to read with. If meta exists, its stage-0 fields (m, k, seed,
 // prefix, bucket_seconds, window_seconds) must equal the configured ones
 // (kFailedPrecondition naming the differences), and *effective is the stored
 // layout (version 1: one stage; version 2: the stored stage parameters). If not,
 // *effective = `layout` and *stored_found = false.
-Status ReadLayout(RedisConnection& conn, const Layout& layout, Layout* effective,
-                  bool* stored_found);
+Status ReadLayout(MetaTarget conn, const Layout& layout, Layout* effective, bool* stored_found);
 
 // `exposure-filter layout upgrade`: turns a version-1 meta into `layout`'s version-2
 // meta in one atomic step (Lua), if the stored meta is IsUpgradableV1; OK and
 // *changed = false if it already equals `layout`'s. Errors as EnsureMeta.
-Status UpgradeMeta(RedisConnection& conn, const Layout& layout, bool* changed);
+Status UpgradeMeta(MetaTarget conn, const Layout& layout, bool* changed);
 
 }  // namespace ef

@@ -6,7 +6,20 @@ namespace ef {
 
 StatusOr<RedisOptions> RedisOptionsFromConfig(const RedisConfig& config) {
   RedisOptions o;
-  const std::string& a = config.address;
+  for (size_t start = 0;;) {
+    const size_t comma = config.address.find(',', start);
+    std::string entry = config.address.substr(
+        start, comma == std::string::npos ? std::string::npos : comma - start);
+    while (!entry.empty() && entry.front() == ' ') entry.erase(entry.begin());
+    while (!entry.empty() && entry.back() == ' ') entry.pop_back();
+    o.addresses.push_back(entry);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  o.cluster = config.cluster;
+  o.wait_replicas = static_cast<int>(config.wait_replicas);
+  o.wait_timeout_ms = config.wait_timeout_ms;
+  const std::string& a = o.addresses.front();
   size_t colon = a.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == a.size())
     return InvalidArgument("redis.address: expected host:port, got '" + a + "'");

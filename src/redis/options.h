@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "config/config.h"
@@ -17,9 +18,16 @@ struct RedisOptions {
   int db = 0;
   int64_t connect_timeout_ms = 2000;
   int64_t command_timeout_ms = 5000;  // read/write timeout of a command round trip
+  // Every entry of redis.address ("host:port"; the first is host/port above):
+  // Redis Cluster seed nodes when there are several.
+  std::vector<std::string> addresses;
+  std::string cluster = "auto";  // redis.cluster: auto | true | false
+  int wait_replicas = 0;         // redis.wait_replicas
+  int64_t wait_timeout_ms = 1000;
 };
 
-// From redis.* config keys; errors name redis.address.
+// From redis.* config keys; errors name redis.address. host/port are those of
+// the first entry of the list.
 StatusOr<RedisOptions> RedisOptionsFromConfig(const RedisConfig& config);
 
 }  // namespace ef

@@ -442,6 +442,21 @@ TEST_CASE("cross-field checks name the keys", "[config]") {
   CHECK(Load("filter:\n  bucket: 8h\n  window: 30d\n").filter.window_seconds == 30 * 86400);
   CHECK(LoadError("redis:\n  retry_backoff_min: 10s\n  retry_backoff_max: 5s\n") ==
         "redis.retry_backoff_min (10s) must be <= redis.retry_backoff_max (5s)");
+  // Redis Cluster and WAIT (issue 12).
+  CHECK(LoadError("redis:\n  address: a:1,b:2\n  cluster: false\n") ==
+        "redis.address lists several nodes (a:1,b:2), which needs Redis Cluster: set "
+        "redis.cluster to auto or true");
+  CHECK(LoadError("redis:\n  cluster: true\n  db: 3\n") ==
+        "redis.db (3) must be 0 with redis.cluster: true (Redis Cluster has database 0 only)");
+  CHECK(LoadError("redis:\n  wait_replicas: 1\n  wait_timeout: 5s\n") ==
+        "redis.wait_timeout (5s) must be < redis.command_timeout (5s) when redis.wait_replicas "
+        "> 0: WAIT answers within it");
+  CHECK(Load("redis:\n  wait_replicas: 1\n").redis.wait_replicas == 1);
+  CHECK(Load("redis:\n  address: a:1, b:2 ,[::1]:3\n").redis.address == "a:1, b:2 ,[::1]:3");
+  CHECK_THAT(LoadError("redis:\n  address: a:1,b\n"),
+             Catch::Contains("redis.address: entry 2 of the list: must be host:port"));
+  CHECK_THAT(LoadError("redis:\n  cluster: yes\n"),
+             Catch::Contains("redis.cluster: must be one of auto, true, false"));
   CHECK_THAT(LoadError("filter:\n  items_per_bucket: 1000000000\n  fpr: 1e-12\n"),
              Catch::StartsWith("filter.items_per_bucket (1000000000), filter.fpr (1e-12), "
                                "filter.window (30d), filter.bucket (1d): no usable Bloom filter "
