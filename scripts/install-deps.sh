@@ -1,18 +1,74 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package exposure-filter needs to build, test and run.
-# Idempotent: packages already present are skipped; apt-get update runs only when
-# something is missing. Needs root (or sudo).
+# Installs the Debian 12 packages exposure-filter needs. Idempotent: packages
+# already present are skipped; apt-get update runs only when something is missing.
+# Needs root (or sudo).
+#   scripts/install-deps.sh              everything: build, tests, tools (default)
+#   scripts/install-deps.sh --build      what compiling the binary needs (Dockerfile build stage)
+#   scripts/install-deps.sh --runtime    the shared libraries the binary loads (Dockerfile
+#                                        runtime stage); ctest checks them against the binary
+#   scripts/install-deps.sh --list MODE  print MODE's packages (all|build|runtime), install nothing
 set -euo pipefail
 
-PACKAGES=(
+# Compiling the daemon, the client library and the Redis module.
+BUILD=(
   build-essential cmake pkg-config git ca-certificates
   librdkafka-dev libhiredis-dev libmurmurhash-dev libyaml-cpp-dev libspdlog-dev
-  libfmt-dev catch2 libsimdjson-dev prometheus-cpp-dev libcli11-dev
-  libcpp-httplib-dev nlohmann-json3-dev libbenchmark-dev libssl-dev zlib1g-dev
-  redis-server redis-tools kcat curl procps python3
-  prometheus  # for promtool: tests check /metrics with the real parser
-  clang libclang-rt-14-dev llvm  # scripts/fuzz.sh: clang 14, libFuzzer + sanitizers, llvm-symbolizer
+  libfmt-dev libsimdjson-dev prometheus-cpp-dev libcli11-dev
+  libcpp-httplib-dev nlohmann-json3-dev libssl-dev zlib1g-dev
 )
+# The shared libraries of the binary (readelf -d build/exposure-filter | grep NEEDED),
+# for an image that only runs it (libc6, libgcc-s1 and libstdc++6 come with any
+# Debian; listed so the list is complete).
+RUNTIME=(
+  librdkafka1 libhiredis0.14 libmurmurhash2 libcpp-httplib0.11 libsimdjson14
+  libyaml-cpp0.7 libspdlog1.10 libfmt9 libprometheus-cpp-core1.0
+  libstdc++6 libgcc-s1 libc6 ca-certificates
+)
+# Tests, benchmarks and tools on top of BUILD.
+TEST=(
+  catch2 libbenchmark-dev
+  redis-server redis-tools kcat curl procps python3
+  prometheus  # for promtool: tests check /metrics, the alerts and config/prometheus.yml
+  clang libclang-rt-14-dev llvm  # scripts/fuzz.sh: clang 14, libFuzzer + sanitizers, llvm-symbolizer
+  systemd            # systemd-analyze: tests verify config/*.service
+  docker-compose     # `docker-compose config` (no engine needed): tests check docker-compose.yml
+  binutils dpkg      # readelf, dpkg -S: tests check the Dockerfile's runtime libraries
+)
+
+mode=all
+list=0
+case "${1:-}" in
+  "") ;;
+  --build) mode=build ;;
+  --runtime) mode=runtime ;;
+  --list)
+    list=1
+    mode=${2:-all}
+    ;;
+  -h | --help)
+    sed -n '2,9p' "$0"
+    exit 0
+    ;;
+  *)
+    echo "install-deps: unknown option '$1' (try --help)" >&2
+    exit 2
+    ;;
+esac
+
+case "$mode" in
+  all) PACKAGES=("${BUILD[@]}" "${TEST[@]}") ;;
+  build) PACKAGES=("${BUILD[@]}") ;;
+  runtime) PACKAGES=("${RUNTIME[@]}") ;;
+  *)
+    echo "install-deps: unknown mode '$mode' (all, build or runtime)" >&2
+    exit 2
+    ;;
+esac
+
+if [ "$list" = 1 ]; then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -22,7 +78,7 @@ for p in "${PACKAGES[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  echo "install-deps: all ${#PACKAGES[@]} packages present ($mode)"
   exit 0
 fi
 
