@@ -132,6 +132,19 @@ namespace {
 
 constexpr int kSyncCommitTimeoutMs = 10000;
 constexpr int kCloseTimeoutMs = 10000;
+
+// A commit refused because the group moved on (a rebalance under way, or this
+// member's generation is over): the partitions are no longer this member's to
+// commit, and their next owner re-reads from their last commit.
+Status CommitError(rd_kafka_resp_err_t err, const std::string& what) {
+  if (err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS ||
+      err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION || err == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID) {
+    return FailedPrecondition(what + ": " + rd_kafka_err2str(err) +
+                              " (the group is rebalancing: the next owner re-reads from the "
+                              "last commit)");
+  }
+  return kafka::FromKafkaError(err, what);
+}
 // Watermark queries of paused partitions: each waits at most this long, and
 // after one fails none is tried again for kWatermarkRetryMs.
 constexpr int kWatermarkQueryMs = 500;
@@ -317,13 +330,12 @@ Status KafkaConsumer::Commit(const std::vector<PartitionOffset>& offsets, bool s
                        " s (is Kafka reachable?); the partitions will be re-read from their last "
                        "commit");
   }
-  Status st = kafka::FromKafkaError(rd_kafka_event_error(ev), "kafka: commit");
+  Status st = CommitError(rd_kafka_event_error(ev), "kafka: commit");
   const rd_kafka_topic_partition_list_t* done = rd_kafka_event_topic_partition_list(ev);
   for (int i = 0; st.ok() && done && i < done->cnt; ++i) {
     if (done->elems[i].err)
-      st = kafka::FromKafkaError(done->elems[i].err, "kafka: commit " +
-                                                         std::string(done->elems[i].topic) + "/" +
-                                                         std::to_string(done->elems[i].partition));
+      st = CommitError(done->elems[i].err, "kafka: commit " + std::string(done->elems[i].topic) +
+                                               "/" + std::to_string(done->elems[i].partition));
   }
   rd_kafka_event_destroy(ev);
   return st;

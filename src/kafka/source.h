@@ -57,7 +57,10 @@ class MessageSource {
   virtual Status Poll(size_t max_messages, int timeout_ms, int max_wait_ms,
                       std::vector<Message>* out) = 0;
 
-  // Commits offsets (next offset to read) for the given partitions.
+  // Commits offsets (next offset to read) for the given partitions. A sync
+  // commit the group refuses because it is rebalancing (or this member's
+  // generation is over) is kFailedPrecondition: the partitions' next owner
+  // re-reads from their last commit.
   virtual Status Commit(const std::vector<PartitionOffset>& offsets, bool sync) = 0;
 
   // Stops / restarts fetching on all assigned partitions. After Resume, fetching
