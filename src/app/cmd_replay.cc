@@ -25,6 +25,7 @@
 #include "pipeline/ingest.h"
 #include "redis/bit_writer.h"
 #include "redis/meta.h"
+#include "redis/redis_sink.h"
 
 namespace ef::app {
 namespace {
@@ -107,10 +108,10 @@ int Replay(const ReplayArgs& a) {
   if (a.dry_run) return kExitOk;
 
   {
-    auto conn = RedisConnection::Connect(*redis);
-    if (!conn.ok()) return Fail(conn.status());
+    // The meta first (a layout mismatch stops the replay before it reads Kafka).
     Layout effective;
-    Status st = EnsureMeta(**conn, *layout, &effective);
+    Status st = EnsureMetaAt(*redis, *layout, &effective);
+    if (!st.ok() && st.code() == StatusCode::kUnavailable) return Fail(st);
     if (!st.ok()) return Fail(st, kExitUsage);
     if (effective.version() != layout->version()) WarnLayoutV1(*layout);
   }
@@ -122,7 +123,7 @@ int Replay(const ReplayArgs& a) {
   // Replayed events may be in Redis already: read each key first, so that items
   // already present are not written into the key's newest stage again.
   wo.read_before_write = true;
-  RedisBitWriter writer(std::move(wo));
+  RedisSink writer(std::move(wo));
   Decoder decoder(config->events, config->filter);
   IngestOptions io;
   io.batch_max_events = static_cast<size_t>(config->pipeline.batch_max_events);

@@ -18,6 +18,7 @@
 #include "pipeline/ingest.h"
 #include "redis/bit_writer.h"
 #include "redis/meta.h"
+#include "redis/redis_sink.h"
 
 namespace ef::app {
 namespace {
@@ -28,9 +29,8 @@ Status ConnectAndCheckMeta(const RedisOptions& options, const Layout& layout) {
   bool logged = false;
   int64_t backoff = 200;
   for (;;) {
-    auto conn = RedisConnection::Connect(options);
     Layout effective;
-    Status st = conn.ok() ? EnsureMeta(**conn, layout, &effective) : conn.status();
+    Status st = EnsureMetaAt(options, layout, &effective);
     if (st.ok()) {
       if (effective.version() != layout.version()) WarnLayoutV1(layout);
       return st;
@@ -92,7 +92,7 @@ int Run(const ConfigArgs& args) {
                                                                  : kExitUsage);
   }
   metrics.redis_up->Set(1);
-  spdlog::info("redis {}:{}: layout checked", redis->host, redis->port);
+  spdlog::info("redis {}: layout checked", config->redis.address);
 
   auto consumer = KafkaConsumer::Create(config->kafka);
   if (!consumer.ok()) return Fail(consumer.status(), kExitUsage);
@@ -105,7 +105,7 @@ int Run(const ConfigArgs& args) {
     dead_letter = std::move(dl.value());
   }
 
-  RedisBitWriter writer(BitWriterOptionsFromConfig(config->redis, *redis, *layout));
+  RedisSink writer(BitWriterOptionsFromConfig(config->redis, *redis, *layout));
   writer.SetErrorObserver([&metrics](RedisErrorKind kind) {
     metrics.redis_errors[static_cast<size_t>(kind)]->Increment();
   });

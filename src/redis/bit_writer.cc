@@ -8,6 +8,7 @@
 
 #include "bloom/keys.h"
 #include "common/printable.h"
+#include "redis/cluster.h"
 #include "redis/meta.h"
 
 namespace ef {
@@ -46,7 +47,8 @@ RedisBitWriter::~RedisBitWriter() {
 Status RedisBitWriter::CheckMeta(RedisConnection& conn) {
   if (!options_.layout) return Status::Ok();
   Layout effective;
-  Status st = EnsureMeta(conn, *options_.layout, &effective);
+  Status st = options_.ensure_meta ? options_.ensure_meta(*options_.layout, &effective)
+                                   : EnsureMeta(conn, *options_.layout, &effective);
   if (st.code() == StatusCode::kFailedPrecondition || st.code() == StatusCode::kInternal) {
     // The layout changed while we were away (or the meta key is not a hash):
     // writing on would corrupt every filter. Final for this writer.
@@ -93,6 +95,7 @@ Status RedisBitWriter::EnsureConnected() {
 size_t RedisBitWriter::AppendBits(const std::string& key, const uint32_t* p, size_t n,
                                   const uint32_t* probe) {
   if (options_.mode == WriteMode::kBitfield) {
+    BeginCommand();
     AppendRespArrayHeader(2 + 4 * n + (probe ? 3 : 0), &buffer_);
     AppendRespBulk("BITFIELD", &buffer_);
     AppendRespBulk(key, &buffer_);
@@ -109,6 +112,7 @@ size_t RedisBitWriter::AppendBits(const std::string& key, const uint32_t* p, siz
     return 1;
   }
   for (size_t i = 0; i < n; ++i) {
+    BeginCommand();
     buffer_.append("*4\r\n$6\r\nSETBIT\r\n");
     AppendRespBulk(key, &buffer_);
     AppendRespBulk(static_cast<uint64_t>(p[i]), &buffer_);
@@ -118,6 +122,7 @@ size_t RedisBitWriter::AppendBits(const std::string& key, const uint32_t* p, siz
 }
 
 void RedisBitWriter::AppendExpire(const KeyBits& kb) {
+  BeginCommand();
   buffer_.append("*3\r\n$8\r\nEXPIREAT\r\n");
   AppendRespBulk(kb.key, &buffer_);
   AppendRespBulk(static_cast<uint64_t>(kb.expire_at), &buffer_);
@@ -156,11 +161,53 @@ Status RedisBitWriter::ReplyFailure(const char* what, const std::string& key,
 
 Status RedisBitWriter::Pipeline(size_t commands) {
   errors_.clear();
-  Status st = conn_->Pipeline(buffer_.data(), buffer_.size(), commands, &errors_, &ints_);
+  // With asking_, every command follows an ASKING (BeginCommand): 2n replies, of
+  // which the odd ones are the commands'.
+  const size_t sent = asking_ ? 2 * commands : commands;
+  Status st = conn_->Pipeline(buffer_.data(), buffer_.size(), sent, &errors_, &ints_);
   if (!st.ok()) {
     RedisErrorKind kind = conn_->last_error_kind();
     conn_.reset();  // the pipeline's state is unknown: start over on a new connection
     return Fail(kind, st);
+  }
+  if (asking_) {
+    for (size_t c = 0; c < commands; ++c) ints_[c] = ints_[2 * c + 1];
+    ints_.resize(commands);
+    for (auto& e : errors_) e.index /= 2;  // an ASKING error counts as its command's
+  }
+  return Status::Ok();
+}
+
+bool RedisBitWriter::Redirect(size_t k, const std::string& text) {
+  if (!options_.cluster_node || !ParseRedirect(text)) return false;
+  KeyState& ks = key_state_[k];
+  if (!ks.redirected) redirects_.push_back({k, text});
+  ks.redirected = true;
+  return true;
+}
+
+Status RedisBitWriter::WaitReplicas() {
+  conn_->SetCommandTimeout(options_.redis.command_timeout_ms);
+  auto reply = conn_->Command(
+      {"WAIT", std::to_string(options_.wait_replicas), std::to_string(options_.wait_timeout_ms)});
+  if (!reply.ok()) {
+    RedisErrorKind kind = conn_->last_error_kind();
+    conn_.reset();
+    return Fail(kind, reply.status());
+  }
+  if (reply->type == RedisReply::Type::kError) {
+    const RedisErrorKind kind = RedisConnection::ClassifyErrorReply(reply->str);
+    const std::string msg = "redis " + conn_->address() + ": WAIT: " + Printable(reply->str);
+    return Fail(kind, kind == RedisErrorKind::kAuth ? PermissionDenied(msg) : Unavailable(msg));
+  }
+  if (reply->type != RedisReply::Type::kInteger || reply->integer < options_.wait_replicas) {
+    return Fail(
+        RedisErrorKind::kTimeout,
+        Unavailable("redis " + conn_->address() + ": WAIT: " + std::to_string(reply->integer) +
+                    " of " + std::to_string(options_.wait_replicas) +
+                    " replica(s) acknowledged the write within " +
+                    std::to_string(options_.wait_timeout_ms) +
+                    " ms (redis.wait_replicas); the batch is written again"));
   }
   return Status::Ok();
 }
@@ -187,12 +234,26 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
   std::vector<size_t> skip_at(batch.size, SIZE_MAX);
   std::vector<std::vector<std::string>> commands;
   std::vector<RedisReply> replies;
-  for (size_t at = 0; at < reads_.size(); at += kReadKeysPerMget) {
-    const size_t end = std::min(reads_.size(), at + kReadKeysPerMget);
+  std::vector<size_t> first_read;  // per MGET: its first index in reads_
+  for (size_t at = 0; at < reads_.size();) {
+    size_t end = std::min(reads_.size(), at + kReadKeysPerMget);
+    if (options_.cluster_node) {
+      // One slot per MGET (CROSSSLOT otherwise): a user's keys share one.
+      const uint16_t slot = KeySlot(batch.keys[reads_[at]].key);
+      for (size_t r = at + 1; r < end; ++r) {
+        if (KeySlot(batch.keys[reads_[r]].key) != slot) {
+          end = r;
+          break;
+        }
+      }
+    }
+    if (asking_) commands.push_back({"ASKING"});
+    first_read.push_back(at);
     commands.emplace_back();
     commands.back().reserve(end - at + 1);
     commands.back().push_back("MGET");
     for (size_t r = at; r < end; ++r) commands.back().push_back(batch.keys[reads_[r]].key);
+    at = end;
   }
   if (!commands.empty()) {
     Status st = conn_->Commands(commands, &replies);
@@ -204,9 +265,17 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
     stats->commands += commands.size();
   }
   size_t next_skip = 0;
-  for (size_t c = 0; c < commands.size(); ++c) {
+  for (size_t m = 0; m < first_read.size(); ++m) {
+    const size_t c = asking_ ? 2 * m + 1 : m;  // skip the ASKINGs' replies
     const RedisReply& reply = replies[c];
-    const size_t first = c * kReadKeysPerMget;
+    const size_t first = first_read[m];
+    if (reply.type == RedisReply::Type::kError && options_.cluster_node &&
+        ParseRedirect(reply.str)) {
+      // Not this node's keys (any more): reported, not planned, not written.
+      for (size_t r = first; r < first + commands[c].size() - 1; ++r)
+        Redirect(reads_[r], reply.str);
+      continue;
+    }
     if (reply.type == RedisReply::Type::kError) {
       RedisConnection::ReplyError e{c, RedisConnection::ClassifyErrorReply(reply.str), reply.str};
       if (observer_) observer_(e.kind);
@@ -237,7 +306,7 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
     const KeyBits& kb = batch.keys[k];
     KeyPlan& plan = plans_[k];
     plan.first_group = groups_.size();
-    if (key_state_[k].failed) continue;
+    if (key_state_[k].failed || key_state_[k].redirected) continue;
     const uint8_t* skip = skip_at[k] == SIZE_MAX ? nullptr : skip_.data() + skip_at[k];
     plan.staged = planner_.Plan(plan.state, kb.items.data(), kb.items.size(), skip, &stats->stages);
     if (!plan.staged) {
@@ -273,6 +342,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
   st = RecheckMeta(now_s);
   if (!st.ok()) return Fail(RedisErrorKind::kReply, st);
   key_state_.assign(batch.size, KeyState{});
+  redirects_.clear();
   key_hash_.resize(batch.size);
   if (expire_cache_.enabled())
     for (size_t k = 0; k < batch.size; ++k) key_hash_[k] = ExpireCache::KeyHash(batch.keys[k].key);
@@ -290,8 +360,8 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
       const KeyBits& kb = batch.keys[i];
       KeyState& ks = key_state_[i];
       if (staged && plans_[i].n_groups == 0) {
-        // Refused by its read (WRONGTYPE), or every item already present.
-        ks.nothing_to_write = !ks.failed;
+        // Refused by its read (WRONGTYPE), redirected, or every item already present.
+        ks.nothing_to_write = !ks.failed && !ks.redirected;
         ++i;
         continue;
       }
@@ -329,6 +399,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
     for (const auto& e : errors_) {
       if (observer_) observer_(e.kind);
       size_t key_index = command_key_[e.index];
+      if (Redirect(key_index, e.text)) continue;
       if (e.kind == RedisErrorKind::kWrongType) {
         key_state_[key_index].failed = true;
         if (key_index != last_skipped) {
@@ -367,7 +438,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
   follow_up_.clear();
   for (size_t k = 0; k < batch.size; ++k) {
     const KeyState& ks = key_state_[k];
-    if (ks.expire_sent) continue;
+    if (ks.expire_sent || ks.redirected) continue;
     if (ks.failed || ks.old_bit_set || ks.nothing_to_write) {
       ++local.expires_skipped;
     } else {
@@ -389,8 +460,8 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
       for (size_t f = at; f < end; ++f) AppendExpire(batch.keys[follow_up_[f]]);
       EF_RETURN_IF_ERROR(Pipeline(end - at));
       local.commands += end - at;
-      if (!errors_.empty()) {
-        const auto& e = errors_.front();
+      for (const auto& e : errors_) {
+        if (Redirect(follow_up_[at + e.index], e.text)) continue;  // moved meanwhile
         if (observer_) observer_(e.kind);
         return ReplyFailure("EXPIREAT", batch.keys[follow_up_[at + e.index]].key, e);
       }
@@ -412,7 +483,11 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
       sentinel = groups_[plans_[k].first_group].p[0];
     expire_cache_.Remember(key_hash_[k], kb.expire_at, now_s, sentinel);
   }
-  local.keys = batch.size - local.skipped_keys;
+  if (options_.wait_replicas > 0 && redirects_.size() < batch.size) {
+    Status ws = WaitReplicas();
+    if (!ws.ok()) return ws;
+  }
+  local.keys = batch.size - local.skipped_keys - redirects_.size();
   if (local.stages.limit_items) LogStageLimit(local.stages, now_s);
   last_error_ = RedisErrorKind::kNone;
   if (stats) *stats = local;
@@ -423,7 +498,7 @@ void RedisBitWriter::RememberStages(const BitBatch& batch, int64_t now_s) {
   for (size_t k = 0; k < batch.size; ++k) {
     const KeyState& ks = key_state_[k];
     const KeyPlan& plan = plans_[k];
-    if (ks.failed) continue;
+    if (ks.failed || ks.redirected) continue;
     if (!ks.expire_sent && !ks.old_bit_set && !ks.nothing_to_write) {
       // Found lost (a follow-up EXPIREAT key): its remembered state is wrong.
       expire_cache_.Forget(key_hash_[k]);

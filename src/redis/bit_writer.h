@@ -95,6 +95,17 @@ struct BitWriterOptions {
   // Layout v2: read every key before writing it, not only keys whose stage state
   // is unknown (for replay: every item already present is then skipped).
   bool read_before_write = false;
+  // Set (Redis Cluster, redis/cluster_writer.h): the meta is ensured through this
+  // instead of on the writer's own connection (the meta key lives on one node).
+  std::function<Status(const Layout& layout, Layout* effective)> ensure_meta;
+  // A Redis Cluster node: keys answered with MOVED or ASK are not written and not
+  // remembered, but reported in redirects() for the caller to send elsewhere; the
+  // stage-state reads go in one MGET per slot.
+  bool cluster_node = false;
+  // > 0: after each Write, `WAIT wait_replicas wait_timeout_ms`; fewer replicas
+  // acknowledging fails the Write (kUnavailable; the batch is retried).
+  int wait_replicas = 0;
+  int64_t wait_timeout_ms = 1000;
 };
 
 // From redis.* config keys (write_mode, expire cache), over `redis`; no layout.
@@ -118,6 +129,17 @@ class RedisBitWriter : public BitSink {
   // stage 0 alone while the stored meta is version 1). Call between writes.
   const Layout* effective_layout() const { return effective_ ? &*effective_ : nullptr; }
 
+  // cluster_node: the keys of the last Write that Redis redirected (MOVED or ASK),
+  // in batch order; they were not written. Call after Write/Await.
+  struct Redirected {
+    size_t key = 0;     // index in the batch
+    std::string error;  // "MOVED <slot> <host:port>" or "ASK <slot> <host:port>"
+  };
+  const std::vector<Redirected>& redirects() const { return redirects_; }
+  // cluster_node: every command of the next Writes goes after an ASKING (the keys
+  // are being imported by this node: they were answered ASK elsewhere).
+  void set_asking(bool asking) { asking_ = asking; }
+
   // Error kind of the last failed Write (for metrics), kNone after a success.
   RedisErrorKind last_error_kind() const { return last_error_; }
   // Called once per error reply that was skipped or failed the write (from the
@@ -134,6 +156,7 @@ class RedisBitWriter : public BitSink {
     bool expire_set = false;        // an EXPIREAT of this Write returned 1
     bool old_bit_set = false;       // a reply of the write showed an old bit 1
     bool failed = false;            // the key's write was refused (WRONGTYPE)
+    bool redirected = false;        // cluster_node: MOVED/ASK; not written here
   };
 
   Status WriteOnce(const BitBatch& batch, WriteStats* stats);
@@ -161,6 +184,14 @@ class RedisBitWriter : public BitSink {
   // The stored meta may have been upgraded to version 2 meanwhile.
   Status RecheckMeta(int64_t now_s);
   void AppendExpire(const KeyBits& kb);
+  // Appends ASKING before a command when asking_.
+  void BeginCommand() {
+    if (asking_) buffer_.append("*1\r\n$6\r\nASKING\r\n");
+  }
+  // cluster_node: records a MOVED/ASK reply for key index k; false if `text` is
+  // no redirection.
+  bool Redirect(size_t k, const std::string& text);
+  Status WaitReplicas();
   void LogLostKeys(const BitBatch& batch, int64_t now_s);
   void LogStageLimit(const StageStats& s, int64_t now_s);
   void WorkerLoop();
@@ -197,6 +228,8 @@ class RedisBitWriter : public BitSink {
   std::vector<uint8_t> skip_;          // scratch: items a read found present
   std::vector<size_t> reads_;          // keys whose state is read in this Write
   std::atomic<bool> forget_states_{false};
+  std::vector<Redirected> redirects_;
+  bool asking_ = false;
   int64_t next_meta_check_s_ = 0;
   std::vector<RedisConnection::ReplyError> errors_;
   std::vector<ReplyScanner::Ints> ints_;  // per command of the round

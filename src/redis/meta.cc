@@ -139,4 +139,19 @@ Status UpgradeMeta(MetaTarget conn, const Layout& layout, bool* changed) {
   return Status::Ok();
 }
 
+Status EnsureMetaAt(const RedisOptions& redis, const Layout& layout, Layout* effective) {
+  StatusOr<bool> cluster = UseCluster(redis);
+  if (!cluster.ok()) return cluster.status();
+  if (*cluster) {
+    auto options = ClusterOptionsFrom(redis);
+    if (!options.ok()) return options.status();
+    ClusterRouter router(*options);
+    EF_RETURN_IF_ERROR(router.Discover());
+    return EnsureMeta(router, layout, effective);
+  }
+  auto conn = RedisConnection::Connect(redis);
+  if (!conn.ok()) return conn.status();
+  return EnsureMeta(**conn, layout, effective);
+}
+
 }  // namespace ef

@@ -7,6 +7,7 @@
 #include "bloom/layout.h"
 #include "common/status.h"
 #include "redis/connection.h"
+#include "redis/options.h"
 
 namespace ef {
 
@@ -42,6 +43,11 @@ Status ReadMetaFields(MetaTarget conn, const std::string& prefix,
 // - else kFailedPrecondition naming each differing field with both values.
 // Errors as ReadMetaFields (kPermissionDenied e.g. for an ACL without EVAL).
 Status EnsureMeta(MetaTarget conn, const Layout& layout, Layout* effective);
+
+// EnsureMeta for redis.* options: through a Redis Cluster router when UseCluster
+// says so (redis/cluster.h), else on a connection to the one node; connects for
+// this call only. Errors as EnsureMeta, plus connection errors (kUnavailable).
+Status EnsureMetaAt(const RedisOptions& redis, const Layout& layout, Layout* effective);
 
 // Readers: the layout to read with. If meta exists, its stage-0 fields (m, k, seed,
 // prefix, bucket_seconds, window_seconds) must equal the configured ones

@@ -1,0 +1,126 @@
+// ClusterBitWriter (redis/cluster_writer.h) on a real local Redis Cluster: the
+// batch split per master, and a slot in the middle of a migration: keys still on
+// the source are written there, keys already moved (or new) follow the source's
+// ASK to the importing node with ASKING; afterwards every key holds exactly the
+// bits and the expiry a single-node writer would have set.
+#include "redis/cluster_writer.h"
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bloom/bit_batch.h"
+#include "bloom/hash.h"
+#include "bloom/keys.h"
+#include "bloom/layout.h"
+#include "config/config.h"
+#include "redis/bit_writer.h"
+#include "redis/cluster.h"
+#include "support/redis_cluster.h"
+
+namespace ef {
+namespace {
+
+using test::LocalRedisCluster;
+
+ClusterRouterOptions RouterOptions(const LocalRedisCluster& cluster) {
+  ClusterRouterOptions o;
+  auto seeds = ParseSeedList(cluster.seeds());
+  REQUIRE(seeds.ok());
+  o.seeds = *seeds;
+  o.deadline_ms = 10000;
+  return o;
+}
+
+// A v1 batch: key i gets positions {i, i + 7, 100 + i} and expiry `expire_at`.
+BitBatch MakeBatch(const std::vector<std::string>& keys, int64_t expire_at) {
+  BitBatch b;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    KeyBits kb;
+    kb.key = keys[i];
+    kb.expire_at = expire_at;
+    const auto p = static_cast<uint32_t>(i);
+    kb.positions = {p, p + 7, 100 + p};
+    b.keys.push_back(kb);
+  }
+  b.size = keys.size();
+  return b;
+}
+
+// The value a single node would hold for key i of MakeBatch.
+std::string Expected(size_t i) {
+  std::string v;
+  for (uint32_t p :
+       {static_cast<uint32_t>(i), static_cast<uint32_t>(i) + 7, 100 + static_cast<uint32_t>(i)}) {
+    if (v.size() <= p / 8) v.resize(p / 8 + 1, '\0');
+    v[p / 8] = static_cast<char>(static_cast<unsigned char>(v[p / 8]) | (0x80u >> (p % 8)));
+  }
+  return v;
+}
+
+Layout V1Layout() {
+  FilterConfig f;
+  f.stages = 1;
+  auto l = LayoutFromConfig(f);
+  REQUIRE(l.ok());
+  return *l;
+}
+
+}  // namespace
+
+TEST_CASE("ClusterBitWriter: a slot half migrated - moved and new keys follow ASK with ASKING",
+          "[cluster][writer]") {
+  LocalRedisCluster cluster;
+  const Layout layout = V1Layout();
+  BitWriterOptions wo;
+  wo.layout = layout;
+  ClusterBitWriter writer(wo, RouterOptions(cluster));
+
+  // 40 keys of one user (one slot), and 200 users spread over every master.
+  std::vector<std::string> keys;
+  for (int d = 1; d <= 40; ++d) keys.push_back("ef:{mover}:" + std::to_string(20260000 + d));
+  for (int u = 0; u < 200; ++u) keys.push_back("ef:{u" + std::to_string(u) + "}:20261101");
+  const int64_t expire_at = 4102444800;  // 2100-01-01
+  // The first 20 keys of the mover exist before the migration starts.
+  BitBatch first = MakeBatch({keys.begin(), keys.begin() + 20}, expire_at);
+  WriteStats stats;
+  REQUIRE(writer.Write(first, &stats).ok());
+
+  const uint16_t slot = KeySlot(keys.front());
+  const int from = cluster.MasterForSlot(slot);
+  int to = -1;
+  for (int m : cluster.Masters())
+    if (m != from) to = m;
+  cluster.BeginMigration(slot, from, to);
+  REQUIRE(cluster.MoveKeys(slot, 10) == 10);  // 10 of the 20 on the target now
+
+  BitBatch all = MakeBatch(keys, expire_at);
+  REQUIRE(writer.Write(all, &stats).ok());
+  CHECK(stats.keys == keys.size());
+  // The 20 new keys of the migrating slot went to the target (the source has
+  // only the 10 it still holds).
+  CHECK(cluster.Command(from, {"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)}).integer == 10);
+  CHECK(cluster.Command(to, {"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)}).integer == 30);
+
+  cluster.FinishMigration(slot);
+  ClusterRouter router(RouterOptions(cluster));
+  REQUIRE(router.Discover().ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    INFO("key " << keys[i]);
+    auto v = router.Command(keys[i], {"GET", keys[i]});
+    REQUIRE(v.ok());
+    CHECK(v->str == Expected(i));
+    auto ttl = router.Command(keys[i], {"EXPIRETIME", keys[i]});
+    REQUIRE(ttl.ok());
+    CHECK(ttl->integer == expire_at);
+  }
+  // The meta is where its slot is, written once.
+  auto meta = router.Command(MetaKey(layout.prefix), {"HGET", MetaKey(layout.prefix), "m"});
+  REQUIRE(meta.ok());
+  CHECK(meta->str == std::to_string(layout.m));
+  // Keys on every master.
+  for (int m : cluster.Masters()) CHECK(cluster.Command(m, {"DBSIZE"}).integer > 10);
+}
+
+}  // namespace ef
