@@ -115,15 +115,88 @@ class Stack:
                 p.kill()
 
 
+class SingleRedis:
+    """The stack's redis-server as a drain target."""
+
+    def __init__(self, stack):
+        self.stack = stack
+        self.address = f"127.0.0.1:{stack.redis_port}"
+        self.sets = []
+        self.nodes = 1
+
+    def flush(self):
+        self.stack.flush()
+
+    def cpu(self):
+        return [cpu_seconds(self.stack.redis.pid)]
+
+    def commands(self):
+        return self.stack.redis_commands()
+
+
+class LocalCluster:
+    """A Redis Cluster of `masters` masters (no replicas) on free ports, for
+    --cluster: the same drain against several Redis processes."""
+
+    def __init__(self, stack, masters):
+        self.stack = stack
+        self.nodes = masters
+        self.ports = []
+        self.procs = []
+        while len(self.ports) < masters:
+            p = free_port()
+            if p <= 55535 and p not in self.ports:  # the cluster bus port is p + 10000
+                self.ports.append(p)
+        for p in self.ports:
+            d = os.path.join(stack.run_dir, f"cluster-{p}")
+            os.makedirs(d, exist_ok=True)
+            self.procs.append(stack._start(
+                ["redis-server", "--port", str(p), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--dir", d, "--cluster-enabled", "yes",
+                 "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"],
+                f"cluster-{p}.log"))
+        for p in self.ports:
+            wait_until(f"cluster node {p} start", 10, lambda p=p: self.cli(p, "PING") == "PONG")
+        r = subprocess.run(["redis-cli", "--cluster", "create",
+                            *[f"127.0.0.1:{p}" for p in self.ports], "--cluster-yes"],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise SystemExit(f"bench: redis-cli --cluster create failed: {r.stdout[-500:]}"
+                             f"{r.stderr[-500:]}")
+        wait_until("cluster state ok", 60, lambda: all(
+            "cluster_state:ok" in self.cli(p, "CLUSTER", "INFO") for p in self.ports), 0.1)
+        self.address = ",".join(f"127.0.0.1:{p}" for p in self.ports)
+        self.sets = [f"redis.address={self.address}", "redis.cluster=true"]
+
+    def cli(self, port, *args):
+        r = subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True, text=True,
+                           timeout=120)
+        return r.stdout.strip()
+
+    def flush(self):
+        for p in self.ports:
+            self.cli(p, "FLUSHALL")
+
+    def cpu(self):
+        return [cpu_seconds(proc.pid) for proc in self.procs]
+
+    def commands(self):
+        total = 0
+        for p in self.ports:
+            m = re.search(r"total_commands_processed:(\d+)", self.cli(p, "INFO", "stats"))
+            total += int(m.group(1)) if m else 0
+        return total
+
+
 class Daemon:
     """`exposure-filter run` with its /metrics."""
 
-    def __init__(self, stack, name, sets):
+    def __init__(self, stack, name, sets, redis_address=None):
         self.stack = stack
         self.port = free_port()
         argv = [stack.binary, "run",
                 "--set", f"kafka.bootstrap_servers={stack.bootstrap}",
-                "--set", f"redis.address=127.0.0.1:{stack.redis_port}",
+                "--set", f"redis.address={redis_address or f'127.0.0.1:{stack.redis_port}'}",
                 "--set", f"metrics.listen=127.0.0.1:{self.port}",
                 "--set", f"kafka.group_id=bench-{name}-{time.time_ns()}",
                 "--set", "kafka.properties.session.timeout.ms=6000",
@@ -236,14 +309,16 @@ def available(stack, topic):
     return int(m.group(1))
 
 
-def drain(stack, name, total, sets=()):
+def drain(stack, name, total, sets=(), redis=None):
     """Consumes the preloaded topic from the start; rate from the first to the
-    `total`-th event written (the group join is not counted)."""
-    stack.flush()
-    redis_cpu0 = cpu_seconds(stack.redis.pid)
+    `total`-th event written (the group join is not counted). `redis`: the
+    target (SingleRedis, the default, or LocalCluster)."""
+    redis = redis or SingleRedis(stack)
+    redis.flush()
+    node_cpu0 = redis.cpu()
     kafka_cpu0 = cpu_seconds(stack.kafka.pid)
-    cmds0 = stack.redis_commands()
-    d = Daemon(stack, name, [f"kafka.topics=[{TOPIC}]", *sets])
+    cmds0 = redis.commands()
+    d = Daemon(stack, name, [f"kafka.topics=[{TOPIC}]", *redis.sets, *sets], redis.address)
     wait_until(f"drain {name}: first event", 60, lambda: written(d.metrics()) > 0, 0.01)
     t0 = time.monotonic()
     m0 = d.metrics()
@@ -271,15 +346,19 @@ def drain(stack, name, total, sets=()):
     per_m = 1e6 / events if events > 0 else 0.0
     cmds = metric_sum(m1, "exposure_filter_redis_commands_total") - \
         metric_sum(m0, "exposure_filter_redis_commands_total")
+    node_cpu = [c1 - c0 for c0, c1 in zip(node_cpu0, redis.cpu())]
     return {
         "events": int(events), "seconds": round(secs, 3),
         "events_per_second": round(events / secs),
         "redis_commands_per_second": round(cmds / secs),
         "daemon_cpu_s_per_million": round(cpu * per_m, 2),
-        "redis_cpu_s_per_million": round((cpu_seconds(stack.redis.pid) - redis_cpu0) * per_m, 2),
+        "redis_cpu_s_per_million": round(sum(node_cpu) * per_m, 2),
+        "redis_nodes": redis.nodes,
+        "redis_cpu_s_per_million_by_node": [round(c * per_m, 2) for c in node_cpu],
+        "redis_busy_by_node": [round(c / secs, 2) for c in node_cpu],
         "broker_cpu_s_per_million": round((cpu_seconds(stack.kafka.pid) - kafka_cpu0) * per_m, 2),
         "peak_rss_mb": round(rss / 1024),
-        "redis_commands_all": stack.redis_commands() - cmds0,
+        "redis_commands_all": redis.commands() - cmds0,
     }
 
 
@@ -361,8 +440,13 @@ def main():
     ap.add_argument("--fresh-seconds", type=int, default=30)
     ap.add_argument("--setbit-events", type=int, default=0,
                     help="events for the setbit figures (default events/4)")
+    ap.add_argument("--cluster", type=int, default=0,
+                    help="only the drain: against the one redis-server, then against a local "
+                         "Redis Cluster of this many masters")
     ap.add_argument("--out")
     a = ap.parse_args()
+    if a.cluster:
+        return cluster_main(a)
     setbit_events = a.setbit_events or max(a.events // 4, 1)
     started = time.monotonic()
     load1 = os.getloadavg()[0]
@@ -448,6 +532,48 @@ def main():
           f"{os.cpu_count()} cores, {result['elapsed_s']} s")
     for name, value, note in rows:
         print(f"  {name:<{width}}  {value:<44} {note}")
+    line = json.dumps(result, separators=(",", ":"))
+    print(line)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(line + "\n")
+
+
+def cluster_main(a):
+    """--cluster N: the same preloaded drain against 1 Redis node and against N
+    masters of a local Redis Cluster, in one run."""
+    started = time.monotonic()
+    load1 = os.getloadavg()[0]
+    if load1 > 1.0:
+        log(f"warning: load average is {load1:.1f}: other work on this machine skews the figures")
+    run_dir = tempfile.mkdtemp(prefix="exposure-filter-bench.")
+    log(f"run directory {run_dir}")
+    stack = Stack(a.binary, run_dir, a.partitions)
+    try:
+        log(f"preloading {a.events} events into '{TOPIC}' ({a.partitions} partitions, zstd)")
+        loadgen(stack, TOPIC, a.events, 0.0, ["--spread", MIX["spread"], "--compression", "zstd"])
+        held = available(stack, TOPIC)
+        log(f"draining {held} events into 1 Redis node")
+        one = drain(stack, "one-node", held)
+        log(f"1 node: {one['events_per_second']} events/s; starting a {a.cluster}-master cluster")
+        cluster = LocalCluster(stack, a.cluster)
+        many = drain(stack, "cluster", held, redis=cluster)
+        log(f"{a.cluster} masters: {many['events_per_second']} events/s")
+    finally:
+        stack.stop()
+    result = {"bench": "exposure-filter-cluster", "events": held, "partitions": a.partitions,
+              "cores": os.cpu_count(), "load_before": round(load1, 2), "mix": MIX,
+              "one_node": one, "cluster": many, "masters": a.cluster,
+              "elapsed_s": round(time.monotonic() - started, 1)}
+    print(f"exposure-filter bench --cluster {a.cluster}: {held:,} events, {os.cpu_count()} cores, "
+          f"{result['elapsed_s']} s")
+    print(f"  {'':<22} {'events/s':>10} {'daemon cpu s/M':>15} {'redis cpu s/M':>14} "
+          f"{'per node s/M':>24} {'redis busy by node':>22}")
+    for name, r in (("1 node", one), (f"{a.cluster} masters", many)):
+        print(f"  {name:<22} {r['events_per_second']:>10,} {r['daemon_cpu_s_per_million']:>15} "
+              f"{r['redis_cpu_s_per_million']:>14} "
+              f"{' '.join(str(x) for x in r['redis_cpu_s_per_million_by_node']):>24} "
+              f"{' '.join(str(x) for x in r['redis_busy_by_node']):>22}")
     line = json.dumps(result, separators=(",", ":"))
     print(line)
     if a.out:

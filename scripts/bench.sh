@@ -15,6 +15,9 @@
 #   --events N          events to preload (default 2000000)
 #   --partitions P      partitions of the topic (default 32: the mock keeps ~5 MiB each)
 #   --fresh-seconds S   length of each freshness run (default 30)
+#   --cluster N         instead: the drain only, against the one redis-server and
+#                       then against a local Redis Cluster of N masters (events/s,
+#                       Redis CPU s per million events in all and per node)
 #   --out FILE          also write the JSON line to FILE
 # Everything it starts is stopped on exit; logs stay in the run directory it prints.
 set -euo pipefail
@@ -24,7 +27,7 @@ ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) BUILD=0 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) ARGS+=("$1") ;;
   esac
   shift
