@@ -17,6 +17,27 @@
 //   if (!client) { std::cerr << error << "\n"; return 1; }
 //   std::vector<std::string> unseen = client->Unseen("user-42", candidates);
 //
+// Redis Cluster: the same config works against one node and against a cluster
+// (redis.address = a comma-separated seed list; redis.cluster auto|true|false,
+// auto asks the seeds at Create). In cluster mode:
+//   - the pool holds one cluster router per slot instead of one connection, each
+//     with its own connection per master; the topology is read from the seeds
+//     (CLUSTER SLOTS) on a slot's first use and re-read on MOVED or a lost node;
+//   - each user's MGET goes to the master of the user's slot (all of a user's
+//     keys share its hash tag); SeenBatch sends one pipeline per master, the
+//     masters in parallel; MOVED/ASK/CLUSTERDOWN are followed and retried within
+//     the call's deadline, never beyond it;
+//   - a user whose slot is being migrated with its keys split between the two
+//     nodes (Redis answers its MGET with TRYAGAIN until the migration ends) is
+//     read with one GET per key, each following its own ASK, within the same
+//     deadline: the answer stays complete and correct during a reshard;
+//   - the meta is read through the router (the meta key's master) when a
+//     router is made, and again at most once a second after a failed call; if
+//     the meta's master is down the client keeps the layout it has, so a dead
+//     master fails only the calls that need it (its users; a SeenBatch that
+//     includes one of them fails as a whole, per the policy below);
+//   - Ping PINGs every master.
+//
 // Thread safety: every member function of Client may be called concurrently from
 // any number of threads. A call holds one pooled Redis connection while it waits
 // for Redis; at most ClientOptions::pool_size calls talk to Redis at once, others
@@ -82,7 +103,8 @@ struct ClientOptions {
   // "key=value" overrides applied after the file, exactly as the CLI's --set
   // (e.g. "redis.address=10.0.0.5:6379", "filter.key_prefix=ef:").
   std::vector<std::string> overrides;
-  // Redis connections (>= 1). Connections are made lazily, the first one by Create.
+  // Redis connections (>= 1; on Redis Cluster: routers, each with a connection per
+  // master). Made lazily, the first one by Create.
   size_t pool_size = 4;
   // Default per-call deadline, also the connect and socket timeout (> 0).
   std::chrono::milliseconds timeout{50};
@@ -176,7 +198,8 @@ class Client {
                                   std::chrono::milliseconds deadline);
 
   // Many users at once: the MGETs of all valid users go out in one pipelined
-  // round trip on one connection. results[i] answers queries[i], exactly as
+  // round trip on one connection (Redis Cluster: one pipeline per master, in
+  // parallel). results[i] answers queries[i], exactly as
   // Seen(queries[i].user, queries[i].candidates) would; an invalid user ID fails
   // its own query only; a Redis failure fails every valid query (policy above).
   std::vector<Result> SeenBatch(const std::vector<Query>& queries);
@@ -185,7 +208,8 @@ class Client {
   std::vector<Result> SeenBatch(const std::vector<Query>& queries, const CallOptions& call);
 
   // Health check: PING on a pooled connection (connecting, and reading the meta,
-  // if needed) within the deadline. Sets Ready().
+  // if needed) within the deadline; on Redis Cluster, PING on every master.
+  // Sets Ready().
   bool Ping(std::chrono::milliseconds deadline);
   // True iff the most recent call or Ping that talked to Redis succeeded.
   bool Ready() const;

@@ -14,6 +14,7 @@
 #include "bloom/keys.h"
 #include "bloom/layout.h"
 #include "bloom/stages.h"
+#include "redis/cluster.h"
 #include "redis/connection.h"
 #include "redis/meta.h"
 #include "redis/options.h"
@@ -26,6 +27,31 @@ void PrintFields(const char* title, const std::map<std::string, std::string>& fi
   for (const auto& [f, v] : fields) std::printf("  %-15s %s\n", f.c_str(), v.c_str());
 }
 
+// One Redis node, or a Redis Cluster (redis.cluster; auto asks the seeds): the
+// meta commands go to the meta key's master through the router.
+struct Target {
+  std::unique_ptr<RedisConnection> conn;
+  std::unique_ptr<ClusterRouter> router;
+  MetaTarget meta() { return router ? MetaTarget(*router) : MetaTarget(*conn); }
+};
+
+StatusOr<Target> Connect(const RedisOptions& redis) {
+  Target t;
+  auto cluster = UseCluster(redis);
+  if (cluster.ok() && *cluster) {
+    auto o = ClusterOptionsFrom(redis);
+    if (!o.ok()) return o.status();
+    t.router = std::make_unique<ClusterRouter>(std::move(*o));
+    if (Status st = t.router->Discover(); !st.ok()) return st;
+    return t;
+  }
+  // auto with no seed answering: the single-node connect names the error.
+  auto conn = RedisConnection::Connect(redis);
+  if (!conn.ok()) return conn.status();
+  t.conn = std::move(*conn);
+  return t;
+}
+
 int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run) {
   auto config = LoadOrReport(args);
   if (!config.ok()) return kExitUsage;
@@ -33,11 +59,11 @@ int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run) {
   if (!layout.ok()) return Fail(layout.status(), kExitUsage);
   auto redis = RedisOptionsFromConfig(config->redis);
   if (!redis.ok()) return Fail(redis.status(), kExitUsage);
-  auto conn = RedisConnection::Connect(*redis);
-  if (!conn.ok()) return Fail(conn.status());
+  auto target = Connect(*redis);
+  if (!target.ok()) return Fail(target.status());
   const std::string key = MetaKey(layout->prefix);
   std::map<std::string, std::string> stored;
-  Status st = ReadMetaFields(**conn, layout->prefix, &stored);
+  Status st = ReadMetaFields(target->meta(), layout->prefix, &stored);
   if (!st.ok()) return Fail(st);
   if (stored.empty()) {
     std::printf("no layout stored at %s (nothing written with this prefix yet)\n", key.c_str());
@@ -72,7 +98,7 @@ int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run) {
     return check.ok() ? kExitOk : kExitUsage;
   }
   bool changed = false;
-  st = UpgradeMeta(**conn, *layout, &changed);
+  st = UpgradeMeta(target->meta(), *layout, &changed);
   if (!st.ok()) return Fail(st, st.code() == StatusCode::kUnavailable ? kExitFailure : kExitUsage);
   std::printf(changed ? "upgraded %s to version %d: running writers switch within 10 s, readers "
                         "on their next meta check\n"
@@ -82,7 +108,8 @@ int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run) {
 }
 
 // `layout stats`: SCANs the prefix's bucket keys (read-only; SCAN does not block
-// Redis), STRLEN of each in pipelined rounds.
+// Redis), STRLEN of each in pipelined rounds; on a Redis Cluster every master is
+// scanned (a SCAN sees one node's keys only) and used_memory is their sum.
 int Stats(const ConfigArgs& args, bool json) {
   auto config = LoadOrReport(args);
   if (!config.ok()) return kExitUsage;
@@ -90,53 +117,66 @@ int Stats(const ConfigArgs& args, bool json) {
   if (!configured.ok()) return Fail(configured.status(), kExitUsage);
   auto redis = RedisOptionsFromConfig(config->redis);
   if (!redis.ok()) return Fail(redis.status(), kExitUsage);
-  auto conn = RedisConnection::Connect(*redis);
-  if (!conn.ok()) return Fail(conn.status());
+  auto target = Connect(*redis);
+  if (!target.ok()) return Fail(target.status());
   Layout layout;
   bool found = false;
-  Status st = ReadLayout(**conn, *configured, &layout, &found);
+  Status st = ReadLayout(target->meta(), *configured, &layout, &found);
   if (!st.ok()) return Fail(st, kExitUsage);
+  // The nodes to scan: the one node, or every master of the cluster.
+  std::vector<RedisConnection*> nodes;
+  if (target->router) {
+    for (const SlotMap::Shard& shard : target->router->slot_map().shards()) {
+      auto c = target->router->Connection(shard.master);
+      if (!c.ok()) return Fail(c.status());
+      nodes.push_back(*c);
+    }
+  } else {
+    nodes.push_back(target->conn.get());
+  }
   const std::string pattern = layout.prefix + "{*";
   std::unordered_set<std::string> users;
   std::vector<uint64_t> by_stages(layout.stage_table.size() + 1, 0);
-  uint64_t keys = 0, bytes = 0, next_progress = 100000;
-  std::string cursor = "0";
+  uint64_t keys = 0, bytes = 0, next_progress = 100000, used_memory = 0;
   std::vector<std::vector<std::string>> cmds;
   std::vector<RedisReply> replies;
   const bool tty = isatty(2);
-  do {
-    auto r = (*conn)->Command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
-    if (!r.ok()) return Fail(r.status());
-    if (r->type != RedisReply::Type::kArray || r->elements.size() != 2)
-      return Fail(Internal("redis " + (*conn)->address() + ": SCAN: unexpected reply"));
-    cursor = r->elements[0].str;
-    cmds.clear();
-    for (const auto& k : r->elements[1].elements) cmds.push_back({"STRLEN", k.str});
-    if (Status cs = (*conn)->Commands(cmds, &replies); !cs.ok()) return Fail(cs);
-    for (size_t i = 0; i < cmds.size(); ++i) {
-      if (replies[i].type != RedisReply::Type::kInteger) continue;  // not a string of ours
-      const std::string& key = cmds[i][1];
-      const size_t open = layout.prefix.size();
-      const size_t close = key.find('}', open + 1);
-      if (close == std::string::npos) continue;
-      users.insert(key.substr(open + 1, close - open - 1));
-      const auto len = static_cast<uint64_t>(replies[i].integer);
-      bytes += len;
-      ++keys;
-      ++by_stages[StagesPresent(layout.stage_table, len)];
+  for (RedisConnection* conn : nodes) {
+    std::string cursor = "0";
+    do {
+      auto r = conn->Command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+      if (!r.ok()) return Fail(r.status());
+      if (r->type != RedisReply::Type::kArray || r->elements.size() != 2)
+        return Fail(Internal("redis " + conn->address() + ": SCAN: unexpected reply" +
+                             (r->type == RedisReply::Type::kError ? " " + r->str : "")));
+      cursor = r->elements[0].str;
+      cmds.clear();
+      for (const auto& k : r->elements[1].elements) cmds.push_back({"STRLEN", k.str});
+      if (Status cs = conn->Commands(cmds, &replies); !cs.ok()) return Fail(cs);
+      for (size_t i = 0; i < cmds.size(); ++i) {
+        if (replies[i].type != RedisReply::Type::kInteger) continue;  // not a string of ours
+        const std::string& key = cmds[i][1];
+        const size_t open = layout.prefix.size();
+        const size_t close = key.find('}', open + 1);
+        if (close == std::string::npos) continue;
+        users.insert(key.substr(open + 1, close - open - 1));
+        const auto len = static_cast<uint64_t>(replies[i].integer);
+        bytes += len;
+        ++keys;
+        ++by_stages[StagesPresent(layout.stage_table, len)];
+      }
+      if (tty && keys >= next_progress) {
+        std::fprintf(stderr, "\rscanned %llu keys", static_cast<unsigned long long>(keys));
+        next_progress += 100000;
+      }
+    } while (cursor != "0");
+    if (auto info = conn->Command({"INFO", "memory"}); info.ok()) {
+      const size_t at = info->str.find("used_memory:");
+      if (at != std::string::npos)
+        used_memory += std::strtoull(info->str.c_str() + at + 12, nullptr, 10);
     }
-    if (tty && keys >= next_progress) {
-      std::fprintf(stderr, "\rscanned %llu keys", static_cast<unsigned long long>(keys));
-      next_progress += 100000;
-    }
-  } while (cursor != "0");
-  if (tty && next_progress > 100000) std::fprintf(stderr, "\n");
-  uint64_t used_memory = 0;
-  if (auto info = (*conn)->Command({"INFO", "memory"}); info.ok()) {
-    const size_t at = info->str.find("used_memory:");
-    if (at != std::string::npos)
-      used_memory = std::strtoull(info->str.c_str() + at + 12, nullptr, 10);
   }
+  if (tty && next_progress > 100000) std::fprintf(stderr, "\n");
   const double n_users = static_cast<double>(users.size());
   const double per_user = users.empty() ? 0 : static_cast<double>(bytes) / n_users;
   const double mem_per_user = users.empty() ? 0 : static_cast<double>(used_memory) / n_users;
@@ -161,8 +201,9 @@ int Stats(const ConfigArgs& args, bool json) {
   std::printf("  values   %llu bytes, %.0f per user, %.0f per key\n",
               static_cast<unsigned long long>(bytes), per_user,
               keys ? static_cast<double>(bytes) / static_cast<double>(keys) : 0.0);
-  std::printf("  redis    used_memory %llu bytes (whole db), %.0f per user\n",
-              static_cast<unsigned long long>(used_memory), mem_per_user);
+  std::printf("  redis    used_memory %llu bytes (whole db%s), %.0f per user\n",
+              static_cast<unsigned long long>(used_memory),
+              nodes.size() > 1 ? ", sum over the masters" : "", mem_per_user);
   std::printf("  keys by stages present:\n");
   for (size_t n = 1; n < by_stages.size(); ++n) {
     if (!by_stages[n]) continue;

@@ -11,6 +11,7 @@
 #include "client/pool.h"
 #include "config/loader.h"
 #include "redis/bloom_reader.h"
+#include "redis/cluster.h"
 #include "redis/meta.h"
 #include "redis/options.h"
 
@@ -23,6 +24,8 @@ using ef::StatusCode;
 
 // How often a client without a stored layout (allow_missing_layout) looks for one.
 constexpr auto kMissingLayoutRecheck = std::chrono::seconds(1);
+// Redis Cluster: least time between two meta re-reads of one router after a failure.
+constexpr auto kClusterMetaRecheck = std::chrono::seconds(1);
 
 ErrorCode CodeOf(const Status& st) {
   switch (st.code()) {
@@ -60,6 +63,25 @@ struct Work {
   const std::vector<std::string>* candidates;
 };
 
+// Redis Cluster: one pooled router (with its own connection per master) and when
+// its meta was read.
+struct RouterSlot {
+  explicit RouterSlot(ef::ClusterRouterOptions o) : router(std::move(o)) {}
+  ef::ClusterRouter router;
+  bool meta_read = false;  // the meta was read through this router once
+  bool meta_due = false;   // a call failed since: re-read the meta (rate-limited)
+  Clock::time_point meta_attempt{};
+};
+
+Status MgetReplyError(const std::string& where, const ef::RedisReply& reply) {
+  const std::string msg = where + ": MGET: " + reply.str;
+  return ef::RedisConnection::ClassifyErrorReply(reply.str) == ef::RedisErrorKind::kAuth
+             ? ef::PermissionDenied(msg)
+             : ef::Unavailable(msg);
+}
+
+bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
 }  // namespace
 
 struct Client::Impl {
@@ -67,6 +89,10 @@ struct Client::Impl {
   ef::Layout configured;
   ef::RedisOptions redis;
   ef::client::ConnectionPool pool;
+  // Redis Cluster (UseCluster): routers instead of connections.
+  bool cluster = false;
+  ef::ClusterRouterOptions router_options;
+  ef::client::Pool<RouterSlot> routers;
 
   mutable std::mutex layout_mu;
   std::shared_ptr<const ef::Layout> layout;  // guarded by layout_mu
@@ -74,6 +100,7 @@ struct Client::Impl {
   Clock::time_point layout_checked;          // guarded by layout_mu
 
   std::atomic<bool> ready{false};
+  std::atomic<bool> meta_known{false};  // cluster: some router read the meta
   std::atomic<bool> connected_once{false};
   Counters counters;
 
@@ -82,6 +109,7 @@ struct Client::Impl {
         configured(std::move(l)),
         redis(std::move(r)),
         pool(options.pool_size),
+        routers(options.pool_size),
         layout(std::make_shared<const ef::Layout>(configured)) {}
 
   std::shared_ptr<const ef::Layout> CurrentLayout() const {
@@ -96,7 +124,7 @@ struct Client::Impl {
   }
 
   // Reads the stored layout; a mismatch with the config is kFailedPrecondition.
-  Status RefreshLayout(ef::RedisConnection& conn, bool* found) {
+  Status RefreshLayout(ef::MetaTarget conn, bool* found) {
     ef::Layout effective;
     Status st = ef::ReadLayout(conn, configured, &effective, found);
     if (!st.ok()) return st;
@@ -151,6 +179,74 @@ struct Client::Impl {
     return Status::Ok();
   }
 
+  // Cluster: a router in *pr within the deadline, its deadline set to what is left.
+  // A new router discovers the topology and reads the meta (failing the call if
+  // it cannot); a router whose last call failed re-reads the meta at most once a
+  // second, keeping the current layout if the meta's master does not answer (so a
+  // dead master fails only its own users' calls).
+  Status PrepareRouter(ef::client::Pooled<RouterSlot>& pr, Clock::time_point start,
+                       Clock::time_point deadline) {
+    if (!pr.Acquire(deadline))
+      return DeadlineError(start, deadline, "waiting for a free Redis Cluster router");
+    if (!pr.conn()) pr.conn() = std::make_unique<RouterSlot>(router_options);
+    RouterSlot& slot = *pr.conn();
+    if (!SetRouterDeadline(slot.router, deadline))
+      return DeadlineError(start, deadline, "waiting for a free Redis Cluster router");
+    const Clock::time_point now = Clock::now();
+    if (!slot.meta_read) {
+      if (connected_once.exchange(true)) Add(counters.reconnects, 1);
+      bool found = false;
+      Status st = RefreshLayout(slot.router, &found);
+      slot.meta_attempt = now;
+      if (!st.ok()) {
+        if (st.code() == StatusCode::kFailedPrecondition && slot.router.not_a_cluster())
+          st = ef::InvalidArgument("redis.cluster is true but " + st.message());
+        // The meta's master unreachable, but another router read the layout
+        // (Create did): go on with it, and read the meta again later.
+        if (st.code() != StatusCode::kUnavailable || !meta_known.load()) return st;
+        slot.meta_due = true;
+      } else {
+        meta_known.store(true);
+        slot.meta_due = false;
+      }
+      slot.meta_read = true;
+    } else if ((slot.meta_due && now - slot.meta_attempt >= kClusterMetaRecheck) ||
+               LayoutRecheckDue()) {
+      bool found = false;
+      slot.meta_attempt = now;
+      // At most half of what is left: the meta's master may be the one that is
+      // down, and this call's users may be elsewhere.
+      slot.router.set_deadline_ms(std::max<int64_t>(1, Millis(deadline - now) / 2));
+      Status st = RefreshLayout(slot.router, &found);
+      if (st.ok()) {
+        slot.meta_due = false;
+      } else if (st.code() == StatusCode::kFailedPrecondition ||
+                 st.code() == StatusCode::kPermissionDenied) {
+        return st;  // a layout that no longer matches fails calls, as on one node
+      }
+    }
+    if (!SetRouterDeadline(slot.router, deadline))
+      return DeadlineError(start, deadline, "connecting to Redis Cluster");
+    return Status::Ok();
+  }
+
+  // The router may retry for what is left of the call's deadline; false if nothing is.
+  static bool SetRouterDeadline(ef::ClusterRouter& router, Clock::time_point deadline) {
+    const int64_t left = Millis(deadline - Clock::now());
+    if (left <= 0) return false;
+    router.set_deadline_ms(left);
+    return true;
+  }
+
+  // Cluster: the MGET of each user (commands[v], all keys in one slot) through the
+  // router, each master's users in one pipeline, masters in parallel. A user whose
+  // slot is migrating with its keys split between the two nodes gets TRYAGAIN:
+  // its keys are then read with one GET each (each following its own ASK), within
+  // the same deadline. *replies: one array per user, as MGET's.
+  Status ClusterMget(ef::ClusterRouter& router,
+                     const std::vector<std::vector<std::string>>& commands, Clock::time_point start,
+                     Clock::time_point deadline, std::vector<ef::RedisReply>* replies);
+
   void Failed(const Status& st, bool policy_applies, Result* r) {
     r->seen.assign(r->seen.size(), false);
     r->seen_count = 0;
@@ -167,7 +263,10 @@ struct Client::Impl {
   }
 
   std::vector<Result> Run(const Work* work, size_t n, const CallOptions& call);
+  Status SingleMget(const std::vector<std::vector<std::string>>& commands, Clock::time_point start,
+                    Clock::time_point deadline, std::vector<ef::RedisReply>** replies);
   bool Ping(std::chrono::milliseconds deadline);
+  Status PingCluster(Clock::time_point start, Clock::time_point deadline);
 };
 
 std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOptions& call) {
@@ -204,41 +303,24 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
   Add(counters.candidates, candidates);
   if (valid.empty()) return results;
 
-  ef::client::PooledConnection pc(pool);
-  // Kept per thread: the values' buffers are reused from call to call.
-  thread_local std::vector<ef::RedisReply> replies;
-  Status st = Prepare(pc, start, deadline);
-  if (st.ok()) {
-    std::vector<std::vector<std::string>> commands(valid.size());
-    for (size_t v = 0; v < valid.size(); ++v) {
-      std::vector<std::string>& keys = plans[valid[v]].keys;
-      commands[v].reserve(keys.size() + 1);
-      commands[v].emplace_back("MGET");
-      for (std::string& key : keys) commands[v].push_back(std::move(key));
-    }
-    // The socket waits no longer than what is left of this call's deadline.
-    pc.conn()->SetCommandTimeout(Millis(deadline - Clock::now()));
-    st = pc.conn()->Commands(commands, &replies);
-    if (!st.ok()) {
-      pc.Drop();  // broken: the next call connects again and re-reads the meta
-    } else {
-      for (size_t v = 0; v < replies.size() && st.ok(); ++v) {
-        const ef::RedisReply& reply = replies[v];
-        if (reply.type == ef::RedisReply::Type::kError) {
-          const std::string msg = "redis " + pc.conn()->address() + ": MGET: " + reply.str;
-          st = ef::RedisConnection::ClassifyErrorReply(reply.str) == ef::RedisErrorKind::kAuth
-                   ? ef::PermissionDenied(msg)
-                   : ef::Unavailable(msg);
-          if (ef::RedisConnection::CallsForReconnect(reply.str)) pc.Drop();
-        } else if (reply.type != ef::RedisReply::Type::kArray ||
-                   reply.elements.size() != commands[v].size() - 1) {
-          st = ef::Internal("redis " + pc.conn()->address() + ": MGET: unexpected reply");
-          pc.Drop();
-        }
-      }
-      if (st.ok() && Clock::now() > deadline)
-        st = DeadlineError(start, deadline, "waiting for Redis");
-    }
+  std::vector<std::vector<std::string>> commands(valid.size());
+  for (size_t v = 0; v < valid.size(); ++v) {
+    std::vector<std::string>& keys = plans[valid[v]].keys;
+    commands[v].reserve(keys.size() + 1);
+    commands[v].emplace_back("MGET");
+    for (std::string& key : keys) commands[v].push_back(std::move(key));
+  }
+  std::vector<ef::RedisReply>* replies_ptr = nullptr;
+  std::vector<ef::RedisReply> cluster_replies;
+  Status st;
+  if (cluster) {
+    ef::client::Pooled<RouterSlot> pr(routers);
+    st = PrepareRouter(pr, start, deadline);
+    if (st.ok()) st = ClusterMget(pr.conn()->router, commands, start, deadline, &cluster_replies);
+    if (!st.ok() && pr.conn()) pr.conn()->meta_due = true;
+    replies_ptr = &cluster_replies;
+  } else {
+    st = SingleMget(commands, start, deadline, &replies_ptr);
   }
   if (!st.ok()) {
     Add(counters.redis_errors, 1);
@@ -254,7 +336,7 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
   for (size_t v = 0; v < valid.size(); ++v) {
     const size_t i = valid[v];
     values.clear();
-    for (const ef::RedisReply& e : replies[v].elements) values.emplace_back(e.str);
+    for (const ef::RedisReply& e : (*replies_ptr)[v].elements) values.emplace_back(e.str);
     ef::CheckResult cr =
         ef::TestItems(*layout_now, values, plans[i].bucket_starts, *work[i].candidates);
     Result& r = results[i];
@@ -268,9 +350,114 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
   return results;
 }
 
+Status Client::Impl::SingleMget(const std::vector<std::vector<std::string>>& commands,
+                                Clock::time_point start, Clock::time_point deadline,
+                                std::vector<ef::RedisReply>** replies_out) {
+  ef::client::PooledConnection pc(pool);
+  // Kept per thread: the values' buffers are reused from call to call.
+  thread_local std::vector<ef::RedisReply> replies;
+  *replies_out = &replies;
+  Status st = Prepare(pc, start, deadline);
+  if (!st.ok()) return st;
+  // The socket waits no longer than what is left of this call's deadline.
+  pc.conn()->SetCommandTimeout(Millis(deadline - Clock::now()));
+  st = pc.conn()->Commands(commands, &replies);
+  if (!st.ok()) {
+    pc.Drop();  // broken: the next call connects again and re-reads the meta
+    return st;
+  }
+  for (size_t v = 0; v < replies.size() && st.ok(); ++v) {
+    const ef::RedisReply& reply = replies[v];
+    if (reply.type == ef::RedisReply::Type::kError) {
+      st = MgetReplyError("redis " + pc.conn()->address(), reply);
+      if (ef::RedisConnection::CallsForReconnect(reply.str)) pc.Drop();
+    } else if (reply.type != ef::RedisReply::Type::kArray ||
+               reply.elements.size() != commands[v].size() - 1) {
+      st = ef::Internal("redis " + pc.conn()->address() + ": MGET: unexpected reply");
+      pc.Drop();
+    }
+  }
+  if (st.ok() && Clock::now() > deadline) st = DeadlineError(start, deadline, "waiting for Redis");
+  return st;
+}
+
+Status Client::Impl::ClusterMget(ef::ClusterRouter& router,
+                                 const std::vector<std::vector<std::string>>& commands,
+                                 Clock::time_point start, Clock::time_point deadline,
+                                 std::vector<ef::RedisReply>* replies) {
+  std::vector<ef::ClusterRouter::SlotCommand> routed(commands.size());
+  for (size_t v = 0; v < commands.size(); ++v) {
+    // All of a user's keys share its hash tag, so the first key's slot is the user's.
+    routed[v].slot = ef::KeySlot(commands[v][1]);
+    routed[v].args = commands[v];
+  }
+  auto r = router.Commands(routed);
+  if (!r.ok()) {
+    if (Clock::now() >= deadline) Add(counters.timeouts, 1);
+    return r.status();
+  }
+  *replies = std::move(*r);
+  // Users whose MGET met a migration (TRYAGAIN): one GET per key.
+  std::vector<size_t> split;
+  for (size_t v = 0; v < replies->size(); ++v) {
+    const ef::RedisReply& reply = (*replies)[v];
+    if (reply.type == ef::RedisReply::Type::kError) {
+      if (StartsWith(reply.str, "TRYAGAIN")) {
+        split.push_back(v);
+        continue;
+      }
+      return MgetReplyError("redis cluster (slot " + std::to_string(routed[v].slot) + ")", reply);
+    }
+    if (reply.type != ef::RedisReply::Type::kArray ||
+        reply.elements.size() != commands[v].size() - 1)
+      return ef::Internal("redis cluster (slot " + std::to_string(routed[v].slot) +
+                          "): MGET: unexpected reply");
+  }
+  if (!split.empty()) {
+    std::vector<ef::ClusterRouter::SlotCommand> gets;
+    for (size_t v : split) {
+      for (size_t k = 1; k < commands[v].size(); ++k)
+        gets.push_back({routed[v].slot, {"GET", commands[v][k]}});
+    }
+    if (!SetRouterDeadline(router, deadline))
+      return DeadlineError(start, deadline, "reading the keys of a migrating slot");
+    auto g = router.Commands(gets);
+    if (!g.ok()) {
+      if (Clock::now() >= deadline) Add(counters.timeouts, 1);
+      return g.status();
+    }
+    size_t at = 0;
+    for (size_t v : split) {
+      ef::RedisReply array;
+      array.type = ef::RedisReply::Type::kArray;
+      for (size_t k = 1; k < commands[v].size(); ++k) {
+        ef::RedisReply& e = (*g)[at++];
+        if (e.type == ef::RedisReply::Type::kError) {
+          // MGET answers nil for a key of another type; GET says WRONGTYPE.
+          if (!StartsWith(e.str, "WRONGTYPE"))
+            return ef::Unavailable("redis cluster (slot " + std::to_string(routed[v].slot) +
+                                   "): GET " + commands[v][k] + ": " + e.str);
+          e = ef::RedisReply{};
+          e.type = ef::RedisReply::Type::kNil;
+        }
+        array.elements.push_back(std::move(e));
+      }
+      (*replies)[v] = std::move(array);
+    }
+  }
+  if (Clock::now() > deadline) return DeadlineError(start, deadline, "waiting for Redis Cluster");
+  return Status::Ok();
+}
+
 bool Client::Impl::Ping(std::chrono::milliseconds deadline_in) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + deadline_in;
+  if (cluster) {
+    Status st = PingCluster(start, deadline);
+    if (!st.ok()) Add(counters.redis_errors, 1);
+    ready.store(st.ok(), std::memory_order_relaxed);
+    return st.ok();
+  }
   ef::client::PooledConnection pc(pool);
   Status st = Prepare(pc, start, deadline);
   if (st.ok()) {
@@ -289,6 +476,39 @@ bool Client::Impl::Ping(std::chrono::milliseconds deadline_in) {
   if (!st.ok()) Add(counters.redis_errors, 1);
   ready.store(st.ok(), std::memory_order_relaxed);
   return st.ok();
+}
+
+// PING on every master (one slot of each), in parallel.
+Status Client::Impl::PingCluster(Clock::time_point start, Clock::time_point deadline) {
+  ef::client::Pooled<RouterSlot> pr(routers);
+  Status st = PrepareRouter(pr, start, deadline);
+  if (st.ok()) {
+    ef::ClusterRouter& router = pr.conn()->router;
+    const ef::SlotMap& map = router.slot_map();
+    std::vector<ef::ClusterRouter::SlotCommand> pings;
+    std::vector<bool> shard_done(map.shards().size(), false);
+    for (int slot = 0; slot < ef::kClusterSlots; ++slot) {
+      const int shard = map.ShardOf(static_cast<uint16_t>(slot));
+      if (shard < 0 || shard_done[static_cast<size_t>(shard)]) continue;
+      shard_done[static_cast<size_t>(shard)] = true;
+      pings.push_back({static_cast<uint16_t>(slot), {"PING"}});
+    }
+    auto r = router.Commands(pings);
+    if (!r.ok()) {
+      st = r.status();
+    } else {
+      for (const ef::RedisReply& reply : *r) {
+        if (reply.type == ef::RedisReply::Type::kError) {
+          st = ef::Unavailable("redis cluster: PING: " + reply.str);
+          break;
+        }
+      }
+    }
+    if (st.ok() && Clock::now() > deadline)
+      st = DeadlineError(start, deadline, "waiting for Redis Cluster");
+  }
+  if (!st.ok() && pr.conn()) pr.conn()->meta_due = true;
+  return st;
 }
 
 std::unique_ptr<Client> Client::Create(const ClientOptions& options, std::string* error,
@@ -317,6 +537,35 @@ std::unique_ptr<Client> Client::Create(const ClientOptions& options, std::string
   const Clock::time_point deadline =
       Clock::now() + std::chrono::milliseconds(std::max<int64_t>(impl->redis.connect_timeout_ms,
                                                                  Millis(options.timeout)));
+  // redis.cluster: auto asks the seeds; if none answers, the single-node path
+  // below names the connection error.
+  if (auto use = ef::UseCluster(impl->redis); use.ok() && *use) {
+    auto router_options = ef::ClusterOptionsFrom(impl->redis);
+    if (!router_options.ok()) return fail(router_options.status(), ErrorCode::kInvalidArgument);
+    impl->cluster = true;
+    impl->router_options = std::move(*router_options);
+    impl->router_options.return_tryagain = true;  // migrating users: one GET per key
+    ef::client::Pooled<RouterSlot> pr(impl->routers);
+    Status st = impl->PrepareRouter(pr, Clock::now(), deadline);
+    if (!st.ok()) {
+      pr.Drop();
+      return fail(st, CodeOf(st));
+    }
+    {
+      std::lock_guard lock(impl->layout_mu);
+      if (!impl->stored && !options.allow_missing_layout) {
+        pr.Drop();
+        return fail(ef::FailedPrecondition(
+                        "redis cluster " + impl->redis.addresses.front() +
+                        "...: no layout stored at " + ef::MetaKey(impl->configured.prefix) +
+                        ": nothing was written with this key prefix (check filter.key_prefix "
+                        "and redis.address, or set allow_missing_layout)"),
+                    ErrorCode::kLayoutMismatch);
+      }
+    }
+    impl->ready.store(true);
+    return std::unique_ptr<Client>(new Client(std::move(impl)));
+  }
   ef::client::ConnectionPool::Conn conn;
   Status st = impl->Connect(deadline, &conn);
   if (!st.ok()) {

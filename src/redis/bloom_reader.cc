@@ -8,6 +8,7 @@
 #include "bloom/keys.h"
 #include "bloom/stages.h"
 #include "redis/bit_slice.h"
+#include "redis/cluster.h"
 
 namespace ef {
 
@@ -180,12 +181,13 @@ StatusOr<CheckResult> BloomReader::Check(std::string_view user,
   if (!plan.ok()) return plan.status();
   std::vector<std::string> args = {"MGET"};
   args.insert(args.end(), plan->keys.begin(), plan->keys.end());
-  auto reply = conn_.Command(args);
+  const std::string where = router_ ? "redis cluster" : "redis " + conn_->address();
+  auto reply =
+      router_ ? router_->Command(plan->keys.front(), std::move(args)) : conn_->Command(args);
   if (!reply.ok()) return reply.status();
-  if (reply->type == RedisReply::Type::kError)
-    return Unavailable("redis " + conn_.address() + ": MGET: " + reply->str);
+  if (reply->type == RedisReply::Type::kError) return Unavailable(where + ": MGET: " + reply->str);
   if (reply->type != RedisReply::Type::kArray || reply->elements.size() != plan->keys.size())
-    return Internal("redis " + conn_.address() + ": MGET: unexpected reply");
+    return Internal(where + ": MGET: unexpected reply");
   std::vector<std::string> values;
   values.reserve(plan->keys.size());
   for (auto& e : reply->elements) values.push_back(std::move(e.str));

@@ -34,16 +34,25 @@ struct ReadPlan {
 };
 StatusOr<ReadPlan> PlanRead(const Layout& layout, std::string_view user, int64_t now_seconds);
 
+class ClusterRouter;
+
 class BloomReader {
  public:
-  BloomReader(RedisConnection& conn, Layout layout) : conn_(conn), layout_(std::move(layout)) {}
+  BloomReader(RedisConnection& conn, Layout layout) : conn_(&conn), layout_(std::move(layout)) {}
+  // On a Redis Cluster: the MGET goes to the user's slot's master through the
+  // router (redirections followed, within the router's deadline; a TRYAGAIN
+  // during a migration is retried as the router's options say). For tools and
+  // tests; exposure_filter::Client is the service read path.
+  BloomReader(ClusterRouter& router, Layout layout)
+      : router_(&router), layout_(std::move(layout)) {}
   // PlanRead, one MGET, TestItems. Errors: PlanRead's (before any command is
   // sent), connection failures, and error replies (e.g. CROSSSLOT) naming the server.
   StatusOr<CheckResult> Check(std::string_view user, const std::vector<std::string>& items,
                               int64_t now_seconds);
 
  private:
-  RedisConnection& conn_;
+  RedisConnection* conn_ = nullptr;
+  ClusterRouter* router_ = nullptr;
   Layout layout_;
 };
 

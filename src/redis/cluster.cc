@@ -485,7 +485,8 @@ StatusOr<std::vector<RedisReply>> ClusterRouter::Commands(
             still_pending.push_back(i);
             continue;
           }
-          if (RetriableReply(reply.str)) {
+          if (RetriableReply(reply.str) &&
+              !(options_.return_tryagain && StartsWith(reply.str, "TRYAGAIN"))) {
             last_error = "redis " + node.ToString() + ": " + reply.str;
             need_backoff = true;
             need_refresh = need_refresh || CallsForRefresh(reply.str);

@@ -19,9 +19,9 @@
 // - Retried (within deadline_ms of the call, with exponential backoff between
 //   rounds that made no progress): MOVED (to the new owner), ASK (`ASKING` then
 //   the command on the target; ASKING's +OK is consumed here, never returned),
-//   TRYAGAIN, CLUSTERDOWN, LOADING, BUSY (a script), MASTERDOWN, READONLY, and
-//   lost or refused connections. Every other reply, error replies included
-//   (WRONGTYPE, OOM, syntax, ...), is the command's result, returned in place.
+//   TRYAGAIN (unless return_tryagain), CLUSTERDOWN, LOADING, BUSY (a script),
+//   MASTERDOWN, READONLY, and lost or refused connections. Every other reply, error replies
+//   included (WRONGTYPE, OOM, syntax, ...), is the command's result, returned in place.
 // - A retried command may have been executed already (its reply lost with the
 //   connection), so callers send idempotent commands only (SETBIT, BITFIELD SET,
 //   EXPIREAT, HSET of a fixed value, reads).
@@ -120,6 +120,11 @@ struct ClusterRouterOptions {
   int64_t refresh_interval_ms = 100;  // least time between two topology reads
   int64_t backoff_min_ms = 10;        // first wait after a round without progress
   int64_t backoff_max_ms = 500;       // doubling up to this
+  // true: a TRYAGAIN reply (a multi-key command whose keys are split between the
+  // two nodes of a migrating slot) is returned as the command's result instead of
+  // being retried until the migration ends: for readers that can split the
+  // command themselves (exposure_filter::Client sends one GET per key then).
+  bool return_tryagain = false;
 };
 
 class ClusterRouter {
@@ -156,6 +161,10 @@ class ClusterRouter {
 
   const SlotMap& slot_map() const { return map_; }
   const Stats& stats() const { return stats_; }
+  // How long each later Command/CommandInSlot/Commands call may retry (> 0);
+  // readers set it before each call to what is left of their own deadline.
+  void set_deadline_ms(int64_t deadline_ms) { options_.deadline_ms = deadline_ms; }
+  int64_t deadline_ms() const { return options_.deadline_ms; }
 
   // One command routed by the slot of `key` (KeySlot) or by `slot`.
   StatusOr<RedisReply> Command(std::string_view key, std::vector<std::string> args);

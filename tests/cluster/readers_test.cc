@@ -1,0 +1,480 @@
+// The read side against a real local Redis Cluster (3 masters + 3 replicas,
+// tests/support/redis_cluster.h): the library (exposure_filter::Client), the
+// `check` CLI, `serve` and `layout show|stats`, with the same config as for one
+// node (redis.address = the seed list). The filters are written here with plain
+// SETBIT through the router at the positions docs/FORMAT.md defines (stage 0,
+// ComputeStagePositions), into two buckets per user, for users on every master;
+// the expected answer is computed from the positions written, independently of
+// the reader. Also: a user whose slot is migrating with its keys split between
+// the two nodes (MGET gets TRYAGAIN: the client reads key by key), and a killed
+// master (fail open within the deadline, correct again after the failover).
+#include <httplib.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bloom/hash.h"
+#include "bloom/keys.h"
+#include "bloom/layout.h"
+#include "bloom/stages.h"
+#include "common/clock.h"
+#include "exposure_filter/client.h"
+#include "redis/bloom_reader.h"
+#include "redis/cluster.h"
+#include "redis/meta.h"
+#include "support/process.h"
+#include "support/redis_cluster.h"
+#include "support/temp_dir.h"
+#include "support/wait.h"
+
+namespace ef {
+namespace {
+
+using namespace std::chrono_literals;
+using test::LocalRedisCluster;
+
+constexpr int kUsersPerMaster = 3;
+constexpr int kItemsPerBucket = 12;
+constexpr int kNeverItems = 40;
+
+// What was written: per user, the bucket starts and the stage-0 positions set in
+// each, and the candidates with their expected answer.
+struct Written {
+  Layout layout;
+  int64_t now_s = 0;
+  std::vector<std::string> users;
+  std::map<std::string, int> master_of;  // user -> node index of its master
+  std::map<std::string, std::vector<std::string>> candidates;
+  std::map<std::string, std::vector<bool>> expected;
+};
+
+// Seen iff all stage-0 positions of the item are set in one of the user's buckets
+// (only stage 0 is written: the values are no longer than stage 0).
+std::vector<bool> Expected(const Layout& layout, const std::vector<std::set<uint32_t>>& buckets,
+                           const std::vector<std::string>& items) {
+  const Stage& st = layout.stage_table.at(0);
+  std::vector<uint32_t> pos(st.k);
+  std::vector<bool> out;
+  for (const std::string& item : items) {
+    ComputeStagePositions(HashItem(item, layout.seed), st, pos.data());
+    bool seen = false;
+    for (const auto& set : buckets) {
+      bool all = true;
+      for (uint32_t p : pos) all = all && set.count(p) > 0;
+      seen = seen || all;
+    }
+    out.push_back(seen);
+  }
+  return out;
+}
+
+ClusterRouterOptions RouterOptions(const LocalRedisCluster& cluster) {
+  ClusterRouterOptions o;
+  auto seeds = ParseSeedList(cluster.seeds());
+  REQUIRE(seeds.ok());
+  o.seeds = *seeds;
+  o.deadline_ms = 20000;
+  return o;
+}
+
+// Users on every master, each with items in this bucket and the previous one,
+// and the meta (EnsureMeta through the router).
+Written WriteUsers(LocalRedisCluster& cluster, const std::string& tag) {
+  Written w;
+  auto layout = LayoutFromConfig(FilterConfig{});
+  REQUIRE(layout.ok());
+  w.layout = *layout;
+  REQUIRE(w.layout.stage_table.at(0).offset == 0);  // written: stage 0 only
+  w.now_s = SystemClock().NowMs() / 1000;
+  const int64_t bucket = BucketStart(w.now_s, w.layout.bucket_seconds);
+  const int64_t previous = bucket - w.layout.bucket_seconds;
+
+  ClusterRouter router(RouterOptions(cluster));
+  REQUIRE(router.Discover().ok());
+  Layout effective;
+  REQUIRE(EnsureMeta(router, w.layout, &effective).ok());
+
+  std::map<int, int> per_master;
+  std::vector<ClusterRouter::SlotCommand> setbits;
+  for (int i = 0; per_master.size() < 3 ||
+                  std::any_of(per_master.begin(), per_master.end(),
+                              [](const auto& e) { return e.second < kUsersPerMaster; });
+       ++i) {
+    const std::string user = tag + "-u" + std::to_string(i);
+    const std::string key = MakeKey(w.layout.prefix, user, bucket, w.layout.bucket_seconds);
+    const uint16_t slot = KeySlot(key);
+    const int master = cluster.MasterForSlot(slot);
+    REQUIRE(master >= 0);
+    if (per_master[master] >= kUsersPerMaster) continue;
+    ++per_master[master];
+    w.users.push_back(user);
+    w.master_of[user] = master;
+    std::vector<std::set<uint32_t>> buckets;
+    std::vector<std::string>& cands = w.candidates[user];
+    for (int64_t start : {previous, bucket}) {
+      std::set<uint32_t> set;
+      const std::string k = MakeKey(w.layout.prefix, user, start, w.layout.bucket_seconds);
+      const Stage& st = w.layout.stage_table[0];
+      std::vector<uint32_t> pos(st.k);
+      for (int j = 0; j < kItemsPerBucket; ++j) {
+        const std::string item = user + "-b" + std::to_string(start) + "-i" + std::to_string(j);
+        cands.push_back(item);
+        ComputeStagePositions(HashItem(item, w.layout.seed), st, pos.data());
+        for (uint32_t p : pos) {
+          set.insert(p);
+          setbits.push_back({slot, {"SETBIT", k, std::to_string(p), "1"}});
+        }
+      }
+      setbits.push_back(
+          {slot,
+           {"EXPIREAT", k,
+            std::to_string(ExpireAt(start, w.layout.bucket_seconds, w.layout.window_seconds))}});
+      buckets.push_back(std::move(set));
+    }
+    for (int j = 0; j < kNeverItems; ++j) cands.push_back(user + "-never-" + std::to_string(j));
+    w.expected[user] = Expected(w.layout, buckets, cands);
+  }
+  auto replies = router.Commands(setbits);
+  REQUIRE(replies.ok());
+  for (const RedisReply& r : *replies) REQUIRE(r.type == RedisReply::Type::kInteger);
+  return w;
+}
+
+std::unique_ptr<exposure_filter::Client> MakeClient(const LocalRedisCluster& cluster,
+                                                    std::chrono::milliseconds timeout,
+                                                    size_t pool = 2) {
+  exposure_filter::ClientOptions o;
+  o.overrides = {"redis.address=" + cluster.seeds()};
+  o.timeout = timeout;
+  o.pool_size = pool;
+  std::string error;
+  auto client = exposure_filter::Client::Create(o, &error);
+  INFO(error);
+  REQUIRE(client);
+  return client;
+}
+
+void CheckAnswers(exposure_filter::Client& client, const Written& w, const std::string& user) {
+  exposure_filter::CallOptions call;
+  call.deadline = 5000ms;
+  call.at_unix_seconds = w.now_s;
+  const exposure_filter::Result r = client.Seen(user, w.candidates.at(user), call);
+  INFO("user " << user << ": " << r.error);
+  REQUIRE(r.ok);
+  REQUIRE_FALSE(r.failed_open);
+  CHECK(r.seen == w.expected.at(user));
+  CHECK(r.buckets_present == 2);
+}
+
+// "seen X" / "unseen X" lines -> item -> seen.
+std::map<std::string, bool> ParseAnswers(const std::string& out) {
+  std::map<std::string, bool> m;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream l(line);
+    std::string word, item;
+    if (l >> word >> item && (word == "seen" || word == "unseen")) m[item] = word == "seen";
+  }
+  return m;
+}
+
+void CheckCli(const LocalRedisCluster& cluster, const Written& w, const std::string& user,
+              const test::TempDir& dir) {
+  std::vector<std::string> argv = {EF_BINARY, "check", "--set", "redis.address=" + cluster.seeds(),
+                                   "-u",      user,    "--at",  std::to_string(w.now_s)};
+  const std::vector<std::string>& items = w.candidates.at(user);
+  argv.insert(argv.end(), items.begin(), items.end());
+  test::RunResult r = test::RunCommand(argv);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  std::map<std::string, bool> got = ParseAnswers(r.out);
+  REQUIRE(got.size() == items.size());
+  for (size_t i = 0; i < items.size(); ++i) CHECK(got[items[i]] == w.expected.at(user)[i]);
+
+  // --file: the same answer.
+  std::string text;
+  for (const std::string& item : items) text += item + "\n";
+  dir.Write(user + ".txt", text);
+  const std::string file = dir.File(user + ".txt");
+  argv = {EF_BINARY, "check", "--set", "redis.address=" + cluster.seeds(),
+          "-u",      user,    "--at",  std::to_string(w.now_s),
+          "--file",  file,    "--json"};
+  r = test::RunCommand(argv, "", /*stdout_only=*/true);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  std::set<std::string> seen(j["seen"].begin(), j["seen"].end());
+  for (size_t i = 0; i < items.size(); ++i)
+    CHECK((seen.count(items[i]) > 0) == w.expected.at(user)[i]);
+}
+
+LocalRedisCluster& Cluster() {
+  static LocalRedisCluster cluster;
+  return cluster;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "cluster readers: the library, check (also --file) and layout show|stats read users on "
+    "every master",
+    "[cluster][readers]") {
+  LocalRedisCluster& cluster = Cluster();
+  test::TempDir dir;
+  const Written w = WriteUsers(cluster, "lib");
+  std::set<int> masters;
+  for (const auto& [u, m] : w.master_of) masters.insert(m);
+  REQUIRE(masters.size() == 3);
+
+  auto client = MakeClient(cluster, 2000ms);
+  CHECK(client->layout().stored);
+  size_t expected_seen = 0;
+  for (const std::string& user : w.users) {
+    CheckAnswers(*client, w, user);
+    for (bool s : w.expected.at(user)) expected_seen += s;
+  }
+  // Unseen: exactly the candidates expected unseen.
+  {
+    const std::string& user = w.users.front();
+    std::vector<std::string> want;
+    for (size_t i = 0; i < w.candidates.at(user).size(); ++i)
+      if (!w.expected.at(user)[i]) want.push_back(w.candidates.at(user)[i]);
+    // Unseen queries at now: the written buckets are live.
+    CHECK(client->Unseen(user, w.candidates.at(user), 5000ms) == want);
+  }
+  // SeenBatch: users of all three masters in one call.
+  std::vector<exposure_filter::Query> queries;
+  for (const std::string& user : w.users) queries.push_back({user, w.candidates.at(user)});
+  queries.push_back({"", {"x"}});  // invalid: fails alone
+  exposure_filter::CallOptions call;
+  call.deadline = 5000ms;
+  call.at_unix_seconds = w.now_s;
+  const std::vector<exposure_filter::Result> results = client->SeenBatch(queries, call);
+  REQUIRE(results.size() == queries.size());
+  size_t batch_seen = 0;
+  for (size_t q = 0; q < w.users.size(); ++q) {
+    INFO(w.users[q] << ": " << results[q].error);
+    REQUIRE(results[q].ok);
+    CHECK_FALSE(results[q].failed_open);
+    CHECK(results[q].seen == w.expected.at(w.users[q]));
+    batch_seen += results[q].seen_count;
+  }
+  CHECK(batch_seen == expected_seen);
+  CHECK_FALSE(results.back().ok);
+  CHECK(results.back().code == exposure_filter::ErrorCode::kInvalidArgument);
+  CHECK(client->Ping(2000ms));
+  {
+    // BloomReader (tools, tests) through a router: the same answers.
+    ClusterRouter router(RouterOptions(cluster));
+    BloomReader reader(router, w.layout);
+    for (const std::string& user : w.users) {
+      auto r = reader.Check(user, w.candidates.at(user), w.now_s);
+      REQUIRE(r.ok());
+      CHECK(r->seen == w.expected.at(user));
+    }
+  }
+  CHECK(client->stats().redis_errors == 0);
+
+  // The CLI: one user per master.
+  std::set<int> cli_masters;
+  for (const std::string& user : w.users) {
+    if (!cli_masters.insert(w.master_of.at(user)).second) continue;
+    CheckCli(cluster, w, user, dir);
+  }
+
+  // layout show and stats with the same config.
+  test::RunResult show =
+      test::RunCommand({EF_BINARY, "layout", "show", "--set", "redis.address=" + cluster.seeds()});
+  INFO(show.out);
+  CHECK(show.code == 0);
+  CHECK_THAT(show.out, Catch::Contains("the stored layout is the configured one"));
+  test::RunResult stats = test::RunCommand(
+      {EF_BINARY, "layout", "stats", "--json", "--set", "redis.address=" + cluster.seeds()}, "",
+      true);
+  INFO(stats.out);
+  REQUIRE(stats.code == 0);
+  const auto j = nlohmann::json::parse(stats.out);
+  CHECK(j["keys"] == 2 * w.users.size());
+  CHECK(j["users"] == w.users.size());
+  test::RunResult upgrade = test::RunCommand(
+      {EF_BINARY, "layout", "upgrade", "--set", "redis.address=" + cluster.seeds()});
+  INFO(upgrade.out);
+  CHECK(upgrade.code == 0);
+  CHECK_THAT(upgrade.out, Catch::Contains("nothing to do"));
+}
+
+TEST_CASE("cluster readers: serve answers /v1/filter and /v1/filter:batch for every master",
+          "[cluster][readers]") {
+  LocalRedisCluster& cluster = Cluster();
+  test::TempDir dir;
+  const Written w = WriteUsers(cluster, "srv");
+  const int port = test::FreePort();
+  test::Process serve({EF_BINARY, "serve", "--set", "redis.address=" + cluster.seeds(), "--set",
+                       "serve.listen=127.0.0.1:" + std::to_string(port), "--set",
+                       "serve.timeout=2s", "--set", "metrics.listen="},
+                      dir.File("serve.log"));
+  REQUIRE(test::WaitFor(
+      [&] {
+        if (!serve.Running()) return true;
+        httplib::Client c("127.0.0.1", port);
+        auto r = c.Get("/readyz");
+        return r && r->status == 200;
+      },
+      30s));
+  INFO("serve output:\n" << serve.Output());
+  REQUIRE(serve.Running());
+  httplib::Client http("127.0.0.1", port);
+  nlohmann::json batch;
+  batch["requests"] = nlohmann::json::array();
+  std::vector<std::vector<std::string>> want_unseen;
+  for (const std::string& user : w.users) {
+    std::vector<std::string> want;
+    for (size_t i = 0; i < w.candidates.at(user).size(); ++i)
+      if (!w.expected.at(user)[i]) want.push_back(w.candidates.at(user)[i]);
+    nlohmann::json req;
+    req["user_id"] = user;
+    req["items"] = w.candidates.at(user);
+    auto r = http.Post("/v1/filter", req.dump(), "application/json");
+    REQUIRE(r);
+    INFO(user << ": " << r->body);
+    REQUIRE(r->status == 200);
+    const auto j = nlohmann::json::parse(r->body);
+    CHECK_FALSE(j.contains("failed_open"));
+    CHECK(j["unseen"].get<std::vector<std::string>>() == want);
+    batch["requests"].push_back(req);
+    want_unseen.push_back(std::move(want));
+  }
+  auto r = http.Post("/v1/filter:batch", batch.dump(), "application/json");
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 200);
+  const auto j = nlohmann::json::parse(r->body);
+  REQUIRE(j["results"].size() == w.users.size());
+  for (size_t q = 0; q < w.users.size(); ++q) {
+    CHECK_FALSE(j["results"][q].contains("failed_open"));
+    CHECK(j["results"][q]["unseen"].get<std::vector<std::string>>() == want_unseen[q]);
+  }
+  CHECK(serve.Stop(SIGTERM, 20s) == 0);
+}
+
+TEST_CASE(
+    "cluster readers: a user whose slot is migrating with its keys split between the nodes is "
+    "answered correctly (key by key) by the library and check",
+    "[cluster][readers][migration]") {
+  LocalRedisCluster& cluster = Cluster();
+  test::TempDir dir;
+  const Written w = WriteUsers(cluster, "mig");
+  const std::string user = w.users.front();
+  const uint16_t slot = KeySlot(MakeKey(w.layout.prefix, user, 0, w.layout.bucket_seconds));
+  const int from = w.master_of.at(user);
+  int to = -1;
+  for (int m : cluster.Masters())
+    if (m != from) to = m;
+  REQUIRE(to >= 0);
+  auto client = MakeClient(cluster, 2000ms);
+  CheckAnswers(*client, w, user);  // the router knows the slot's owner
+
+  cluster.BeginMigration(slot, from, to);
+  // The user's two keys (and nothing else in the slot): move one of them.
+  REQUIRE(cluster.MoveKeys(slot, 1) == 1);
+  {
+    // Redis itself refuses the user's MGET now: the case under test.
+    std::vector<std::string> mget = {"MGET"};
+    for (int64_t s : ReadBuckets(w.now_s, w.layout.window_seconds, w.layout.bucket_seconds))
+      mget.push_back(MakeKey(w.layout.prefix, user, s, w.layout.bucket_seconds));
+    const RedisReply direct = cluster.Command(from, mget);
+    REQUIRE(direct.type == RedisReply::Type::kError);
+    CHECK_THAT(direct.str, Catch::StartsWith("TRYAGAIN"));
+  }
+  const auto before = client->stats();
+  CheckAnswers(*client, w, user);
+  // And in a batch with users of other masters.
+  std::vector<exposure_filter::Query> queries;
+  for (const std::string& u : w.users) queries.push_back({u, w.candidates.at(u)});
+  exposure_filter::CallOptions call;
+  call.deadline = 5000ms;
+  call.at_unix_seconds = w.now_s;
+  const auto results = client->SeenBatch(queries, call);
+  for (size_t q = 0; q < w.users.size(); ++q) {
+    INFO(w.users[q] << ": " << results[q].error);
+    REQUIRE(results[q].ok);
+    CHECK_FALSE(results[q].failed_open);
+    CHECK(results[q].seen == w.expected.at(w.users[q]));
+  }
+  CHECK(client->stats().redis_errors == before.redis_errors);
+  CheckCli(cluster, w, user, dir);
+
+  cluster.FinishMigration(slot);
+  CheckAnswers(*client, w, user);
+  CHECK(client->stats().redis_errors == before.redis_errors);
+}
+
+TEST_CASE(
+    "cluster readers: a killed master fails its users open within the deadline, other "
+    "masters' users are answered, and all are correct again after the failover",
+    "[cluster][readers][failover]") {
+  LocalRedisCluster& cluster = Cluster();
+  const Written w = WriteUsers(cluster, "fo");
+  auto client = MakeClient(cluster, 300ms, 1);
+  for (const std::string& user : w.users) CheckAnswers(*client, w, user);
+  // Let the replicas have every write before the master goes.
+  for (int m : cluster.Masters()) {
+    const RedisReply r = cluster.Command(m, {"WAIT", "1", "5000"});
+    REQUIRE(r.type == RedisReply::Type::kInteger);
+    REQUIRE(r.integer == 1);
+  }
+  // The master of the meta key: the hardest case (the layout cannot be re-read).
+  const int victim = cluster.MasterForSlot(KeySlot(MetaKey(w.layout.prefix)));
+  std::string victim_user;
+  for (const std::string& user : w.users)
+    if (w.master_of.at(user) == victim && victim_user.empty()) victim_user = user;
+  REQUIRE_FALSE(victim_user.empty());
+  cluster.Kill(victim);
+
+  // Its user: failed open within the deadline (300 ms and scheduling slack).
+  exposure_filter::CallOptions call;
+  call.at_unix_seconds = w.now_s;
+  const auto t0 = std::chrono::steady_clock::now();
+  const exposure_filter::Result r = client->Seen(victim_user, w.candidates.at(victim_user), call);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  INFO(r.error);
+  CHECK(r.ok);
+  CHECK(r.failed_open);
+  CHECK(r.seen_count == 0);
+  CHECK(took < 300ms + 700ms);
+  CHECK(client->stats().failed_open >= 1);
+  // Users of the other masters: answered (the meta's master may be the victim:
+  // the client keeps the layout it read).
+  for (const std::string& user : w.users) {
+    if (w.master_of.at(user) == victim) continue;
+    call.deadline = 5000ms;
+    const exposure_filter::Result other = client->Seen(user, w.candidates.at(user), call);
+    INFO(user << ": " << other.error);
+    CHECK(other.ok);
+    CHECK_FALSE(other.failed_open);
+    CHECK(other.seen == w.expected.at(user));
+  }
+
+  cluster.AwaitHealthy();
+  // After the failover, within a few calls (the router re-reads the topology):
+  // every user correct, through the same client.
+  REQUIRE(test::WaitFor(
+      [&] {
+        exposure_filter::CallOptions c;
+        c.at_unix_seconds = w.now_s;
+        c.deadline = 2000ms;
+        return !client->Seen(victim_user, w.candidates.at(victim_user), c).failed_open;
+      },
+      30s));
+  for (const std::string& user : w.users) CheckAnswers(*client, w, user);
+}
+
+}  // namespace ef
