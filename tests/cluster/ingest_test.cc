@@ -18,6 +18,7 @@
 #include "config/config.h"
 #include "redis/bloom_reader.h"
 #include "redis/cluster.h"
+#include "support/process.h"
 #include "support/redis_cluster.h"
 #include "support/stack.h"
 #include "support/wait.h"
@@ -199,6 +200,26 @@ TEST_CASE("cluster: a manual CLUSTER FAILOVER during ingest loses nothing",
   INFO("daemon: " << Tail(daemon->Output()));
   REQUIRE(stack.AwaitCommitted(*daemon, 90s));
   CHECK(ClusterMissing(cluster, DefaultLayout(), all).empty());
+}
+
+TEST_CASE("cluster: replay writes a topic's range into the cluster", "[cluster][replay]") {
+  LocalRedisCluster cluster;
+  Stack stack(2);
+  const std::string config = ClusterConfig(stack, cluster);
+  const int64_t now_ms = SystemClock().NowMs();
+  const auto events = test::MakeEvents("rp", 200, 4, 2, now_ms, 7);
+  stack.Produce(events);
+  auto r = test::RunCommand({EF_BINARY, "replay", "-c", config, "--since", "3d"}, "",
+                            /*stdout_only=*/true);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(ClusterMissing(cluster, DefaultLayout(), events).empty());
+  // The meta went to its slot's master through the router.
+  ClusterRouter router(RouterOptions(cluster));
+  REQUIRE(router.Discover().ok());
+  auto meta = router.Command("ef:meta", {"HGET", "ef:meta", "version"});
+  REQUIRE(meta.ok());
+  CHECK(meta->str == "2");
 }
 
 }  // namespace ef
