@@ -33,6 +33,8 @@
 #include "loadgen/generator.h"
 #include "pipeline/coalescer.h"
 #include "redis/bit_writer.h"
+#include "redis/cluster.h"
+#include "redis/cluster_writer.h"
 #include "redis/connection.h"
 #include "redis/meta.h"
 
@@ -137,13 +139,35 @@ int BenchRedis(BenchRedisArgs& a) {
   auto redis = RedisOptionsFromConfig(config->redis);
   if (!redis.ok()) return Fail(redis.status(), kExitUsage);
 
+  // The nodes written to: the one Redis, or every master of a Redis Cluster.
+  auto use_cluster = UseCluster(*redis);
+  if (!use_cluster.ok()) return Fail(use_cluster.status());
+  std::unique_ptr<RedisConnection> single;
+  std::unique_ptr<ClusterRouter> router;
+  std::vector<RedisConnection*> nodes;
+  std::string where;
+  if (*use_cluster) {
+    auto ro = ClusterOptionsFrom(*redis);
+    if (!ro.ok()) return Fail(ro.status(), kExitUsage);
+    router = std::make_unique<ClusterRouter>(*ro);
+    if (Status ds = router->Discover(); !ds.ok()) return Fail(ds);
+    for (const auto& shard : router->slot_map().shards()) {
+      auto c = router->Connection(shard.master);
+      if (!c.ok()) return Fail(c.status());
+      nodes.push_back(*c);
+    }
+    where = "Redis Cluster (" + std::to_string(nodes.size()) + " masters)";
+  } else {
+    auto control = RedisConnection::Connect(*redis);
+    if (!control.ok()) return Fail(control.status());
+    single = std::move(control.value());
+    nodes.push_back(single.get());
+    where = single->address() + " db " + std::to_string(redis->db);
+  }
   // Refuse to write benchmark bits into data that may be production's.
-  auto control = RedisConnection::Connect(*redis);
-  if (!control.ok()) return Fail(control.status());
-  RedisConnection& conn = **control;
-  const std::string where = conn.address() + " db " + std::to_string(redis->db);
-  if (!a.allow_existing) {
-    auto existing = FindExistingKey(conn, layout->prefix);
+  for (RedisConnection* node : nodes) {
+    if (a.allow_existing) break;
+    auto existing = FindExistingKey(*node, layout->prefix);
     if (!existing.ok()) return Fail(existing.status());
     if (!existing->empty())
       return Fail(FailedPrecondition(
@@ -155,8 +179,19 @@ int BenchRedis(BenchRedisArgs& a) {
                   kExitUsage);
   }
   Layout effective;
-  Status st = EnsureMeta(conn, *layout, &effective);
+  Status st =
+      router ? EnsureMeta(*router, *layout, &effective) : EnsureMeta(*single, *layout, &effective);
   if (!st.ok()) return Fail(st, kExitUsage);
+  // Redis CPU: summed over the nodes.
+  auto redis_cpu_seconds = [&]() -> StatusOr<double> {
+    double sum = 0;
+    for (RedisConnection* node : nodes) {
+      auto c = RedisCpuSeconds(*node);
+      if (!c.ok()) return c.status();
+      sum += *c;
+    }
+    return sum;
+  };
 
   // Preparation: the daemon's decode and coalesce, batch by batch, kept in memory.
   using SC = std::chrono::steady_clock;
@@ -225,11 +260,15 @@ int BenchRedis(BenchRedisArgs& a) {
   // the timed part holds writes only. With several connections, writer t writes
   // batches t, t+n, t+2n, ... on a thread of its own.
   const size_t n_conn = std::min<size_t>(a.connections, batches.size());
-  std::vector<std::unique_ptr<RedisBitWriter>> writers;
+  std::vector<std::unique_ptr<BitSink>> writers;
   WriteStats total;
   for (size_t t = 0; t < n_conn; ++t) {
-    writers.push_back(std::make_unique<RedisBitWriter>(
-        BitWriterOptionsFromConfig(config->redis, *redis, *layout)));
+    BitWriterOptions wo = BitWriterOptionsFromConfig(config->redis, *redis, *layout);
+    if (router) {
+      writers.push_back(std::make_unique<ClusterBitWriter>(wo, *ClusterOptionsFrom(*redis)));
+    } else {
+      writers.push_back(std::make_unique<RedisBitWriter>(wo));
+    }
     st = writers.back()->Write(BitBatch{}, &total);
     if (!st.ok()) return Fail(st);
   }
@@ -238,7 +277,7 @@ int BenchRedis(BenchRedisArgs& a) {
                  batches.size(), where.c_str(), n_conn);
 
   // Timed part.
-  auto cpu_before = RedisCpuSeconds(conn);
+  auto cpu_before = redis_cpu_seconds();
   if (!cpu_before.ok()) return Fail(cpu_before.status());
   const auto start = SC::now();
   std::vector<WriteStats> stats(n_conn);
@@ -270,7 +309,7 @@ int BenchRedis(BenchRedisArgs& a) {
     total += stats[t];
   }
   const double seconds = std::chrono::duration<double>(SC::now() - start).count();
-  auto cpu_after = RedisCpuSeconds(conn);
+  auto cpu_after = redis_cpu_seconds();
   if (!cpu_after.ok()) return Fail(cpu_after.status());
 
   const double redis_cpu = *cpu_after - *cpu_before;

@@ -202,6 +202,24 @@ TEST_CASE("cluster: a manual CLUSTER FAILOVER during ingest loses nothing",
   CHECK(ClusterMissing(cluster, DefaultLayout(), all).empty());
 }
 
+TEST_CASE("cluster: bench-redis writes into every master and reports Redis CPU of all",
+          "[cluster][bench_redis]") {
+  LocalRedisCluster cluster;
+  auto r = test::RunCommand({EF_BINARY, "bench-redis", "--json", "-n", "20000", "--users", "5000",
+                             "--set", "redis.address=" + cluster.seeds()},
+                            "", /*stdout_only=*/true);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const std::string last = r.out.substr(r.out.rfind('{'));
+  CHECK(last.find("\"events\":20000") != std::string::npos);
+  for (int m : cluster.Masters()) CHECK(cluster.Command(m, {"DBSIZE"}).integer > 100);
+  // A second run refuses: the cluster holds filter keys now.
+  auto again = test::RunCommand(
+      {EF_BINARY, "bench-redis", "-n", "1000", "--set", "redis.address=" + cluster.seeds()});
+  CHECK(again.code == 2);
+  CHECK(again.out.find("already has keys") != std::string::npos);
+}
+
 TEST_CASE("cluster: replay writes a topic's range into the cluster", "[cluster][replay]") {
   LocalRedisCluster cluster;
   Stack stack(2);
