@@ -24,15 +24,6 @@ namespace {
 
 using test::LocalRedisCluster;
 
-ClusterRouterOptions RouterOptions(const LocalRedisCluster& cluster) {
-  ClusterRouterOptions o;
-  auto seeds = ParseSeedList(cluster.seeds());
-  REQUIRE(seeds.ok());
-  o.seeds = *seeds;
-  o.deadline_ms = 10000;
-  return o;
-}
-
 // A v1 batch: key i gets positions {i, i + 7, 100 + i} and expiry `expire_at`.
 BitBatch MakeBatch(const std::vector<std::string>& keys, int64_t expire_at) {
   BitBatch b;
@@ -75,7 +66,7 @@ TEST_CASE("ClusterBitWriter: a slot half migrated - moved and new keys follow AS
   const Layout layout = V1Layout();
   BitWriterOptions wo;
   wo.layout = layout;
-  ClusterBitWriter writer(wo, RouterOptions(cluster));
+  ClusterBitWriter writer(wo, cluster.RouterOptions(10000));
 
   // 40 keys of one user (one slot), and 200 users spread over every master.
   std::vector<std::string> keys;
@@ -104,7 +95,7 @@ TEST_CASE("ClusterBitWriter: a slot half migrated - moved and new keys follow AS
   CHECK(cluster.Command(to, {"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)}).integer == 30);
 
   cluster.FinishMigration(slot);
-  ClusterRouter router(RouterOptions(cluster));
+  ClusterRouter router(cluster.RouterOptions(10000));
   REQUIRE(router.Discover().ok());
   for (size_t i = 0; i < keys.size(); ++i) {
     INFO("key " << keys[i]);

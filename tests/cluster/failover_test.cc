@@ -22,15 +22,6 @@ LocalRedisCluster& Cluster() {
   return cluster;
 }
 
-ClusterRouterOptions RouterOptions(const LocalRedisCluster& cluster, int64_t deadline_ms) {
-  ClusterRouterOptions o;
-  auto seeds = ParseSeedList(cluster.seeds());
-  REQUIRE(seeds.ok());
-  o.seeds = *seeds;
-  o.deadline_ms = deadline_ms;
-  return o;
-}
-
 // `n` SET commands of keys spread over every slot range, values tagged `round`.
 std::vector<ClusterRouter::SlotCommand> Writes(const std::string& prefix, int n,
                                                const std::string& round) {
@@ -66,7 +57,7 @@ TEST_CASE(
     "deadline on the new master",
     "[cluster][failover]") {
   LocalRedisCluster& cluster = Cluster();
-  ClusterRouter router(RouterOptions(cluster, 30000));
+  ClusterRouter router(cluster.RouterOptions(30000));
   constexpr int kKeys = 1500;
   REQUIRE(router.Commands(Writes("kill", kKeys, "a")).ok());
   const uint16_t slot = KeySlot("kill:{u0}");
@@ -104,7 +95,7 @@ TEST_CASE(
 TEST_CASE("ClusterRouter: CLUSTER FAILOVER on a replica - the router follows the new master",
           "[cluster][failover]") {
   LocalRedisCluster& cluster = Cluster();
-  ClusterRouter router(RouterOptions(cluster, 20000));
+  ClusterRouter router(cluster.RouterOptions(20000));
   constexpr int kKeys = 1500;
   REQUIRE(router.Commands(Writes("manual", kKeys, "a")).ok());
   const uint16_t slot = KeySlot("manual:{u0}");
@@ -130,7 +121,7 @@ TEST_CASE(
     "the node and the error - and recovers once the nodes are back",
     "[cluster][failover]") {
   LocalRedisCluster& cluster = Cluster();
-  ClusterRouter router(RouterOptions(cluster, 1500));
+  ClusterRouter router(cluster.RouterOptions(1500));
   const std::string key = "down:{u1}";
   REQUIRE(router.Command(key, {"SET", key, "1"}).ok());
   const int master = cluster.MasterForSlot(KeySlot(key));

@@ -75,15 +75,6 @@ std::vector<bool> Expected(const Layout& layout, const std::vector<std::set<uint
   return out;
 }
 
-ClusterRouterOptions RouterOptions(const LocalRedisCluster& cluster) {
-  ClusterRouterOptions o;
-  auto seeds = ParseSeedList(cluster.seeds());
-  REQUIRE(seeds.ok());
-  o.seeds = *seeds;
-  o.deadline_ms = 20000;
-  return o;
-}
-
 // Users on every master, each with items in this bucket and the previous one,
 // and the meta (EnsureMeta through the router).
 Written WriteUsers(LocalRedisCluster& cluster, const std::string& tag) {
@@ -96,7 +87,7 @@ Written WriteUsers(LocalRedisCluster& cluster, const std::string& tag) {
   const int64_t bucket = BucketStart(w.now_s, w.layout.bucket_seconds);
   const int64_t previous = bucket - w.layout.bucket_seconds;
 
-  ClusterRouter router(RouterOptions(cluster));
+  ClusterRouter router(cluster.RouterOptions());
   REQUIRE(router.Discover().ok());
   Layout effective;
   REQUIRE(EnsureMeta(router, w.layout, &effective).ok());
@@ -273,7 +264,7 @@ TEST_CASE(
   CHECK(client->Ping(2000ms));
   {
     // BloomReader (tools, tests) through a router: the same answers.
-    ClusterRouter router(RouterOptions(cluster));
+    ClusterRouter router(cluster.RouterOptions());
     BloomReader reader(router, w.layout);
     for (const std::string& user : w.users) {
       auto r = reader.Check(user, w.candidates.at(user), w.now_s);

@@ -31,15 +31,6 @@ LocalRedisCluster& Cluster() {
   return cluster;
 }
 
-ClusterRouterOptions RouterOptions(const LocalRedisCluster& cluster, int64_t deadline_ms = 20000) {
-  ClusterRouterOptions o;
-  auto seeds = ParseSeedList(cluster.seeds());
-  REQUIRE(seeds.ok());
-  o.seeds = *seeds;
-  o.deadline_ms = deadline_ms;
-  return o;
-}
-
 // Slot -> master port from one node's CLUSTER SLOTS, read independently of SlotMap.
 struct RawSlots {
   std::vector<int> master_port = std::vector<int>(kClusterSlots, 0);
@@ -87,7 +78,7 @@ TEST_CASE("LocalRedisCluster: 3 masters and 3 replicas, each master with one rep
 TEST_CASE("ClusterRouter: the discovered slot map equals CLUSTER SLOTS of every node",
           "[cluster]") {
   LocalRedisCluster& cluster = Cluster();
-  ClusterRouter router(RouterOptions(cluster));
+  ClusterRouter router(cluster.RouterOptions());
   REQUIRE(router.Discover().ok());
   CHECK_FALSE(router.not_a_cluster());
   const SlotMap& map = router.slot_map();
@@ -135,7 +126,7 @@ TEST_CASE("ClusterRouter: the discovered slot map equals CLUSTER SLOTS of every 
   }
 
   // A dead first seed: the next one answers.
-  ClusterRouterOptions o = RouterOptions(cluster);
+  ClusterRouterOptions o = cluster.RouterOptions();
   o.seeds.insert(o.seeds.begin(), NodeAddress{"127.0.0.1", test::FreePort()});
   ClusterRouter second(o);
   REQUIRE(second.Discover().ok());
@@ -188,7 +179,7 @@ TEST_CASE(
     "in input order",
     "[cluster]") {
   LocalRedisCluster& cluster = Cluster();
-  ClusterRouter router(RouterOptions(cluster));
+  ClusterRouter router(cluster.RouterOptions());
   std::vector<ClusterRouter::SlotCommand> writes, reads;
   constexpr int kKeys = 3000;
   for (int i = 0; i < kKeys; ++i) {
@@ -257,7 +248,7 @@ TEST_CASE(
     "hold up the others",
     "[cluster]") {
   LocalRedisCluster& cluster = Cluster();
-  ClusterRouterOptions options = RouterOptions(cluster, 60000);
+  ClusterRouterOptions options = cluster.RouterOptions(60000);
   options.redis.command_timeout_ms = 60000;  // A's write waits out the pause, no timeout
   ClusterRouter router(options);
   REQUIRE(router.Discover().ok());
@@ -299,7 +290,7 @@ TEST_CASE(
     "until the migration ends",
     "[cluster]") {
   LocalRedisCluster& cluster = Cluster();
-  ClusterRouter router(RouterOptions(cluster, 30000));
+  ClusterRouter router(cluster.RouterOptions(30000));
   const std::string k1 = "try:{user-t}:1", k2 = "try:{user-t}:2";
   const uint16_t slot = KeySlot(k1);
   REQUIRE(router.Commands({{slot, {"SET", k1, "x"}}, {slot, {"SET", k2, "y"}}}).ok());
@@ -341,7 +332,7 @@ TEST_CASE(
     "write lands on the new owner",
     "[cluster]") {
   LocalRedisCluster& cluster = Cluster();
-  ClusterRouterOptions options = RouterOptions(cluster);
+  ClusterRouterOptions options = cluster.RouterOptions();
   options.refresh_interval_ms = 0;  // every MOVED re-reads the topology at once
   ClusterRouter router(options);
   const std::string key = "moved:{user-m}:1";
@@ -357,7 +348,7 @@ TEST_CASE(
   REQUIRE(to >= 0);
   CHECK(router.slot_map().MasterOf(slot)->port == cluster.port(from));
   // A router whose refreshes are rate-limited away: the MOVED alone steers it.
-  ClusterRouterOptions limited_options = RouterOptions(cluster);
+  ClusterRouterOptions limited_options = cluster.RouterOptions();
   limited_options.refresh_interval_ms = 1000 * 1000 * 1000;
   ClusterRouter limited(limited_options);
   REQUIRE(limited.Discover().ok());
@@ -410,7 +401,7 @@ TEST_CASE(
     "the target with ASKING",
     "[cluster]") {
   LocalRedisCluster& cluster = Cluster();
-  ClusterRouter router(RouterOptions(cluster));
+  ClusterRouter router(cluster.RouterOptions());
   const std::string old_key = "ask:{user-a}:old";
   const std::string new_key = "ask:{user-a}:new";
   const uint16_t slot = KeySlot(old_key);
@@ -488,7 +479,7 @@ TEST_CASE("ClusterRouter: a plain redis-server is not a cluster - DetectCluster 
 
 TEST_CASE("ClusterRouter: db != 0 refused - no seed answering fails within the deadline",
           "[cluster]") {
-  ClusterRouterOptions o = RouterOptions(Cluster(), 300);
+  ClusterRouterOptions o = Cluster().RouterOptions(300);
   o.redis.db = 2;
   ClusterRouter with_db(o);
   const Status st = with_db.Discover();

@@ -139,6 +139,15 @@ std::string LocalRedisCluster::seeds() const {
   return out;
 }
 
+ClusterRouterOptions LocalRedisCluster::RouterOptions(int64_t deadline_ms) const {
+  ClusterRouterOptions o;
+  auto seeds = ParseSeedList(this->seeds());
+  if (!seeds.ok()) throw std::runtime_error("cluster seeds: " + seeds.status().message());
+  o.seeds = *seeds;
+  o.deadline_ms = deadline_ms;
+  return o;
+}
+
 bool LocalRedisCluster::running(int node) const {
   const auto& p = nodes_.at(static_cast<size_t>(node))->process;
   return p && p->Running();

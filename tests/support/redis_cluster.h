@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "redis/cluster.h"
 #include "redis/connection.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
@@ -57,6 +58,8 @@ class LocalRedisCluster {
   int size() const { return static_cast<int>(nodes_.size()); }
   // "127.0.0.1:p0,127.0.0.1:p1,..." (every node: a redis.address value).
   std::string seeds() const;
+  // Options for a ClusterRouter over this cluster: every node a seed.
+  ClusterRouterOptions RouterOptions(int64_t deadline_ms = 20000) const;
   int port(int node) const { return nodes_.at(static_cast<size_t>(node))->port; }
   std::string address(int node) const { return "127.0.0.1:" + std::to_string(port(node)); }
   const std::string& id(int node) const { return nodes_.at(static_cast<size_t>(node))->id; }
