@@ -59,6 +59,14 @@ std::vector<std::string> ClusterMissing(const LocalRedisCluster& cluster, const 
   return missing;
 }
 
+// Prints (always) what a fault test checked, for the logs and the closing notes.
+void Report(const std::string& what, const std::vector<TestEvent>& events, size_t missing) {
+  size_t items = 0;
+  for (const auto& e : events) items += e.items.size();
+  WARN(what << ": " << events.size() << " events, " << items << " items, " << missing
+            << " false negatives");
+}
+
 Layout DefaultLayout() {
   auto l = LayoutFromConfig(FilterConfig{});
   REQUIRE(l.ok());
@@ -147,7 +155,9 @@ TEST_CASE("cluster: slots resharded during ingest lose nothing (MOVED and ASK fo
   cluster.AwaitHealthy();
   INFO("daemon: " << Tail(daemon->Output()));
   REQUIRE(stack.AwaitCommitted(*daemon, 90s));
-  CHECK(ClusterMissing(cluster, DefaultLayout(), all).empty());
+  const auto missing = ClusterMissing(cluster, DefaultLayout(), all);
+  Report("reshard of 1500 slots during ingest", all, missing.size());
+  CHECK(missing.empty());
   // The writes did meet the migration: redirections were followed, not failed.
   CHECK(daemon->Output().find("followed a MOVED") != std::string::npos);
 }
@@ -156,7 +166,7 @@ namespace {
 
 // Ingest with wait_replicas 1; `fault` strikes once the first events are
 // committed, while more are produced; then zero false negatives.
-void IngestThroughFault(const std::string& tag, uint64_t seed,
+void IngestThroughFault(const std::string& what, const std::string& tag, uint64_t seed,
                         const std::function<void(LocalRedisCluster&)>& fault) {
   LocalRedisCluster cluster;
   Stack stack(4);
@@ -173,7 +183,9 @@ void IngestThroughFault(const std::string& tag, uint64_t seed,
   cluster.AwaitHealthy();
   INFO("daemon: " << Tail(daemon->Output()));
   REQUIRE(stack.AwaitCommitted(*daemon, 90s));
-  CHECK(ClusterMissing(cluster, DefaultLayout(), all).empty());
+  const auto missing = ClusterMissing(cluster, DefaultLayout(), all);
+  Report(what, all, missing.size());
+  CHECK(missing.empty());
 }
 
 }  // namespace
@@ -181,12 +193,13 @@ void IngestThroughFault(const std::string& tag, uint64_t seed,
 TEST_CASE("cluster: a master killed during ingest with wait_replicas 1 loses nothing",
           "[cluster][ingest][failover]") {
   // The killed master's replica takes over (AwaitHealthy).
-  IngestThroughFault("kill", 3, [](LocalRedisCluster& c) { c.Kill(c.Masters().front()); });
+  IngestThroughFault("master SIGKILLed during ingest", "kill", 3,
+                     [](LocalRedisCluster& c) { c.Kill(c.Masters().front()); });
 }
 
 TEST_CASE("cluster: a manual CLUSTER FAILOVER during ingest loses nothing",
           "[cluster][ingest][failover]") {
-  IngestThroughFault("fo", 5, [](LocalRedisCluster& c) {
+  IngestThroughFault("CLUSTER FAILOVER during ingest", "fo", 5, [](LocalRedisCluster& c) {
     const int replica = c.ReplicaOf(c.Masters().front());
     REQUIRE(replica >= 0);
     c.FailoverTo(replica);
