@@ -322,7 +322,9 @@ std::vector<Field> BuildFields() {
   t.push_back(DurationField("redis.retry_backoff_max", &C::redis,
                             &RedisConfig::retry_backoff_max_ms, 1, 1, 10 * kMinute));
   t.push_back(StringField("redis.write_mode", &C::redis, &RedisConfig::write_mode,
-                          OneOf({"bitfield", "setbit"})));
+                          OneOf({"auto", "module", "bitfield", "bitop", "setbit"})));
+  t.push_back(
+      IntField("redis.bitop_threshold", &C::redis, &RedisConfig::bitop_threshold, 0, 1'000'000));
   t.push_back(IntField("redis.expire_cache_keys", &C::redis, &RedisConfig::expire_cache_keys, 0,
                        1'000'000'000));
   t.push_back(DurationField("redis.expire_refresh", &C::redis, &RedisConfig::expire_refresh_ms, 1,

@@ -5,18 +5,45 @@
 #include <algorithm>
 #include <climits>
 #include <ctime>
+#include <random>
 
 #include "bloom/keys.h"
 #include "common/printable.h"
 #include "redis/cluster.h"
 #include "redis/meta.h"
+#include "redis/module_probe.h"
 
 namespace ef {
+
+WriteMode ParseWriteMode(const std::string& name) {
+  if (name == "setbit") return WriteMode::kSetbit;
+  if (name == "module") return WriteMode::kModule;
+  if (name == "bitop") return WriteMode::kBitop;
+  if (name == "auto") return WriteMode::kAuto;
+  return WriteMode::kBitfield;
+}
+
+const char* WriteModeName(WriteMode mode) {
+  switch (mode) {
+    case WriteMode::kBitfield:
+      return "bitfield";
+    case WriteMode::kSetbit:
+      return "setbit";
+    case WriteMode::kModule:
+      return "module";
+    case WriteMode::kBitop:
+      return "bitop";
+    case WriteMode::kAuto:
+      return "auto";
+  }
+  return "?";
+}
 
 BitWriterOptions BitWriterOptionsFromConfig(const RedisConfig& config, const RedisOptions& redis) {
   BitWriterOptions wo;
   wo.redis = redis;
-  wo.mode = config.write_mode == "setbit" ? WriteMode::kSetbit : WriteMode::kBitfield;
+  wo.mode = ParseWriteMode(config.write_mode);
+  wo.bitop_threshold = static_cast<size_t>(config.bitop_threshold);
   wo.expire_cache_keys = static_cast<size_t>(config.expire_cache_keys);
   wo.expire_refresh_s = config.expire_refresh_ms / 1000;
   return wo;
@@ -31,7 +58,43 @@ BitWriterOptions BitWriterOptionsFromConfig(const RedisConfig& config, const Red
 
 RedisBitWriter::RedisBitWriter(BitWriterOptions options)
     : options_(std::move(options)),
-      expire_cache_(options_.expire_cache_keys, options_.expire_refresh_s) {}
+      expire_cache_(options_.expire_cache_keys, options_.expire_refresh_s),
+      mode_(options_.mode) {
+  std::random_device rd;
+  const uint64_t id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(id));
+  tmp_suffix_ = std::string(":ef-tmp:") + hex;
+}
+
+Status RedisBitWriter::ChooseMode(RedisConnection& conn) {
+  if (options_.mode != WriteMode::kAuto && options_.mode != WriteMode::kModule) return Status::Ok();
+  auto probe = ProbeModule(conn, options_.redis);
+  if (!probe.ok()) return probe.status();
+  if (options_.mode == WriteMode::kModule) {
+    if (!probe->usable())
+      return Unavailable(
+          "redis " + conn.address() +
+          ": redis.write_mode is module, but EF.SETBITS is not usable: " + probe->reason);
+    return Status::Ok();
+  }
+  const WriteMode chosen = probe->usable() ? WriteMode::kModule : WriteMode::kBitop;
+  if (chosen != mode_) {
+    if (chosen == WriteMode::kModule) {
+      spdlog::info(
+          "redis {}: write_mode auto: writing with EF.SETBITS (module ef version {} on the node "
+          "and on its {} replica(s))",
+          conn.address(), probe->master_version, probe->replicas_total);
+    } else {
+      spdlog::info(
+          "redis {}: write_mode auto: writing with plain Redis (BITFIELD, MULTI/BITOP for keys "
+          "with more than {} bits in a batch), not EF.SETBITS: {}",
+          conn.address(), options_.bitop_threshold, probe->reason);
+    }
+  }
+  mode_ = chosen;
+  return Status::Ok();
+}
 
 RedisBitWriter::~RedisBitWriter() {
   if (worker_.joinable()) {
@@ -69,10 +132,17 @@ Status RedisBitWriter::CheckMeta(RedisConnection& conn) {
 }
 
 Status RedisBitWriter::RecheckMeta(int64_t now_s) {
-  if (!options_.layout || options_.layout->version() == 1 || stages_.size() > 1)
-    return Status::Ok();
-  if (now_s < next_meta_check_s_) return Status::Ok();
-  next_meta_check_s_ = now_s + 10;
+  if (!options_.layout) return Status::Ok();
+  if (mode_ == WriteMode::kModule) {
+    // No write tells a lost key (FLUSHALL) from a new one here (no sentinel):
+    // ensure the meta every module_meta_check_s instead.
+    if (now_s < next_meta_check_s_) return Status::Ok();
+    next_meta_check_s_ = now_s + options_.module_meta_check_s;
+  } else {
+    if (options_.layout->version() == 1 || stages_.size() > 1) return Status::Ok();
+    if (now_s < next_meta_check_s_) return Status::Ok();
+    next_meta_check_s_ = now_s + 10;
+  }
   Status st = CheckMeta(*conn_);
   if (!st.ok() && st.code() == StatusCode::kUnavailable) conn_.reset();
   return st;
@@ -88,13 +158,37 @@ Status RedisBitWriter::EnsureConnected() {
   expire_cache_.Clear();
   forget_states_ = false;
   EF_RETURN_IF_ERROR(CheckMeta(**conn));
+  EF_RETURN_IF_ERROR(ChooseMode(**conn));
+  if (mode_ == WriteMode::kModule)
+    next_meta_check_s_ = static_cast<int64_t>(std::time(nullptr)) + options_.module_meta_check_s;
   conn_ = std::move(conn.value());
   return Status::Ok();
 }
 
 size_t RedisBitWriter::AppendBits(const std::string& key, const uint32_t* p, size_t n,
-                                  const uint32_t* probe) {
-  if (options_.mode == WriteMode::kBitfield) {
+                                  const uint32_t* probe, int64_t expire_at) {
+  if (mode_ == WriteMode::kModule) {
+    BeginCommand();
+    buffer_.append("*4\r\n$10\r\nEF.SETBITS\r\n");
+    AppendRespBulk(key, &buffer_);
+    buffer_.push_back('$');
+    buffer_.append(std::to_string(4 * n));
+    buffer_.append("\r\n");
+    const size_t at = buffer_.size();
+    buffer_.resize(at + 4 * n);
+    char* out = buffer_.data() + at;
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t v = p[i];
+      out[4 * i] = static_cast<char>(v & 0xff);
+      out[4 * i + 1] = static_cast<char>((v >> 8) & 0xff);
+      out[4 * i + 2] = static_cast<char>((v >> 16) & 0xff);
+      out[4 * i + 3] = static_cast<char>(v >> 24);
+    }
+    buffer_.append("\r\n");
+    AppendRespBulk(static_cast<uint64_t>(expire_at), &buffer_);
+    return 1;
+  }
+  if (mode_ != WriteMode::kSetbit) {  // bitfield, and bitop's sparse keys
     BeginCommand();
     AppendRespArrayHeader(2 + 4 * n + (probe ? 3 : 0), &buffer_);
     AppendRespBulk("BITFIELD", &buffer_);
@@ -119,6 +213,69 @@ size_t RedisBitWriter::AppendBits(const std::string& key, const uint32_t* p, siz
     buffer_.append("$1\r\n1\r\n");
   }
   return n;
+}
+
+// A temporary key in key's slot (Redis Cluster): under its hash tag, or, without
+// one, under a tag that is the whole key. False if no such name exists.
+static bool TmpKey(const std::string& key, const std::string& suffix, bool cluster,
+                   std::string* tmp) {
+  const size_t open = key.find('{');
+  const size_t close = open == std::string::npos ? open : key.find('}', open + 1);
+  if (close != std::string::npos && close > open + 1) {
+    tmp->assign(key, open, close - open + 1);
+  } else {
+    tmp->assign("{");
+    tmp->append(key);
+    tmp->push_back('}');
+  }
+  tmp->append(suffix);
+  return !cluster || KeySlot(*tmp) == KeySlot(key);
+}
+
+size_t RedisBitWriter::AppendBitop(const BitBatch& batch, size_t k) {
+  const KeyBits& kb = batch.keys[k];
+  std::string tmp;
+  TmpKey(kb.key, tmp_suffix_, options_.cluster_node, &tmp);
+  // The mask: every position of the key in this batch (Redis bit order: bit 0 is
+  // the high bit of byte 0).
+  mask_.clear();
+  auto set = [this](const uint32_t* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      const size_t byte = p[i] >> 3;
+      if (byte >= mask_.size()) mask_.resize(byte + 1, '\0');
+      mask_[byte] = static_cast<char>(static_cast<uint8_t>(mask_[byte]) | (0x80u >> (p[i] & 7)));
+    }
+  };
+  const bool staged = stages_.size() > 1;
+  const KeyPlan* plan = staged ? &plans_[k] : nullptr;
+  if (plan) {
+    for (size_t g = plan->first_group; g < plan->first_group + plan->n_groups; ++g)
+      set(groups_[g].p, groups_[g].n);
+  } else {
+    set(kb.positions.data(), kb.positions.size());
+  }
+  buffer_.append("*1\r\n$5\r\nMULTI\r\n");
+  buffer_.append("*5\r\n$3\r\nSET\r\n");
+  AppendRespBulk(tmp, &buffer_);
+  AppendRespBulk(mask_, &buffer_);
+  buffer_.append("$2\r\nPX\r\n$5\r\n60000\r\n");
+  buffer_.append("*5\r\n$5\r\nBITOP\r\n$2\r\nOR\r\n");
+  AppendRespBulk(kb.key, &buffer_);
+  AppendRespBulk(kb.key, &buffer_);
+  AppendRespBulk(tmp, &buffer_);
+  buffer_.append("*2\r\n$3\r\nDEL\r\n");
+  AppendRespBulk(tmp, &buffer_);
+  AppendExpire(kb);
+  buffer_.append("*1\r\n$4\r\nEXEC\r\n");
+  if (!plan) return 6;
+  // The fill of the last stage written (the one the key's stage state tracks).
+  const Stage& stage = stages_[groups_[plan->first_group + plan->n_groups - 1].stage];
+  const uint64_t first = stage.offset / 8;
+  buffer_.append("*4\r\n$8\r\nBITCOUNT\r\n");
+  AppendRespBulk(kb.key, &buffer_);
+  AppendRespBulk(first, &buffer_);
+  AppendRespBulk(first + (static_cast<uint64_t>(stage.m) + 7) / 8 - 1, &buffer_);
+  return 7;
 }
 
 void RedisBitWriter::AppendExpire(const KeyBits& kb) {
@@ -348,90 +505,175 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
     for (size_t k = 0; k < batch.size; ++k) key_hash_[k] = ExpireCache::KeyHash(batch.keys[k].key);
   const bool staged = stages_.size() > 1;
   if (staged) EF_RETURN_IF_ERROR(PlanStages(batch, now_s, &local));
-  const bool bitfield = options_.mode == WriteMode::kBitfield;
-  size_t i = 0;
-  while (i < batch.size) {
-    buffer_.clear();
-    command_key_.clear();
-    command_group_.clear();
-    size_t first_key = i;
-    while (i < batch.size &&
-           (command_key_.size() < options_.max_commands_per_round || i == first_key)) {
-      const KeyBits& kb = batch.keys[i];
-      KeyState& ks = key_state_[i];
-      if (staged && plans_[i].n_groups == 0) {
-        // Refused by its read (WRONGTYPE), redirected, or every item already present.
-        ks.nothing_to_write = !ks.failed && !ks.redirected;
-        ++i;
-        continue;
-      }
-      uint32_t sentinel = 0;
-      ks.expire_sent = !expire_cache_.Known(key_hash_[i], kb.expire_at, now_s, &sentinel);
-      const bool probe = !ks.expire_sent && bitfield;
-      if (staged) {
-        const KeyPlan& plan = plans_[i];
-        for (size_t g = plan.first_group; g < plan.first_group + plan.n_groups; ++g) {
-          const PlannedGroup& pg = groups_[g];
-          const bool with_probe = probe && g == plan.first_group;
-          size_t n = AppendBits(kb.key, pg.p, pg.n, with_probe ? &sentinel : nullptr);
+  const WriteMode mode = mode_;
+  const bool module = mode == WriteMode::kModule;
+  const bool bitfield = mode == WriteMode::kBitfield || mode == WriteMode::kBitop;
+  std::string tmp;
+  // Pass 0 writes every key; pass 1 (cluster_node) rewrites with BITFIELD the keys
+  // whose MULTI/BITOP form got ASK or TRYAGAIN: in a migrating slot the absent
+  // temporary key is answered ASK even when the key itself is still here.
+  plain_retry_.clear();
+  for (int pass = 0; pass < 2; ++pass) {
+    const size_t count = pass == 0 ? batch.size : plain_retry_.size();
+    size_t at = 0;
+    while (at < count) {
+      buffer_.clear();
+      command_key_.clear();
+      command_group_.clear();
+      command_reply_.clear();
+      const size_t first_at = at;
+      while (at < count &&
+             (command_key_.size() < options_.max_commands_per_round || at == first_at)) {
+        const size_t i = pass == 0 ? at : plain_retry_[at];
+        ++at;
+        const KeyBits& kb = batch.keys[i];
+        KeyState& ks = key_state_[i];
+        ks.plain_retry = false;
+        if (staged && plans_[i].n_groups == 0) {
+          // Refused by its read (WRONGTYPE), redirected, or every item already present.
+          ks.nothing_to_write = !ks.failed && !ks.redirected;
+          continue;
+        }
+        if (mode == WriteMode::kBitop && !asking_ && pass == 0) {
+          size_t key_bits = kb.positions.size();
+          if (staged) {
+            key_bits = 0;
+            for (size_t g = 0; g < plans_[i].n_groups; ++g)
+              key_bits += groups_[plans_[i].first_group + g].n;
+          }
+          if (key_bits > options_.bitop_threshold &&
+              TmpKey(kb.key, tmp_suffix_, options_.cluster_node, &tmp)) {
+            ks.expire_sent = true;  // EXPIREAT inside the MULTI
+            const size_t n = AppendBitop(batch, i);
+            command_key_.insert(command_key_.end(), n, i);
+            command_group_.insert(command_group_.end(), n, SIZE_MAX);
+            command_reply_.insert(command_reply_.end(), 5, Reply::kTxn);
+            command_reply_.push_back(Reply::kExec);
+            if (n == 7) {
+              command_group_.back() = plans_[i].first_group + plans_[i].n_groups - 1;
+              command_reply_.push_back(Reply::kCount);
+            }
+            local.bits += key_bits;
+            continue;
+          }
+        }
+        uint32_t sentinel = 0;
+        // module: EF.SETBITS sets the expiry itself, only when missing.
+        ks.expire_sent =
+            !module && !expire_cache_.Known(key_hash_[i], kb.expire_at, now_s, &sentinel);
+        const bool probe = !ks.expire_sent && bitfield;
+        const Reply bits_reply = module ? Reply::kModule : Reply::kBits;
+        if (staged) {
+          const KeyPlan& plan = plans_[i];
+          for (size_t g = plan.first_group; g < plan.first_group + plan.n_groups; ++g) {
+            const PlannedGroup& pg = groups_[g];
+            const bool with_probe = probe && g == plan.first_group;
+            size_t n =
+                AppendBits(kb.key, pg.p, pg.n, with_probe ? &sentinel : nullptr, kb.expire_at);
+            command_key_.insert(command_key_.end(), n, i);
+            command_group_.insert(command_group_.end(), n, g);
+            command_reply_.insert(command_reply_.end(), n, bits_reply);
+            if (pass == 0) local.bits += pg.n;
+          }
+        } else {
+          size_t n = AppendBits(kb.key, kb.positions.data(), kb.positions.size(),
+                                probe ? &sentinel : nullptr, kb.expire_at);
           command_key_.insert(command_key_.end(), n, i);
-          command_group_.insert(command_group_.end(), n, g);
-          local.bits += pg.n;
+          command_group_.insert(command_group_.end(), n, SIZE_MAX);
+          command_reply_.insert(command_reply_.end(), n, bits_reply);
+          if (pass == 0) local.bits += kb.positions.size();
         }
-      } else {
-        size_t n = AppendBits(kb.key, kb.positions.data(), kb.positions.size(),
-                              probe ? &sentinel : nullptr);
-        command_key_.insert(command_key_.end(), n, i);
-        command_group_.insert(command_group_.end(), n, SIZE_MAX);
-        local.bits += kb.positions.size();
-      }
-      if (ks.expire_sent) {
-        AppendExpire(kb);
-        command_key_.push_back(i);
-        command_group_.push_back(SIZE_MAX);
-      }
-      ++i;
-    }
-    if (command_key_.empty()) continue;
-    EF_RETURN_IF_ERROR(Pipeline(command_key_.size()));
-    local.commands += command_key_.size();
-    size_t last_skipped = SIZE_MAX;
-    for (const auto& e : errors_) {
-      if (observer_) observer_(e.kind);
-      size_t key_index = command_key_[e.index];
-      if (Redirect(key_index, e.text)) continue;
-      if (e.kind == RedisErrorKind::kWrongType) {
-        key_state_[key_index].failed = true;
-        if (key_index != last_skipped) {
-          ++local.skipped_keys;
-          last_skipped = key_index;
-          spdlog::warn("redis: key '{}' holds another type ({}); its bits are skipped",
-                       Printable(batch.keys[key_index].key), Printable(e.text));
+        if (ks.expire_sent) {
+          AppendExpire(kb);
+          command_key_.push_back(i);
+          command_group_.push_back(SIZE_MAX);
+          command_reply_.push_back(Reply::kExpire);
         }
-        continue;
       }
-      return ReplyFailure("writing", batch.keys[key_index].key, e);
+      if (command_key_.empty()) continue;
+      EF_RETURN_IF_ERROR(Pipeline(command_key_.size()));
+      local.commands += command_key_.size();
+      size_t last_skipped = SIZE_MAX;
+      for (const auto& e : errors_) {
+        if (observer_) observer_(e.kind);
+        size_t key_index = command_key_[e.index];
+        KeyState& eks = key_state_[key_index];
+        if (eks.plain_retry) continue;
+        if (options_.cluster_node && command_reply_[e.index] != Reply::kBits &&
+            command_reply_[e.index] != Reply::kExpire &&
+            command_reply_[e.index] != Reply::kModule &&
+            (e.text.rfind("ASK ", 0) == 0 || e.text.rfind("TRYAGAIN", 0) == 0)) {
+          eks.plain_retry = true;
+          plain_retry_.push_back(key_index);
+          continue;
+        }
+        if (Redirect(key_index, e.text)) continue;
+        // A MULTI with a redirected command ends in EXECABORT: that key's alone.
+        if (key_state_[key_index].redirected) continue;
+        if (e.kind == RedisErrorKind::kWrongType) {
+          key_state_[key_index].failed = true;
+          if (key_index != last_skipped) {
+            ++local.skipped_keys;
+            last_skipped = key_index;
+            spdlog::warn("redis: key '{}' holds another type ({}); its bits are skipped",
+                         Printable(batch.keys[key_index].key), Printable(e.text));
+          }
+          continue;
+        }
+        return ReplyFailure("writing", batch.keys[key_index].key, e);
+      }
+      // Which keys showed an old bit set (the key held data of an earlier write),
+      // which EXPIREATs found their key, and (v2) how many bits each stage gained.
+      for (size_t c = 0; c < command_key_.size(); ++c) {
+        const size_t k = command_key_[c];
+        KeyState& ks = key_state_[k];
+        if (ks.plain_retry) continue;  // written again in pass 1
+        const bool first_of_key = c == 0 || command_key_[c - 1] != k;
+        switch (command_reply_[c]) {
+          case Reply::kExpire:
+            ks.expire_set = ints_[c].count == 1 && ints_[c].first == 1;
+            continue;
+          case Reply::kTxn:
+            continue;
+          case Reply::kExec:
+            // [OK, BITOP's length, DEL's 1, EXPIREAT's 1]: the key exists after the
+            // BITOP, so its EXPIREAT set the expiry.
+            ks.expire_set = !ks.failed && !ks.redirected && ints_[c].count == 3;
+            continue;
+          case Reply::kCount:
+            if (command_group_[c] != SIZE_MAX && ints_[c].count == 1 && !ks.failed) {
+              // The stage's fill after the write; RememberStages adds new_bits to
+              // the fill before it (when the stage is the same).
+              PlannedGroup& g = groups_[command_group_[c]];
+              const KeyPlan& plan = plans_[k];
+              const uint64_t base = g.stage == plan.state.stage ? plan.state.fill : 0;
+              const uint64_t fill = static_cast<uint64_t>(std::max<int64_t>(ints_[c].first, 0));
+              g.new_bits = fill > base ? fill - base : 0;
+            }
+            continue;
+          case Reply::kModule: {
+            // EF.SETBITS: the number of bits that were 0, of n unique positions.
+            if (ints_[c].count != 1) continue;
+            const uint64_t zeros = static_cast<uint64_t>(std::max<int64_t>(ints_[c].first, 0));
+            const size_t g = command_group_[c];
+            const uint64_t n = g != SIZE_MAX ? groups_[g].n : batch.keys[k].positions.size();
+            if (zeros < n) ks.old_bit_set = true;
+            if (g != SIZE_MAX) groups_[g].new_bits += zeros;
+            continue;
+          }
+          case Reply::kBits:
+            break;
+        }
+        if (ints_[c].zeros < ints_[c].count) ks.old_bit_set = true;
+        if (command_group_[c] != SIZE_MAX) {
+          const bool had_probe = !ks.expire_sent && bitfield && first_of_key;
+          uint64_t zeros = ints_[c].zeros;
+          if (had_probe && ints_[c].count > 0 && ints_[c].first == 0) --zeros;
+          groups_[command_group_[c]].new_bits += zeros;
+        }
+      }
     }
-    // Which keys showed an old bit set (the key held data of an earlier write),
-    // which EXPIREATs found their key, and (v2) how many bits each stage gained.
-    for (size_t c = 0; c < command_key_.size(); ++c) {
-      KeyState& ks = key_state_[command_key_[c]];
-      const bool first_of_key = c == 0 || command_key_[c - 1] != command_key_[c];
-      const bool last_of_key =
-          c + 1 == command_key_.size() || command_key_[c + 1] != command_key_[c];
-      if (ks.expire_sent && last_of_key) {
-        ks.expire_set = ints_[c].count == 1 && ints_[c].first == 1;
-        continue;
-      }
-      if (ints_[c].zeros < ints_[c].count) ks.old_bit_set = true;
-      if (command_group_[c] != SIZE_MAX) {
-        const bool had_probe = !ks.expire_sent && bitfield && first_of_key;
-        uint64_t zeros = ints_[c].zeros;
-        if (had_probe && ints_[c].count > 0 && ints_[c].first == 0) --zeros;
-        groups_[command_group_[c]].new_bits += zeros;
-      }
-    }
-  }
+  }  // pass
   // The expire cache skipped EXPIREAT for a key, but the write found none of the
   // old bits set (the remembered sentinel included): the key may have been lost
   // and re-created by this write. Send its EXPIREAT now (docs: bit_writer.h).
@@ -439,7 +681,8 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
   for (size_t k = 0; k < batch.size; ++k) {
     const KeyState& ks = key_state_[k];
     if (ks.expire_sent || ks.redirected) continue;
-    if (ks.failed || ks.old_bit_set || ks.nothing_to_write) {
+    // module: EF.SETBITS set any missing expiry itself (counted as skipped EXPIREATs).
+    if (module || ks.failed || ks.old_bit_set || ks.nothing_to_write) {
       ++local.expires_skipped;
     } else {
       follow_up_.push_back(k);
@@ -499,7 +742,10 @@ void RedisBitWriter::RememberStages(const BitBatch& batch, int64_t now_s) {
     const KeyState& ks = key_state_[k];
     const KeyPlan& plan = plans_[k];
     if (ks.failed || ks.redirected) continue;
-    if (!ks.expire_sent && !ks.old_bit_set && !ks.nothing_to_write) {
+    // module: no sentinel tells a lost key from a key whose bits of this write
+    // were all new (most sparse keys'), so the state is trusted until it is read
+    // again (StageKnown's age limit) or a reconnect.
+    if (mode_ != WriteMode::kModule && !ks.expire_sent && !ks.old_bit_set && !ks.nothing_to_write) {
       // Found lost (a follow-up EXPIREAT key): its remembered state is wrong.
       expire_cache_.Forget(key_hash_[k]);
       continue;

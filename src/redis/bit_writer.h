@@ -1,11 +1,39 @@
 // RedisBitWriter: the BitSink over one pipelined Redis connection.
-// Per key and batch: `BITFIELD key SET u1 p1 1 SET u1 p2 1 ...` (write_mode
-// bitfield) or one `SETBIT key p 1` per position (setbit), then `EXPIREAT key t`
-// unless the expire cache (redis/expire_cache.h) knows the key already has that
-// expiry. Commands are pipelined in rounds of at most max_commands_per_round;
-// replies are scanned, not materialised.
-// Send/Await run the write on a background thread of the writer, so that the
-// pipeline decodes the next batch meanwhile; Write runs on the caller's thread.
+// Per key and batch (write_mode):
+// - bitfield: `BITFIELD key SET u1 p1 1 SET u1 p2 1 ...`, then `EXPIREAT key t`
+//   unless the expire cache (redis/expire_cache.h) knows the key already has that
+//   expiry;
+// - setbit: one `SETBIT key p 1` per position, EXPIREAT as for bitfield;
+// - module: one `EF.SETBITS key <packed little-endian uint32 positions> t` per
+//   key (per stage written, layout v2) of our Redis module (redis-module/): it
+//   sets the bits and sets EXPIREAT t only if the key has no TTL, atomically, and
+//   replies with the bits that were 0 before. No EXPIREAT is ever sent and the
+//   expire cache's expiry logic is bypassed. No write reads a sentinel, so a
+//   key lost behind the writer's back (FLUSHALL, DEL) is not detected: its
+//   expiry heals by itself (set when missing), `<prefix>meta` is ensured every
+//   module_meta_check_s, and a cached stage state stays until the key is read
+//   again (StageKnown's age limit, or a reconnect). Differs from the others in one way:
+//   a key that already has a TTL keeps it (bitfield re-sends EXPIREAT t on a
+//   cache miss and every expire_refresh_s);
+// - bitop (the plain-Redis hybrid): keys with at most bitop_threshold positions
+//   in the batch as bitfield; denser keys with `MULTI; SET <tmp> <mask> PX 60000;
+//   BITOP OR key key <tmp>; DEL <tmp>; EXPIREAT key t; EXEC` (one mask of all the
+//   key's positions; <tmp> under the key's hash tag, unique per writer), then, for
+//   layout v2, `BITCOUNT key <first byte> <last byte>` of the last stage written
+//   (outside the MULTI: the stage's fill right after, other writers' bits
+//   included). Keys written after an ASK (set_asking) always go as bitfield
+//   (one command per ASKING, no MULTI). On a cluster node, a key whose MULTI is
+//   answered ASK or TRYAGAIN (a slot being migrated: the temporary key is absent
+//   here, the key itself may not be) is written again with BITFIELD on this node
+//   in the same Write, so that only keys BITFIELD finds gone follow the ASK;
+// - auto: probed on every (re)connect (redis/module_probe.h): module if this
+//   node and every replica of it have the module, else bitop; one log line on
+//   the first choice and on every change says which and why.
+// Every mode sets exactly the same bits; with a fresh key or one whose TTL is t
+// the expiry is the same too (tests/module/write_modes_test.cc). Commands are pipelined in rounds
+// of at most max_commands_per_round; replies are scanned, not materialised. Send/Await run the
+// write on a background thread of the writer, so that the pipeline decodes the next batch
+// meanwhile; Write runs on the caller's thread.
 //
 // Self-healing expiry. A key can lose its data behind the writer's back (DEL,
 // eviction, FLUSHDB, a restart without persistence, a replica's full resync)
@@ -81,12 +109,22 @@
 
 namespace ef {
 
-enum class WriteMode { kBitfield, kSetbit };
+enum class WriteMode { kBitfield, kSetbit, kModule, kBitop, kAuto };
+
+// "bitfield" -> kBitfield etc. (config redis.write_mode); unknown -> kBitfield.
+WriteMode ParseWriteMode(const std::string& name);
+const char* WriteModeName(WriteMode mode);
 
 struct BitWriterOptions {
   RedisOptions redis;
   WriteMode mode = WriteMode::kBitfield;
   size_t max_commands_per_round = 20000;
+  // bitop (and auto without the module): keys with more positions than this in
+  // a batch go through the MULTI/BITOP form, the others through BITFIELD.
+  size_t bitop_threshold = 24;
+  // module: `<prefix>meta` is ensured at most this often (the writes cannot tell
+  // that keys were lost, e.g. by FLUSHALL, as bitfield's sentinel reads do).
+  int64_t module_meta_check_s = 10;
   size_t expire_cache_keys = 1000000;  // 0 = EXPIREAT with every write of a key
   int64_t expire_refresh_s = 600;      // re-send a cached EXPIREAT after this long
   // Set: `<prefix>meta` is ensured (created if absent, else compared) on every
@@ -140,6 +178,10 @@ class RedisBitWriter : public BitSink {
   // are being imported by this node: they were answered ASK elsewhere).
   void set_asking(bool asking) { asking_ = asking; }
 
+  // The mode in use: options.mode, or for kAuto what the last (re)connect's
+  // probe chose (kModule or kBitop; kAuto before the first connect).
+  WriteMode mode() const { return mode_; }
+
   // Error kind of the last failed Write (for metrics), kNone after a success.
   RedisErrorKind last_error_kind() const { return last_error_; }
   // Called once per error reply that was skipped or failed the write (from the
@@ -157,6 +199,7 @@ class RedisBitWriter : public BitSink {
     bool old_bit_set = false;       // a reply of the write showed an old bit 1
     bool failed = false;            // the key's write was refused (WRONGTYPE)
     bool redirected = false;        // cluster_node: MOVED/ASK; not written here
+    bool plain_retry = false;       // cluster_node: bitop form got ASK/TRYAGAIN
   };
 
   Status WriteOnce(const BitBatch& batch, WriteStats* stats);
@@ -173,7 +216,14 @@ class RedisBitWriter : public BitSink {
                       const RedisConnection::ReplyError& e);
   // Appends the commands that set positions p[0..n) in `key`; returns how many.
   // probe: read that bit first (BITFIELD GET), as the reply's first integer.
-  size_t AppendBits(const std::string& key, const uint32_t* p, size_t n, const uint32_t* probe);
+  // module mode: one EF.SETBITS with expire_at.
+  size_t AppendBits(const std::string& key, const uint32_t* p, size_t n, const uint32_t* probe,
+                    int64_t expire_at);
+  // bitop form for key k (all its positions of this batch; v2: then a BITCOUNT of
+  // its last group's stage); returns the number of commands (replies).
+  size_t AppendBitop(const BitBatch& batch, size_t k);
+  // Resolves mode_ for kAuto/kModule on a new connection.
+  Status ChooseMode(RedisConnection& conn);
   // Layout v2: reads the keys whose stage state is unknown and plans every key
   // (plans_, groups_, group_positions_).
   Status PlanStages(const BitBatch& batch, int64_t now_s, WriteStats* stats);
@@ -201,9 +251,16 @@ class RedisBitWriter : public BitSink {
   ExpireCache expire_cache_;
   std::string buffer_;
   std::vector<size_t> command_key_;  // for each command of the round: its key index
+  // For each command of the round: what its reply says.
+  enum class Reply : uint8_t { kBits, kExpire, kModule, kTxn, kExec, kCount };
+  std::vector<Reply> command_reply_;
+  WriteMode mode_;
+  std::string tmp_suffix_;           // bitop: ":ef-tmp:<random>", unique per writer
+  std::string mask_;                 // bitop: scratch
   std::vector<KeyState> key_state_;  // per key of the batch
   std::vector<uint64_t> key_hash_;   // per key of the batch: ExpireCache::KeyHash
   std::vector<size_t> follow_up_;    // keys that get EXPIREAT in a follow-up round
+  std::vector<size_t> plain_retry_;  // keys rewritten as BITFIELD (KeyState::plain_retry)
   // Layout v2, per key of the batch: where its bits go.
   struct KeyPlan {
     bool staged = false;  // groups_[first_group, +n_groups) (else: kb.positions)

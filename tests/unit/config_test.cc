@@ -290,7 +290,7 @@ TEST_CASE("out-of-range values fail naming key, line, range and value", "[config
   CHECK(LoadError("redis:\n  connect_timeout: 0s\n") ==
         "t.yaml:2: redis.connect_timeout: must be in [1ms, 10m], got 0s");
   CHECK(LoadError("redis:\n  write_mode: bitmap\n") ==
-        "t.yaml:2: redis.write_mode: must be one of bitfield, setbit, got 'bitmap'");
+        "t.yaml:2: redis.write_mode: must be one of auto, module, bitfield, bitop, setbit, got 'bitmap'");
   CHECK(LoadError("redis:\n  address: localhost\n") ==
         "t.yaml:2: redis.address: must be host:port, got 'localhost'");
   CHECK(LoadError("redis:\n  address: localhost:70000\n") ==
@@ -400,7 +400,7 @@ TEST_CASE("overrides (--set) use the same field table", "[config]") {
   CHECK(OverrideError("filter=1") ==
         "--set filter: 'filter' is a section; set one of its keys, e.g. filter.<key>=<value>");
   CHECK(OverrideError("redis.write_mode=x") ==
-        "--set redis.write_mode: must be one of bitfield, setbit, got 'x'");
+        "--set redis.write_mode: must be one of auto, module, bitfield, bitop, setbit, got 'x'");
 }
 
 TEST_CASE("environment secrets are applied last", "[config]") {
@@ -465,7 +465,7 @@ TEST_CASE("cross-field checks name the keys", "[config]") {
   // Validate also checks single fields of a config built in code.
   Config c;
   c.redis.write_mode = "x";
-  CHECK(ValidateError(c) == "redis.write_mode: must be one of bitfield, setbit, got 'x'");
+  CHECK(ValidateError(c) == "redis.write_mode: must be one of auto, module, bitfield, bitop, setbit, got 'x'");
   c = Config{};
   c.events.time_unit = "us";
   CHECK(ValidateError(c) == "events.time_unit: must be one of ms, s, got 'us'");
