@@ -153,6 +153,10 @@ TEST_CASE("cluster: slots resharded during ingest lose nothing (MOVED and ASK fo
   cluster.Reshard(masters[0], masters[1], 1500);
   producer.join();
   cluster.AwaitHealthy();
+  // And after it: the daemon's slot map is stale now, so these writes meet MOVED.
+  const auto after = test::MakeEvents("re-after", 200, 5, 20, now_ms, 20);
+  stack.Produce(after);
+  all.insert(all.end(), after.begin(), after.end());
   INFO("daemon: " << Tail(daemon->Output()));
   REQUIRE(stack.AwaitCommitted(*daemon, 90s));
   const auto missing = ClusterMissing(cluster, DefaultLayout(), all);

@@ -29,19 +29,6 @@ bool PortFree(int port) {
   return ok;
 }
 
-// A free client port whose cluster bus port (port + 10000) exists and is free:
-// redis-server refuses to start otherwise.
-int ClusterPort(const std::set<int>& taken) {
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    const int p = FreePort();
-    if (p + 10000 > 65535 || taken.count(p) || taken.count(p + 10000) || taken.count(p - 10000) ||
-        !PortFree(p + 10000))
-      continue;
-    return p;
-  }
-  throw std::runtime_error("no free port pair (p, p+10000) for a cluster node");
-}
-
 std::string Field(const std::string& text, const std::string& name) {
   const std::string key = name + ":";
   for (size_t pos = 0; pos < text.size();) {
@@ -73,6 +60,19 @@ int PortOfNodeAddress(const std::string& a) {
 
 }  // namespace
 
+// A free client port whose cluster bus port (port + 10000) exists and is free:
+// redis-server refuses to start otherwise.
+int FreeClusterPort(const std::set<int>& taken) {
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int p = FreePort();
+    if (p + 10000 > 65535 || taken.count(p) || taken.count(p + 10000) || taken.count(p - 10000) ||
+        !PortFree(p + 10000))
+      continue;
+    return p;
+  }
+  throw std::runtime_error("no free port pair (p, p+10000) for a cluster node");
+}
+
 LocalRedisCluster::LocalRedisCluster() : LocalRedisCluster(Options()) {}
 
 LocalRedisCluster::LocalRedisCluster(Options options) : options_(options) {
@@ -80,7 +80,7 @@ LocalRedisCluster::LocalRedisCluster(Options options) : options_(options) {
   std::set<int> taken;
   for (int i = 0; i < total; ++i) {
     auto n = std::make_unique<NodeState>();
-    n->port = ClusterPort(taken);
+    n->port = FreeClusterPort(taken);
     taken.insert(n->port);
     taken.insert(n->port + 10000);
     n->dir = std::make_unique<TempDir>();

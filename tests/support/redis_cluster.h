@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,11 @@
 #include "support/temp_dir.h"
 
 namespace ef::test {
+
+// A free 127.0.0.1 port p whose cluster bus port p + 10000 exists and is free
+// (redis-server with --cluster-enabled refuses to start otherwise), not in
+// `taken` (nor p +- 10000).
+int FreeClusterPort(const std::set<int>& taken = {});
 
 class LocalRedisCluster {
  public:

@@ -2,9 +2,11 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
+#include "support/redis_cluster.h"
 #include "support/wait.h"
 
 namespace ef::test {
@@ -12,7 +14,10 @@ namespace ef::test {
 RedisServer::RedisServer() : port_(FreePort()) { Start(); }
 
 RedisServer::RedisServer(std::vector<std::string> extra_args)
-    : port_(FreePort()), extra_args_(std::move(extra_args)) {
+    : port_(std::find(extra_args.begin(), extra_args.end(), "--cluster-enabled") != extra_args.end()
+                ? FreeClusterPort()
+                : FreePort()),
+      extra_args_(std::move(extra_args)) {
   Start();
 }
 

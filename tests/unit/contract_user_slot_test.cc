@@ -25,6 +25,7 @@
 #include "redis/connection.h"
 #include "support/fakes.h"
 #include "support/process.h"
+#include "support/redis_cluster.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
 
@@ -247,12 +248,7 @@ class ClusterNode {
   // A free port whose cluster bus port (port + 10000) exists too: redis-server
   // refuses to start otherwise (a free port above 55535 made this test fail now
   // and then).
-  static int ClientPort() {
-    for (;;) {
-      const int p = test::FreePort();
-      if (p + 10000 <= 65535) return p;
-    }
-  }
+  static int ClientPort() { return test::FreeClusterPort(); }
   ClusterNode() : port_(ClientPort()) {
     process_ = std::make_unique<test::Process>(
         std::vector<std::string>{"redis-server", "--port", std::to_string(port_), "--bind",
