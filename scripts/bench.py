@@ -67,14 +67,15 @@ def wait_until(what, timeout, predicate, interval=0.05):
 class Stack:
     """redis-server + dev-kafka on free ports, stopped on exit."""
 
-    def __init__(self, binary, run_dir, partitions):
+    def __init__(self, binary, run_dir, partitions, module=None):
         self.binary = binary
         self.run_dir = run_dir
         self.procs = []
         self.redis_port = free_port()
         self.redis = self._start(
             ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", run_dir], "redis.log")
+             "--appendonly", "no", "--dir", run_dir,
+             *(["--loadmodule", module] if module else [])], "redis.log")
         wait_until("redis-server start", 10, lambda: self.redis_cli("PING") == "PONG")
         bootstrap_file = os.path.join(run_dir, "bootstrap")
         self.kafka = self._start(
@@ -443,10 +444,16 @@ def main():
     ap.add_argument("--cluster", type=int, default=0,
                     help="only the drain: against the one redis-server, then against a local "
                          "Redis Cluster of this many masters")
+    ap.add_argument("--write-modes", action="store_true",
+                    help="only the drain, once per redis.write_mode (bitfield, bitop, module, "
+                         "setbit) into one redis-server that loads --module")
+    ap.add_argument("--module", help="the Redis module (build/redis-module/ef_redis.so)")
     ap.add_argument("--out")
     a = ap.parse_args()
     if a.cluster:
         return cluster_main(a)
+    if a.write_modes:
+        return write_modes_main(a)
     setbit_events = a.setbit_events or max(a.events // 4, 1)
     started = time.monotonic()
     load1 = os.getloadavg()[0]
@@ -574,6 +581,57 @@ def cluster_main(a):
               f"{r['redis_cpu_s_per_million']:>14} "
               f"{' '.join(str(x) for x in r['redis_cpu_s_per_million_by_node']):>24} "
               f"{' '.join(str(x) for x in r['redis_busy_by_node']):>22}")
+    line = json.dumps(result, separators=(",", ":"))
+    print(line)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(line + "\n")
+
+
+def write_modes_main(a):
+    """--write-modes: the same preloaded drain once per write mode, into one
+    redis-server with the module loaded, in one run: events/s and Redis CPU s per
+    million events (issue 13's table)."""
+    if not a.module or not os.path.exists(a.module):
+        raise SystemExit(f"bench: --write-modes needs the module (--module, got {a.module})")
+    started = time.monotonic()
+    load1 = os.getloadavg()[0]
+    if load1 > 1.0:
+        log(f"warning: load average is {load1:.1f}: other work on this machine skews the figures")
+    run_dir = tempfile.mkdtemp(prefix="exposure-filter-bench.")
+    log(f"run directory {run_dir}")
+    stack = Stack(a.binary, run_dir, a.partitions, a.module)
+    modes = ["bitfield", "bitop", "module", "setbit"]
+    results = {}
+    try:
+        log(f"preloading {a.events} events into '{TOPIC}' ({a.partitions} partitions, zstd)")
+        loadgen(stack, TOPIC, a.events, 0.0, ["--spread", MIX["spread"], "--compression", "zstd"])
+        held = available(stack, TOPIC)
+        for mode in modes:
+            log(f"draining {held} events with redis.write_mode={mode}")
+            results[mode] = drain(stack, mode, held, [f"redis.write_mode={mode}"])
+            log(f"{mode}: {results[mode]['events_per_second']} events/s, Redis "
+                f"{results[mode]['redis_cpu_s_per_million']} CPU s per million events")
+    finally:
+        stack.stop()
+    base = results["bitfield"]["redis_cpu_s_per_million"]
+    ratio = {m: round(r["redis_cpu_s_per_million"] / base, 3) if base else None
+             for m, r in results.items()}
+    result = {"bench": "exposure-filter-write-modes", "events": held, "partitions": a.partitions,
+              "cores": os.cpu_count(), "load_before": round(load1, 2), "mix": MIX,
+              "modes": results, "redis_cpu_vs_bitfield": ratio,
+              "targets": {"module_le_third_of_bitfield": ratio["module"] <= 1 / 3,
+                          "bitop_15pct_below_bitfield": ratio["bitop"] <= 0.85},
+              "elapsed_s": round(time.monotonic() - started, 1)}
+    print(f"exposure-filter bench --write-modes: {held:,} events, {os.cpu_count()} cores, "
+          f"{result['elapsed_s']} s")
+    print(f"  {'mode':<10} {'events/s':>10} {'redis cpu s/M':>14} {'vs bitfield':>12} "
+          f"{'redis busy':>11} {'daemon cpu s/M':>15} {'commands/s':>11}")
+    for m in modes:
+        r = results[m]
+        print(f"  {m:<10} {r['events_per_second']:>10,} {r['redis_cpu_s_per_million']:>14} "
+              f"{ratio[m]:>12} {r['redis_busy_by_node'][0]:>11} "
+              f"{r['daemon_cpu_s_per_million']:>15} {r['redis_commands_per_second']:>11,}")
     line = json.dumps(result, separators=(",", ":"))
     print(line)
     if a.out:

@@ -18,6 +18,10 @@
 #   --cluster N         instead: the drain only, against the one redis-server and
 #                       then against a local Redis Cluster of N masters (events/s,
 #                       Redis CPU s per million events in all and per node)
+#   --write-modes       instead: the drain once per redis.write_mode (bitfield,
+#                       bitop, module, setbit) into one redis-server that loads the
+#                       module (build/redis-module/ef_redis.so): events/s and Redis
+#                       CPU s per million events, in one run
 #   --out FILE          also write the JSON line to FILE
 # Everything it starts is stopped on exit; logs stay in the run directory it prints.
 set -euo pipefail
@@ -27,7 +31,7 @@ ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) BUILD=0 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) ARGS+=("$1") ;;
   esac
   shift
@@ -38,4 +42,5 @@ if [ "$BUILD" = 1 ]; then
 fi
 EF=${EF:-$PWD/build/exposure-filter}
 [ -x "$EF" ] || { echo "bench: $EF not built (drop --no-build)" >&2; exit 1; }
-exec python3 scripts/bench.py --binary "$EF" "${ARGS[@]}"
+MODULE=${EF_REDIS_MODULE:-$(dirname "$EF")/redis-module/ef_redis.so}
+exec python3 scripts/bench.py --binary "$EF" --module "$MODULE" "${ARGS[@]}"
