@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "support/redis_server.h"
 #include "support/wait.h"
 
 namespace ef::test {
@@ -27,18 +28,6 @@ bool PortFree(int port) {
   const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   close(fd);
   return ok;
-}
-
-std::string Field(const std::string& text, const std::string& name) {
-  const std::string key = name + ":";
-  for (size_t pos = 0; pos < text.size();) {
-    size_t end = text.find("\r\n", pos);
-    if (end == std::string::npos) end = text.size();
-    if (text.compare(pos, key.size(), key) == 0)
-      return text.substr(pos + key.size(), end - pos - key.size());
-    pos = end + 2;
-  }
-  return "";
 }
 
 std::vector<std::string> Split(const std::string& s, char sep) {
@@ -254,7 +243,8 @@ void LocalRedisCluster::FailoverTo(int replica) {
     throw std::runtime_error("CLUSTER FAILOVER on " + address(replica) + ": " + r.str);
   const bool promoted = WaitFor(
       [&] {
-        return Field(Command(replica, {"INFO", "replication"}).str, "role") == "master";
+        return RedisServer::InfoValue(Command(replica, {"INFO", "replication"}).str, "role") ==
+               "master";
       },
       std::chrono::seconds(30));
   if (!promoted)
@@ -277,9 +267,10 @@ std::string LocalRedisCluster::Unhealthy() const {
     RedisConnection& conn = **c;
     auto info = conn.Command({"CLUSTER", "INFO"});
     if (!info.ok()) return info.status().message();
-    if (Field(info->str, "cluster_state") != "ok") return where + "cluster_state is not ok";
-    if (Field(info->str, "cluster_slots_ok") != "16384")
-      return where + "cluster_slots_ok is " + Field(info->str, "cluster_slots_ok");
+    if (RedisServer::InfoValue(info->str, "cluster_state") != "ok")
+      return where + "cluster_state is not ok";
+    if (RedisServer::InfoValue(info->str, "cluster_slots_ok") != "16384")
+      return where + "cluster_slots_ok is " + RedisServer::InfoValue(info->str, "cluster_slots_ok");
     // The slot map, as "start-end:port" ranges, must be the same on every node.
     auto slots = conn.Command({"CLUSTER", "SLOTS"});
     if (!slots.ok()) return slots.status().message();
@@ -326,7 +317,8 @@ std::string LocalRedisCluster::Unhealthy() const {
     }
     auto repl = conn.Command({"INFO", "replication"});
     if (!repl.ok()) return repl.status().message();
-    if (Field(repl->str, "role") == "slave" && Field(repl->str, "master_link_status") != "up")
+    if (RedisServer::InfoValue(repl->str, "role") == "slave" &&
+        RedisServer::InfoValue(repl->str, "master_link_status") != "up")
       return where + "replica link is not up";
   }
   return "";

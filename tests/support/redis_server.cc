@@ -85,7 +85,10 @@ std::string RedisServer::InfoField(RedisConnection& conn, const std::string& sec
                                    const std::string& field) {
   auto r = conn.Command({"INFO", section});
   if (!r.ok()) throw std::runtime_error(r.status().message());
-  const std::string& text = r.value().str;
+  return InfoValue(r.value().str, field);
+}
+
+std::string RedisServer::InfoValue(const std::string& text, const std::string& field) {
   const std::string key = field + ":";
   for (size_t pos = 0; pos < text.size();) {
     size_t end = text.find("\r\n", pos);

@@ -35,6 +35,8 @@ class RedisServer {
   // A field of `INFO <section>` (e.g. "replication", "master_repl_offset") read
   // over `conn` (a connection to this server, so polling adds none); "" if the
   // reply has no such field. Throws on connection failure.
+  // The value of `field` in the text of an INFO (or CLUSTER INFO) reply; "" if absent.
+  static std::string InfoValue(const std::string& info_text, const std::string& field);
   static std::string InfoField(RedisConnection& conn, const std::string& section,
                                const std::string& field);
   // The server's directory (config, AOF, log) and what it printed so far.
