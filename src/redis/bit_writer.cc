@@ -46,6 +46,8 @@ BitWriterOptions BitWriterOptionsFromConfig(const RedisConfig& config, const Red
   wo.bitop_threshold = static_cast<size_t>(config.bitop_threshold);
   wo.expire_cache_keys = static_cast<size_t>(config.expire_cache_keys);
   wo.expire_refresh_s = config.expire_refresh_ms / 1000;
+  wo.wait_replicas = static_cast<int>(config.wait_replicas);
+  wo.wait_timeout_ms = config.wait_timeout_ms;
   return wo;
 }
 

@@ -4,8 +4,8 @@
 // there) or TRYAGAIN; the writer then writes that key with BITFIELD on the same
 // node, and keys already moved follow the ASK as usual. Afterwards every key holds
 // exactly the bits and expiry a single node would hold, and no temporary key is
-// left. (The module needs every node started with --loadmodule; the cluster
-// helper does not take extra arguments yet.)
+// left. (Module and auto modes on a cluster whose nodes load the module:
+// write_modes_module_cluster_test.cc.)
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>

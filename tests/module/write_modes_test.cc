@@ -26,51 +26,6 @@
 namespace ef::test {
 namespace {
 
-const int64_t kExpireAt = static_cast<int64_t>(std::time(nullptr)) + 30 * 86400;
-
-// One key of a batch: n items "<tag>-<i>" (hashes and stage-0 positions, as the
-// coalescer makes them: sorted, unique).
-KeyBits ItemsKey(const Layout& l, const std::string& key, const std::string& tag, int n) {
-  KeyBits kb;
-  kb.key = key;
-  kb.expire_at = kExpireAt;
-  std::vector<uint32_t> pos(l.k);
-  for (int i = 0; i < n; ++i) {
-    const Hash128 h = HashItem(tag + "-" + std::to_string(i), l.seed);
-    kb.items.push_back(h);
-    ComputePositions(h, l.m, l.k, pos.data());
-    kb.positions.insert(kb.positions.end(), pos.begin(), pos.end());
-  }
-  std::sort(kb.positions.begin(), kb.positions.end());
-  kb.positions.erase(std::unique(kb.positions.begin(), kb.positions.end()), kb.positions.end());
-  return kb;
-}
-
-// Batches over 12 users: light users (1-2 items), dense ones (10-40 items),
-// two heavy ones (60-120 items, which advance v2 stages); each batch is also
-// written a second time (a redelivery).
-std::vector<BitBatch> Batches(const Layout& l, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<BitBatch> out;
-  for (int b = 0; b < 6; ++b) {
-    BitBatch batch;
-    for (int u = 0; u < 12; ++u) {
-      if (rng() % 3 == 0 && u >= 2) continue;
-      int n = 1 + static_cast<int>(rng() % 2);
-      if (u < 2)
-        n = 60 + static_cast<int>(rng() % 61);
-      else if (u < 6)
-        n = 10 + static_cast<int>(rng() % 31);
-      const std::string key = l.prefix + "{u" + std::to_string(u) + "}:20400";
-      batch.keys.push_back(ItemsKey(l, key, "b" + std::to_string(b) + "u" + std::to_string(u), n));
-    }
-    batch.size = batch.keys.size();
-    out.push_back(batch);
-    out.push_back(batch);
-  }
-  return out;
-}
-
 struct ModeCase {
   std::string name;
   WriteMode mode;
@@ -78,16 +33,6 @@ struct ModeCase {
   size_t bitop_threshold;
   WriteMode expect_resolved;
 };
-
-std::string Hex(const std::string& bytes) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return out;
-}
 
 // Every key: its value (hex; "<type>" if not a string) and EXPIRETIME.
 std::map<std::string, std::pair<std::string, int64_t>> Dump(RedisConnection& conn) {

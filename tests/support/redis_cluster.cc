@@ -81,6 +81,9 @@ LocalRedisCluster::LocalRedisCluster(Options options) : options_(options) {
                       "\ncluster-replica-validity-factor 0\n"
                       "cluster-allow-replica-migration no\nrepl-diskless-sync-delay 0\n"
                       "appendonly no\nsave \"\"\ndaemonize no\nlogfile \"\"\n");
+    n->args = {"redis-server", n->dir->File("redis.conf")};
+    if (!options_.without_extra_args.count(i))
+      n->args.insert(n->args.end(), options_.extra_args.begin(), options_.extra_args.end());
     nodes_.push_back(std::move(n));
   }
   for (auto& n : nodes_) StartProcess(*n);
@@ -106,9 +109,7 @@ LocalRedisCluster::~LocalRedisCluster() {
 }
 
 void LocalRedisCluster::StartProcess(NodeState& n) {
-  n.process =
-      std::make_unique<Process>(std::vector<std::string>{"redis-server", n.dir->File("redis.conf")},
-                                n.dir->File("redis.log"));
+  n.process = std::make_unique<Process>(n.args, n.dir->File("redis.log"));
   const bool up = WaitFor(
       [&] {
         RedisOptions o;

@@ -6,10 +6,17 @@
 // node reports cluster_state:ok, all 16384 slots are served and all nodes agree
 // on the slot map (AwaitHealthy). cluster-node-timeout is short (1 s by
 // default), so a killed master's replica takes over within a few seconds;
-// replicas sync without the diskless-sync delay. No
-// persistence: a node killed and started again comes back with its cluster
-// config (nodes.conf) but no data, and resyncs from its master if it is a
-// replica by then. Every process is killed (SIGKILL) when the object goes.
+// replicas sync without the diskless-sync delay. No persistence: a node killed
+// and started again comes back with its cluster config (nodes.conf) but no
+// data, and resyncs from its master if it is a replica by then. Every process
+// is killed (SIGKILL) when the object goes.
+//
+// Options::extra_args go on every node's redis-server command line after its
+// redis.conf (e.g. {"--loadmodule", path}), except on the nodes listed in
+// Options::without_extra_args; a node started again (Start) gets the same
+// command line. redis-cli --cluster create on one host makes nodes
+// 0..masters-1 the first masters and the others their replicas (which replica
+// goes to which master is redis-cli's choice: ask Nodes() or ReplicaOf()).
 //
 // Nodes are numbered 0..size()-1 for the life of the object; their roles change
 // with failovers, so roles are always read from the cluster, never cached.
@@ -44,6 +51,10 @@ class LocalRedisCluster {
     int masters = 3;
     int replicas_per_master = 1;
     int node_timeout_ms = 1000;  // cluster-node-timeout: failure detection time
+    // Appended to every node's redis-server command line (after its redis.conf).
+    std::vector<std::string> extra_args;
+    // Node indices started without extra_args (e.g. one replica without a module).
+    std::set<int> without_extra_args;
   };
   struct Node {
     int index = -1;
@@ -115,6 +126,7 @@ class LocalRedisCluster {
   struct NodeState {
     int port = 0;
     std::string id;
+    std::vector<std::string> args;  // the redis-server command line, kept for Start
     std::unique_ptr<TempDir> dir;
     std::unique_ptr<Process> process;
   };
