@@ -1,7 +1,5 @@
 #include "pipeline/coalescer.h"
 
-#include <algorithm>
-#include <bit>
 #include <utility>
 
 #include "bloom/hash.h"
@@ -10,12 +8,7 @@
 
 namespace ef {
 
-Coalescer::Coalescer(Layout layout) : layout_(std::move(layout)) {
-  if (layout_.m <= kMaxBitmapBits) {
-    words_.assign((layout_.m + 63) / 64, 0);
-    summary_.assign((words_.size() + 63) / 64, 0);
-  }
-}
+Coalescer::Coalescer(Layout layout) : layout_(std::move(layout)) {}
 
 void Coalescer::Add(const Event& event) {
   int64_t ts_s = event.ts_ms >= 0 ? event.ts_ms / 1000 : -((-event.ts_ms + 999) / 1000);
@@ -62,57 +55,11 @@ std::string_view Coalescer::BucketName(int64_t bucket_start) {
   return s.name;
 }
 
-void Coalescer::SortUniqueBitmap(std::vector<uint32_t>* p) {
-  uint64_t* const words = words_.data();
-  uint32_t* out = p->data();
-  // Emits the set bits of words[w] (which must be non-zero) and zeroes it.
-  auto drain = [words, &out](size_t w) {
-    uint64_t bits = words[w];
-    words[w] = 0;
-    const auto base = static_cast<uint32_t>(w * 64);
-    do {
-      *out++ = base + static_cast<uint32_t>(std::countr_zero(bits));
-      bits &= bits - 1;
-    } while (bits != 0);
-  };
-  // Every position is read before the distinct ones are written back in order.
-  if (summary_.size() == 1) {
-    // m <= 4096: the summary fits in a register (a memory one would chain every
-    // update through store forwarding).
-    uint64_t sw = 0;
-    for (const uint32_t x : *p) {
-      words[x >> 6] |= uint64_t{1} << (x & 63);
-      sw |= uint64_t{1} << (x >> 6);
-    }
-    for (; sw != 0; sw &= sw - 1) drain(static_cast<size_t>(std::countr_zero(sw)));
-  } else {
-    uint64_t* const summary = summary_.data();
-    for (const uint32_t x : *p) {
-      words[x >> 6] |= uint64_t{1} << (x & 63);
-      summary[x >> 12] |= uint64_t{1} << ((x >> 6) & 63);
-    }
-    for (size_t s = 0; s < summary_.size(); ++s) {
-      uint64_t sw = summary[s];
-      summary[s] = 0;
-      for (; sw != 0; sw &= sw - 1) drain(s * 64 + static_cast<size_t>(std::countr_zero(sw)));
-    }
-  }
-  p->resize(static_cast<size_t>(out - p->data()));
-}
-
 void Coalescer::Seal() {
   for (size_t i = 0; i < batch_.size; ++i) {
     std::vector<uint32_t>& p = batch_.keys[i].positions;
-    if (p.size() <= 1) continue;
-    // Measured: the bitmap beats std::sort at every size for m <= 16384, and
-    // above 16 positions for m up to kMaxBitmapBits; below that sort wins on the
-    // sparse scan of a large bitmap.
-    if (!words_.empty() && (summary_.size() <= 4 || p.size() > 16)) {
-      SortUniqueBitmap(&p);
-    } else {
-      std::sort(p.begin(), p.end());
-      p.erase(std::unique(p.begin(), p.end()), p.end());
-    }
+    uint32_t* end = unique_.Run(p.data(), p.data() + p.size(), 0, layout_.m);
+    p.resize(static_cast<size_t>(end - p.data()));
   }
 }
 

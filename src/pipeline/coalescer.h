@@ -17,6 +17,7 @@
 
 #include "bloom/bit_batch.h"
 #include "bloom/layout.h"
+#include "bloom/unique_positions.h"
 #include "event/event.h"
 #include "pipeline/key_index.h"
 
@@ -39,11 +40,6 @@ class Coalescer {
  private:
   // FormatBucket(bucket_start), cached for the last few buckets seen.
   std::string_view BucketName(int64_t bucket_start);
-  // Sorts and dedupes *p in place through the bitmap (m <= kMaxBitmapBits).
-  void SortUniqueBitmap(std::vector<uint32_t>* p);
-
-  // Above this m, Seal falls back to std::sort + std::unique.
-  static constexpr uint32_t kMaxBitmapBits = uint32_t{1} << 18;
   static constexpr size_t kBucketNameSlots = 8;
 
   struct BucketNameSlot {
@@ -59,10 +55,7 @@ class Coalescer {
   // Indexed by bucket number (bucket start / bucket_seconds) mod the size.
   std::array<BucketNameSlot, kBucketNameSlots> bucket_names_;
   std::string scratch_key_;
-  // Seal's scratch, all zero between calls: one bit per position (words_) and
-  // one bit per non-zero word of words_ (summary_).
-  std::vector<uint64_t> words_;
-  std::vector<uint64_t> summary_;
+  UniquePositions unique_;  // Seal's sort and dedupe
 };
 
 }  // namespace ef

@@ -60,10 +60,9 @@ bool StagePlanner::Plan(StageState state, const Hash128* items, size_t n, const 
     // write as data already in the key, and a position repeated in one BITFIELD
     // reads 1 the second time (without it, redis_writer_test "(v2): stages grow,
     // known keys cost no read, a lost key heals" fails: no EXPIREAT after a DEL).
-    std::sort(positions_.begin() + static_cast<std::ptrdiff_t>(begin), positions_.end());
-    positions_.erase(
-        std::unique(positions_.begin() + static_cast<std::ptrdiff_t>(begin), positions_.end()),
-        positions_.end());
+    uint32_t* end = unique_.Run(positions_.data() + begin, positions_.data() + positions_.size(),
+                                static_cast<uint32_t>(st.offset), st.m);
+    positions_.resize(static_cast<size_t>(end - positions_.data()));
     groups_.push_back(Group{stage, begin, positions_.size()});
   }
   return true;

@@ -15,6 +15,7 @@
 
 #include "bloom/hash.h"
 #include "bloom/stages.h"
+#include "bloom/unique_positions.h"
 
 namespace ef {
 
@@ -49,6 +50,7 @@ class StagePlanner {
   std::vector<uint8_t> stage_of_;  // per item; 0xff = skipped
   std::vector<Group> groups_;
   std::vector<uint32_t> positions_;
+  UniquePositions unique_;  // each group's sort and dedupe
 };
 
 }  // namespace ef

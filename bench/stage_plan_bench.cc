@@ -1,0 +1,44 @@
+// StagePlanner cost for one key of a batch with the default layout (m_0 = 3345,
+// k_0 = 12, growth 2, k_step 2): Plan() of n random items into a key that fills
+// stage s (so every item is placed there: one group of n * k_s positions, sorted
+// and deduped). One iteration = one key. Items/s counts items.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "bloom/hash.h"
+#include "bloom/layout.h"
+#include "config/config.h"
+#include "redis/stage_planner.h"
+
+namespace ef {
+namespace {
+
+void BM_StagePlan(benchmark::State& state) {
+  const auto stage = static_cast<uint32_t>(state.range(0));
+  const auto n = static_cast<size_t>(state.range(1));
+  StatusOr<Layout> layout = LayoutFromConfig(FilterConfig{});
+  if (!layout.ok() || layout->stage_table.size() <= stage) std::abort();
+  const std::vector<Stage> stages = layout->stage_table;
+  std::mt19937_64 rng(7);
+  std::vector<Hash128> items(n);
+  for (Hash128& h : items) h = Hash128{rng(), rng()};
+  StagePlanner planner(stages);
+  StageStats stats;
+  for (auto _ : state) {
+    const bool staged = planner.Plan(StageState{stage, 0}, items.data(), n, nullptr, &stats);
+    benchmark::DoNotOptimize(staged);
+    benchmark::DoNotOptimize(planner.positions().data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+  state.counters["positions"] = static_cast<double>(planner.positions().size());
+}
+// {stage, items}: a busy key (stage 1, 20 items in the batch) up to the heaviest
+// (stage 5, 500 items).
+BENCHMARK(BM_StagePlan)->Args({1, 20})->Args({2, 60})->Args({3, 200})->Args({5, 500});
+
+}  // namespace
+}  // namespace ef
