@@ -23,6 +23,10 @@ import urllib.request
 MIX = {"users": 1_000_000, "items": 10_000_000, "list_size": 10, "list_fraction": 0.1,
        "spread": "2d"}
 TOPIC = "exposures"
+# Every daemon and bench-redis starts from these (later --set win): the main
+# bench and --cluster measure BITFIELD, as their earlier figures did, although
+# the default redis.write_mode is auto; --write-modes sets each mode.
+BASE_SETS = ["redis.write_mode=bitfield"]
 # Producer batching of the freshness runs. Part of the measured latency. At 5 ms
 # the tiny batches cost loadgen and the mock broker more than a core together on
 # a 2-core machine, which starves the daemon and Redis (docs/PERFORMANCE.md).
@@ -53,6 +57,38 @@ def peak_rss_kb(pid):
             if line.startswith("VmHWM:"):
                 return int(line.split()[1])
     return 0
+
+
+class Profile:
+    """`perf record -e cpu-clock` (software clock: works where hardware counters
+    do not) on one process for the length of a drain; `top()` is its self time
+    by symbol. redis-server is stripped but exports its symbols (for modules),
+    so its functions have names."""
+
+    def __init__(self, pid, path):
+        self.path = path
+        self.proc = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "999",
+                                      "-p", str(pid), "-o", path],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     stdin=subprocess.DEVNULL)
+
+    def stop(self, n=15):
+        """Stops recording; the n hottest symbols as [percent, dso, symbol]."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return []
+        r = subprocess.run(["perf", "report", "-i", self.path, "--stdio", "--no-children",
+                            "--sort", "dso,sym", "--percent-limit", "0.5"],
+                           capture_output=True, text=True)
+        rows = []
+        for line in r.stdout.splitlines():
+            m = re.match(r"\s*([\d.]+)%\s+(\S+)\s+\[[.k]\]\s+(.+?)\s*$", line)
+            if m:
+                rows.append([float(m.group(1)), m.group(2), m.group(3)])
+        return rows[:n]
 
 
 def wait_until(what, timeout, predicate, interval=0.05):
@@ -202,7 +238,7 @@ class Daemon:
                 "--set", f"kafka.group_id=bench-{name}-{time.time_ns()}",
                 "--set", "kafka.properties.session.timeout.ms=6000",
                 "--set", "log.level=warn"]
-        for s in sets:
+        for s in [*BASE_SETS, *sets]:
             argv += ["--set", s]
         self.log_path = os.path.join(stack.run_dir, f"daemon-{name}.log")
         self.proc = subprocess.Popen(argv, stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT,
@@ -290,6 +326,8 @@ def loadgen(stack, topic, n, rate=0.0, extra=()):
             "--users", str(MIX["users"]), "--items", str(MIX["items"]),
             "--list-size", str(MIX["list_size"]), "--list-fraction", str(MIX["list_fraction"]),
             "-q", *extra]
+    if "zipf" in MIX:
+        argv += ["--zipf", str(MIX["zipf"])]
     if rate:
         argv += ["--rate", str(rate)]
     r = subprocess.run(argv, capture_output=True, text=True)
@@ -310,10 +348,11 @@ def available(stack, topic):
     return int(m.group(1))
 
 
-def drain(stack, name, total, sets=(), redis=None):
+def drain(stack, name, total, sets=(), redis=None, profile=False):
     """Consumes the preloaded topic from the start; rate from the first to the
     `total`-th event written (the group join is not counted). `redis`: the
-    target (SingleRedis, the default, or LocalCluster)."""
+    target (SingleRedis, the default, or LocalCluster). `profile`: also the
+    hottest symbols of redis-server (one node) and of the daemon while draining."""
     redis = redis or SingleRedis(stack)
     redis.flush()
     node_cpu0 = redis.cpu()
@@ -325,6 +364,10 @@ def drain(stack, name, total, sets=(), redis=None):
     m0 = d.metrics()
     n0, cpu0 = written(m0), cpu_seconds(d.proc.pid)
     last = [n0, time.monotonic()]
+    profiles = {}
+    if profile:
+        profiles = {"redis": Profile(stack.redis.pid, os.path.join(stack.run_dir, f"perf-redis-{name}.data")),
+                    "daemon": Profile(d.proc.pid, os.path.join(stack.run_dir, f"perf-daemon-{name}.data"))}
 
     def done():
         n = written(d.metrics())
@@ -339,6 +382,7 @@ def drain(stack, name, total, sets=(), redis=None):
     m1 = d.metrics()
     cpu = cpu_seconds(d.proc.pid) - cpu0
     rss = peak_rss_kb(d.proc.pid)
+    top = {who: p.stop() for who, p in profiles.items()}
     d.stop()
     # Events after the first sample: with very small runs that may be none
     # (everything was written in the first batch): then the rates are 0.
@@ -360,6 +404,7 @@ def drain(stack, name, total, sets=(), redis=None):
         "broker_cpu_s_per_million": round((cpu_seconds(stack.kafka.pid) - kafka_cpu0) * per_m, 2),
         "peak_rss_mb": round(rss / 1024),
         "redis_commands_all": redis.commands() - cmds0,
+        **({"profile": top} if profile else {}),
     }
 
 
@@ -381,7 +426,7 @@ def ceiling(stack, events, sets=()):
             "--users", str(MIX["users"]), "--items", str(MIX["items"]),
             "--list-size", str(MIX["list_size"]), "--list-fraction", str(MIX["list_fraction"]),
             "--spread", MIX["spread"]]
-    for s in sets:
+    for s in [*BASE_SETS, *sets]:
         argv += ["--set", s]
     r = subprocess.run(argv, capture_output=True, text=True)
     if r.returncode != 0:
@@ -474,9 +519,21 @@ def main():
     ap.add_argument("--write-modes", action="store_true",
                     help="only the drain, once per redis.write_mode (bitfield, bitop, module, "
                          "setbit) into one redis-server that loads --module")
+    ap.add_argument("--modes", default="bitfield,bitop,module,setbit",
+                    help="--write-modes: the modes to drain, in this order")
+    ap.add_argument("--thresholds", default="",
+                    help="--write-modes: also drain bitop at each of these redis.bitop_threshold "
+                         "values (comma-separated; the threshold sweep)")
+    ap.add_argument("--zipf", type=float,
+                    help="Zipf exponent of users and items (loadgen --zipf; default 1)")
+    ap.add_argument("--profile", action="store_true",
+                    help="--write-modes: also record redis-server and the daemon with perf "
+                         "during each drain and report their hottest symbols")
     ap.add_argument("--module", help="the Redis module (build/redis-module/ef_redis.so)")
     ap.add_argument("--out")
     a = ap.parse_args()
+    if a.zipf is not None:
+        MIX["zipf"] = a.zipf
     if a.cluster:
         return cluster_main(a)
     if a.write_modes:
@@ -591,21 +648,37 @@ def cluster_main(a):
 
 
 def write_modes_main(a):
-    """--write-modes: the same preloaded drain once per write mode, into one
-    redis-server with the module loaded, in one run: events/s and Redis CPU s per
-    million events (issue 13's table)."""
+    """--write-modes: the same preloaded drain once per write mode (and once per
+    bitop threshold of --thresholds), into one redis-server with the module
+    loaded, in one run: events/s and Redis CPU s per million events (issue 13's
+    table), with --profile the hottest symbols of Redis and the daemon."""
     if not a.module or not os.path.exists(a.module):
         raise SystemExit(f"bench: --write-modes needs the module (--module, got {a.module})")
+    known = {"bitfield", "bitop", "module", "setbit"}
+    modes = [m for m in a.modes.split(",") if m]
+    if not modes or any(m not in known for m in modes):
+        raise SystemExit(f"bench: --modes takes a comma-separated subset of {sorted(known)}, "
+                         f"got '{a.modes}'")
+    try:
+        thresholds = [int(t) for t in a.thresholds.split(",") if t]
+    except ValueError:
+        raise SystemExit(f"bench: --thresholds takes comma-separated integers, got '{a.thresholds}'")
+    if "bitfield" not in modes:
+        modes.insert(0, "bitfield")  # the baseline of every ratio
+    runs = [(m, [f"redis.write_mode={m}"]) for m in modes]
+    runs += [(f"bitop@{t}", ["redis.write_mode=bitop", f"redis.bitop_threshold={t}"])
+             for t in thresholds]
+    if a.profile and subprocess.run(["perf", "--version"], capture_output=True).returncode != 0:
+        raise SystemExit("bench: --profile needs perf (Debian package linux-perf)")
     started, load1, stack = start_run(a, a.module)
-    modes = ["bitfield", "bitop", "module", "setbit"]
     results = {}
     try:
         held = preload(stack, a)[1]
-        for mode in modes:
-            log(f"draining {held} events with redis.write_mode={mode}")
-            results[mode] = drain(stack, mode, held, [f"redis.write_mode={mode}"])
-            log(f"{mode}: {results[mode]['events_per_second']} events/s, Redis "
-                f"{results[mode]['redis_cpu_s_per_million']} CPU s per million events")
+        for name, sets in runs:
+            log(f"draining {held} events with {' '.join(sets)}")
+            results[name] = drain(stack, name, held, sets, profile=a.profile)
+            log(f"{name}: {results[name]['events_per_second']} events/s, Redis "
+                f"{results[name]['redis_cpu_s_per_million']} CPU s per million events")
     finally:
         stack.stop()
     base = results["bitfield"]["redis_cpu_s_per_million"]
@@ -614,21 +687,26 @@ def write_modes_main(a):
     result = {"bench": "exposure-filter-write-modes", "events": held, "partitions": a.partitions,
               "cores": os.cpu_count(), "load_before": round(load1, 2), "mix": MIX,
               "modes": results, "redis_cpu_vs_bitfield": ratio,
-              # None when the run was too small to measure (no rates).
+              # None when the run was too small to measure (no rates) or the
+              # mode was not run.
               "targets": {"module_le_third_of_bitfield":
-                          None if ratio["module"] is None else ratio["module"] <= 1 / 3,
+                          None if ratio.get("module") is None else ratio["module"] <= 1 / 3,
                           "bitop_15pct_below_bitfield":
-                          None if ratio["bitop"] is None else ratio["bitop"] <= 0.85},
+                          None if ratio.get("bitop") is None else ratio["bitop"] <= 0.85},
               "elapsed_s": round(time.monotonic() - started, 1)}
     print(f"exposure-filter bench --write-modes: {held:,} events, {os.cpu_count()} cores, "
-          f"{result['elapsed_s']} s")
-    print(f"  {'mode':<10} {'events/s':>10} {'redis cpu s/M':>14} {'vs bitfield':>12} "
+          f"zipf {MIX.get('zipf', 1)}, {result['elapsed_s']} s")
+    print(f"  {'mode':<12} {'events/s':>10} {'redis cpu s/M':>14} {'vs bitfield':>12} "
           f"{'redis busy':>11} {'daemon cpu s/M':>15} {'commands/s':>11}")
-    for m in modes:
-        r = results[m]
-        print(f"  {m:<10} {r['events_per_second']:>10,} {r['redis_cpu_s_per_million']:>14} "
-              f"{ratio[m]:>12} {r['redis_busy_by_node'][0]:>11} "
+    for m, r in results.items():
+        print(f"  {m:<12} {r['events_per_second']:>10,} {r['redis_cpu_s_per_million']:>14} "
+              f"{ratio[m]!s:>12} {r['redis_busy_by_node'][0]:>11} "
               f"{r['daemon_cpu_s_per_million']:>15} {r['redis_commands_per_second']:>11,}")
+    if a.profile:
+        for m, r in results.items():
+            for who, rows in r["profile"].items():
+                print(f"  profile {m} {who}: " +
+                      "; ".join(f"{pct:.1f}% {sym}" for pct, _, sym in rows[:8]))
     print_json(result, a.out)
 
 

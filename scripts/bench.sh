@@ -22,6 +22,10 @@
 #                       bitop, module, setbit) into one redis-server that loads the
 #                       module (build/redis-module/ef_redis.so): events/s and Redis
 #                       CPU s per million events, in one run
+#     --modes LIST      only these modes (comma-separated; bitfield always runs)
+#     --thresholds LIST also bitop at each redis.bitop_threshold in LIST
+#     --profile         also perf-record redis-server and the daemon per drain
+#   --zipf Z            Zipf exponent of users and items (default 1)
 #   --out FILE          also write the JSON line to FILE
 # Everything it starts is stopped on exit; logs stay in the run directory it prints.
 set -euo pipefail
@@ -31,7 +35,7 @@ ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) BUILD=0 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) ARGS+=("$1") ;;
   esac
   shift

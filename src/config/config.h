@@ -35,7 +35,7 @@ struct RedisConfig {
   int64_t command_timeout_ms = 5000;       // redis.command_timeout (duration)
   int64_t retry_backoff_min_ms = 100;      // redis.retry_backoff_min (duration)
   int64_t retry_backoff_max_ms = 5000;     // redis.retry_backoff_max (duration)
-  std::string write_mode = "bitfield";     // redis.write_mode: auto|module|bitfield|bitop|setbit
+  std::string write_mode = "auto";         // redis.write_mode: auto|module|bitfield|bitop|setbit
   int64_t bitop_threshold = 24;            // redis.bitop_threshold: bitop mode, positions per key
   int64_t expire_cache_keys = 1000000;     // redis.expire_cache_keys (0 = off)
   int64_t expire_refresh_ms = 600000;      // redis.expire_refresh (duration)

@@ -146,7 +146,8 @@ struct BitWriterOptions {
   int64_t wait_timeout_ms = 1000;
 };
 
-// From redis.* config keys (write_mode, expire cache), over `redis`; no layout.
+// From redis.* config keys (write_mode, bitop_threshold, expire cache,
+// wait_replicas, wait_timeout), over `redis`; no layout.
 BitWriterOptions BitWriterOptionsFromConfig(const RedisConfig& config, const RedisOptions& redis);
 // The same, with the layout whose meta the writer ensures on every (re)connect.
 BitWriterOptions BitWriterOptionsFromConfig(const RedisConfig& config, const RedisOptions& redis,

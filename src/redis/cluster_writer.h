@@ -4,6 +4,10 @@
 // RedisBitWriter (cluster_node mode: its own connection, expire cache and stage
 // states), all masters in parallel. The batch is acknowledged only when every
 // master acknowledged its part (and, with redis.wait_replicas, WAITed for it).
+// redis.write_mode auto is decided per master: each master's RedisBitWriter
+// probes that master and its replicas on every (re)connect, so a master with a
+// replica lacking the module writes with the hybrid while the others use
+// EF.SETBITS (tests/module/write_modes_module_cluster_test.cc).
 //
 // Redirections: a key a master answers with MOVED is sent to the new owner (the
 // slot map is updated at once and re-read, rate-limited); a key answered with ASK

@@ -91,7 +91,12 @@ StatusOr<ModuleProbeResult> ProbeModule(RedisConnection& conn, const RedisOption
   if (!master.ok()) return master.status();
   result.module_on_master = Has(*master);
   result.master_version = master->unknown.empty() ? master->version : 0;
-  if (!result.module_on_master) result.reason = node + " " + Describe(*master);
+  if (!result.module_on_master) {
+    // Not usable whatever the replicas have: no connections to them (write_mode
+    // auto on a Redis without the module probes on every connect).
+    result.reason = node + " " + Describe(*master);
+    return result;
+  }
 
   auto info = conn.Command({"INFO", "replication"});
   if (!info.ok()) return info.status();

@@ -6,7 +6,8 @@
 //
 // One node is asked `EF.VERSION` (an integer: the module's version); when that
 // is refused (an ACL without the command) `MODULE LIST` (name "ef", "ver").
-// "ERR unknown command" = no module. The node's replicas are those of its
+// "ERR unknown command" = no module, and then the answer is "not usable" without
+// asking the replicas (replicas_total stays 0). Else the node's replicas are those of its
 // `INFO replication` (slaveN:ip=...,port=...), each reached with a connection
 // of its own with the same options (auth, db, timeouts) but its host and port,
 // and asked the same. A replica that cannot be reached or answers neither

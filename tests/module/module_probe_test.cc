@@ -67,6 +67,24 @@ TEST_CASE("ProbeModule: a master without the module is not usable", "[module]") 
   CHECK(Probe(OptionsFor(plain)).usable());
 }
 
+TEST_CASE("ProbeModule: a master without the module does not get its replicas asked",
+          "[module]") {
+  // write_mode auto (the default) probes on every connect: on a Redis without the
+  // module the answer is "not usable" whatever the replicas have, so no connection
+  // is made to them (one announced at an address that cannot be reached would
+  // cost a connect timeout each time).
+  RedisServer plain;
+  auto replica = ServerWithModule({"--replica-announce-port", std::to_string(FreePort())});
+  replica->ReplicaOf(&plain);
+  REQUIRE(replica->AwaitInSync(plain, 10s));
+
+  ModuleProbeResult r = Probe(OptionsFor(plain));
+  CHECK_FALSE(r.usable());
+  CHECK_FALSE(r.module_on_master);
+  CHECK(r.replicas_total == 0);
+  CHECK(r.reason == plain.address() + " has no module ef");
+}
+
 TEST_CASE("a replica without the module diverges under EF.SETBITS and the probe reports it",
           "[module]") {
   auto master = ServerWithModule();
