@@ -17,6 +17,7 @@
 #include "bloom/positions.h"
 #include "bloom/stages.h"
 #include "redis/bit_writer.h"
+#include "support/items_key.h"
 #include "support/redis_server.h"
 #include "support/wait.h"
 
@@ -246,18 +247,7 @@ namespace {
 // the coalescer makes them).
 BitBatch ItemsBatch(const Layout& l, const std::string& key, const std::string& tag, int n) {
   BitBatch b;
-  KeyBits kb;
-  kb.key = key;
-  kb.expire_at = kExpireAt;
-  std::vector<uint32_t> pos(l.k);
-  for (int i = 0; i < n; ++i) {
-    const Hash128 h = HashItem(tag + "-" + std::to_string(i), l.seed);
-    kb.items.push_back(h);
-    ComputePositions(h, l.m, l.k, pos.data());
-    kb.positions.insert(kb.positions.end(), pos.begin(), pos.end());
-  }
-  std::sort(kb.positions.begin(), kb.positions.end());
-  kb.positions.erase(std::unique(kb.positions.begin(), kb.positions.end()), kb.positions.end());
+  KeyBits kb = test::ItemsKey(l, key, tag, n, kExpireAt);
   b.keys.push_back(std::move(kb));
   b.size = 1;
   return b;

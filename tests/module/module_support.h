@@ -17,6 +17,7 @@
 #include "bloom/layout.h"
 #include "bloom/positions.h"
 #include "redis/connection.h"
+#include "support/items_key.h"
 #include "support/redis_server.h"
 
 namespace ef::test {
@@ -58,22 +59,9 @@ inline int64_t ServerNowMs(RedisConnection& conn) {
 // The expiry of every key the batches below write: 30 days from the test's start.
 inline const int64_t kExpireAt = static_cast<int64_t>(std::time(nullptr)) + 30 * 86400;
 
-// One key of a batch: n items "<tag>-<i>" (hashes and stage-0 positions, as the
-// coalescer makes them: sorted, unique).
+// One key of a batch: n items "<tag>-<i>", expiring at kExpireAt.
 inline KeyBits ItemsKey(const Layout& l, const std::string& key, const std::string& tag, int n) {
-  KeyBits kb;
-  kb.key = key;
-  kb.expire_at = kExpireAt;
-  std::vector<uint32_t> pos(l.k);
-  for (int i = 0; i < n; ++i) {
-    const Hash128 h = HashItem(tag + "-" + std::to_string(i), l.seed);
-    kb.items.push_back(h);
-    ComputePositions(h, l.m, l.k, pos.data());
-    kb.positions.insert(kb.positions.end(), pos.begin(), pos.end());
-  }
-  std::sort(kb.positions.begin(), kb.positions.end());
-  kb.positions.erase(std::unique(kb.positions.begin(), kb.positions.end()), kb.positions.end());
-  return kb;
+  return ItemsKey(l, key, tag, n, kExpireAt);
 }
 
 // Batches over `users` users (keys "<prefix>{u<n>}:20400"): light users (1-2

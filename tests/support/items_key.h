@@ -1,0 +1,34 @@
+// Test batches by hand: one key's items "<tag>-<i>" with their hashes and
+// stage-0 positions, as the Coalescer makes them (sorted, unique).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bloom/bit_batch.h"
+#include "bloom/hash.h"
+#include "bloom/layout.h"
+#include "bloom/positions.h"
+
+namespace ef::test {
+
+inline KeyBits ItemsKey(const Layout& l, const std::string& key, const std::string& tag, int n,
+                        int64_t expire_at) {
+  KeyBits kb;
+  kb.key = key;
+  kb.expire_at = expire_at;
+  std::vector<uint32_t> pos(l.k);
+  for (int i = 0; i < n; ++i) {
+    const Hash128 h = HashItem(tag + "-" + std::to_string(i), l.seed);
+    kb.items.push_back(h);
+    ComputePositions(h, l.m, l.k, pos.data());
+    kb.positions.insert(kb.positions.end(), pos.begin(), pos.end());
+  }
+  std::sort(kb.positions.begin(), kb.positions.end());
+  kb.positions.erase(std::unique(kb.positions.begin(), kb.positions.end()), kb.positions.end());
+  return kb;
+}
+
+}  // namespace ef::test
