@@ -21,6 +21,8 @@ constexpr int kOverlapPollMs = 2;
 // on revoke and at shutdown.
 constexpr int kRevokeRejectFlushMs = 2000;
 constexpr int kFinalRejectFlushMs = 5000;
+// While a write keeps failing, a changed error is logged at most this often.
+constexpr int64_t kErrorChangeLogIntervalMs = 10000;
 
 }  // namespace
 
@@ -154,6 +156,8 @@ Status Ingest::RetryWrite(Batch& batch, Status st, const std::atomic<bool>& stop
   int64_t stop_seen_at = 0;
   uint64_t attempts = 0;
   bool paused = false;
+  std::string logged_error;       // the error the log shows now
+  int64_t logged_change_ms = -1;  // when a changed error was last logged
   for (;;) {
     ++attempts;
     ++totals_.write_failures;
@@ -173,6 +177,17 @@ Status Ingest::RetryWrite(Batch& batch, Status st, const std::atomic<bool>& stop
           "until the batch is written",
           st.message(), options_.backoff_min_ms, options_.backoff_max_ms);
       sink_failing_ = true;
+      logged_error = st.message();
+    } else if (st.message() != logged_error &&
+               (logged_change_ms < 0 ||
+                SteadyNowMs() - logged_change_ms >= kErrorChangeLogIntervalMs)) {
+      // The failure changed (a master died, then WAIT finds no replica): say so,
+      // at most every kErrorChangeLogIntervalMs when it keeps changing.
+      spdlog::warn("redis writes still failing after {:.1f} s and {} retries, now: {}",
+                   static_cast<double>(SteadyNowMs() - failing_since) / 1000.0, attempts - 1,
+                   st.message());
+      logged_error = st.message();
+      logged_change_ms = SteadyNowMs();
     }
     if (!paused) {
       Status ps = source_.PauseAll();

@@ -240,7 +240,7 @@ Status FakeSink::Write(const BitBatch& batch, WriteStats* stats) {
   if (fail_always_ || fail_next_ > 0) {
     if (fail_next_ > 0) --fail_next_;
     ++write_failures_;
-    return Status(fail_code_, "fake sink: write failed (simulated)");
+    return Status(fail_code_, fail_message_);
   }
   WriteStats local;
   std::vector<KeyBits> copy;

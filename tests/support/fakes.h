@@ -195,6 +195,8 @@ class FakeSink : public BitSink {
     fail_always_ = on;
     fail_code_ = code;
   }
+  // The message of the simulated failures from now on.
+  void set_fail_message(std::string message) { fail_message_ = std::move(message); }
 
   std::function<void(uint64_t attempt)> on_write;
 
@@ -221,6 +223,7 @@ class FakeSink : public BitSink {
   uint64_t fail_next_ = 0;
   bool fail_always_ = false;
   StatusCode fail_code_ = StatusCode::kUnavailable;
+  std::string fail_message_ = "fake sink: write failed (simulated)";
   uint64_t write_calls_ = 0;
   uint64_t writes_ok_ = 0;
   uint64_t write_failures_ = 0;

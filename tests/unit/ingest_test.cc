@@ -5,6 +5,8 @@
 #include "pipeline/ingest.h"
 
 #include <prometheus/registry.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +18,7 @@
 #include <memory>
 #include <ostream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -676,6 +679,48 @@ TEST_CASE("Ingest: a failed commit is retried with the next commit", "[pipeline]
 }
 
 // ------------------------------------------------------------------ sink failures
+
+// The default logger writes into a string for the life of the object.
+class CapturedLog {
+ public:
+  CapturedLog() : old_(spdlog::default_logger()) {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("captured", sink));
+  }
+  ~CapturedLog() { spdlog::set_default_logger(old_); }
+  std::string text() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> old_;
+};
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_CASE("Ingest: while the sink fails every new kind of error is logged", "[pipeline]") {
+  // E.g. a master killed: the first error is its connection closing; every retry
+  // after the failover fails on WAIT (no replica yet), which the log must say.
+  CapturedLog log;
+  Harness h;
+  h.Start();
+  h.sink.set_fail_message("first error: connection closed");
+  h.sink.on_write = [&](uint64_t attempt) {
+    if (attempt == 2) h.sink.set_fail_message("second error: WAIT 0 of 1 replicas");
+  };
+  h.Good(0, "u1", "i1", kNowMs);
+  h.sink.FailNextWrites(5);
+  h.StepOk();
+  CHECK(h.sink.writes_ok() == 1);
+  const std::string text = log.text();
+  INFO(text);
+  CHECK(Count(text, "first error: connection closed") == 1);
+  CHECK(Count(text, "second error: WAIT 0 of 1 replicas") == 1);
+  CHECK(Count(text, "writes succeed again") == 1);
+}
 
 TEST_CASE(
     "Ingest: while the sink fails nothing is committed, the source is paused, then "
