@@ -37,8 +37,16 @@ void BM_StagePlan(benchmark::State& state) {
   state.counters["positions"] = static_cast<double>(planner.positions().size());
 }
 // {stage, items}: a busy key (stage 1, 20 items in the batch) up to the heaviest
-// (stage 5, 500 items).
-BENCHMARK(BM_StagePlan)->Args({1, 20})->Args({2, 60})->Args({3, 200})->Args({5, 500});
+// (stage 5, 500 items), and the largest stages (6: m = 428k, 7: m = 928k bits)
+// with one and a few items.
+BENCHMARK(BM_StagePlan)
+    ->Args({1, 20})
+    ->Args({2, 60})
+    ->Args({3, 200})
+    ->Args({5, 500})
+    ->Args({6, 1})
+    ->Args({7, 1})
+    ->Args({7, 4});
 
 }  // namespace
 }  // namespace ef

@@ -74,11 +74,13 @@ class Profile:
 
     def stop(self, n=15):
         """Stops recording; the n hottest symbols as [percent, dso, symbol]."""
-        self.proc.send_signal(signal.SIGINT)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
         try:
             self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            log(f"warning: perf record did not stop; no profile from {self.path}")
             return []
         r = subprocess.run(["perf", "report", "-i", self.path, "--stdio", "--no-children",
                             "--sort", "dso,sym", "--percent-limit", "0.5"],
@@ -88,6 +90,9 @@ class Profile:
             m = re.match(r"\s*([\d.]+)%\s+(\S+)\s+\[[.k]\]\s+(.+?)\s*$", line)
             if m:
                 rows.append([float(m.group(1)), m.group(2), m.group(3)])
+        if not rows:
+            log(f"warning: no profile from {self.path} (perf record exit {self.proc.returncode}; "
+                f"perf_event_paranoid?): {r.stderr.strip()[-300:]}")
         return rows[:n]
 
 
@@ -377,7 +382,12 @@ def drain(stack, name, total, sets=(), redis=None, profile=False):
             raise SystemExit(f"bench: drain {name}: stuck at {n:.0f} of {total} events for 30 s "
                              f"(did the mock broker drop data? see {d.log_path})")
         return n >= total
-    wait_until(f"drain {name}: all {total} events", 1800, done, 0.05)
+    try:
+        wait_until(f"drain {name}: all {total} events", 1800, done, 0.05)
+    except BaseException:
+        for p in profiles.values():
+            p.stop()
+        raise
     t1 = time.monotonic()
     m1 = d.metrics()
     cpu = cpu_seconds(d.proc.pid) - cpu0
@@ -426,6 +436,8 @@ def ceiling(stack, events, sets=()):
             "--users", str(MIX["users"]), "--items", str(MIX["items"]),
             "--list-size", str(MIX["list_size"]), "--list-fraction", str(MIX["list_fraction"]),
             "--spread", MIX["spread"]]
+    if "zipf" in MIX:
+        argv += ["--zipf", str(MIX["zipf"])]
     for s in [*BASE_SETS, *sets]:
         argv += ["--set", s]
     r = subprocess.run(argv, capture_output=True, text=True)
@@ -532,7 +544,11 @@ def main():
     ap.add_argument("--module", help="the Redis module (build/redis-module/ef_redis.so)")
     ap.add_argument("--out")
     a = ap.parse_args()
+    if not a.write_modes and (a.thresholds or a.profile or a.modes != ap.get_default("modes")):
+        ap.error("--modes, --thresholds and --profile go with --write-modes")
     if a.zipf is not None:
+        if not 0.01 <= a.zipf <= 5:
+            ap.error(f"--zipf must be in [0.01, 5], got {a.zipf}")
         MIX["zipf"] = a.zipf
     if a.cluster:
         return cluster_main(a)
@@ -655,7 +671,7 @@ def write_modes_main(a):
     if not a.module or not os.path.exists(a.module):
         raise SystemExit(f"bench: --write-modes needs the module (--module, got {a.module})")
     known = {"bitfield", "bitop", "module", "setbit"}
-    modes = [m for m in a.modes.split(",") if m]
+    modes = list(dict.fromkeys(m for m in a.modes.split(",") if m))  # in order, once
     if not modes or any(m not in known for m in modes):
         raise SystemExit(f"bench: --modes takes a comma-separated subset of {sorted(known)}, "
                          f"got '{a.modes}'")

@@ -5,9 +5,10 @@
 // bitmap word: every position is read once, then the distinct ones are written
 // back in order by scanning the summary's set bits, so a call costs O(n + bits
 // set + max_bits / 4096) instead of std::sort's O(n log n). Measured (ef_microbench
-// BM_Coalesce_*, BM_StagePlan_*): the bitmap beats std::sort at every size for
-// ranges up to 16,384 bits, and above 16 positions for ranges up to kMaxBitmapBits;
-// below that (or for larger ranges) Run falls back to std::sort + std::unique.
+// BM_Coalesce_*, BM_StagePlan/*): the bitmap beats std::sort at every size for
+// ranges up to 16,384 bits, and for larger ranges (up to kMaxBitmapBits) once
+// there are more than 16 positions and at least half as many as summary words
+// (max_bits / 4096); otherwise Run uses std::sort + std::unique.
 // Owns max_bits / 8 bytes of scratch for the largest range seen (grown on first
 // use, then reused: no allocation in a steady state), all zero between calls.
 // Not thread-safe.

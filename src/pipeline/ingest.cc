@@ -156,8 +156,8 @@ Status Ingest::RetryWrite(Batch& batch, Status st, const std::atomic<bool>& stop
   int64_t stop_seen_at = 0;
   uint64_t attempts = 0;
   bool paused = false;
-  std::string logged_error;       // the error the log shows now
-  int64_t logged_change_ms = -1;  // when a changed error was last logged
+  std::string logged_error = sink_error_;  // the error the log shows now
+  int64_t logged_change_ms = -1;           // when a changed error was last logged
   for (;;) {
     ++attempts;
     ++totals_.write_failures;

@@ -346,7 +346,11 @@ bool RedisBitWriter::Redirect(size_t k, const std::string& text) {
 }
 
 Status RedisBitWriter::WaitReplicas() {
-  conn_->SetCommandTimeout(options_.redis.command_timeout_ms);
+  // WAIT answers after up to wait_timeout (Redis checks blocked clients' timeouts
+  // from its event loop, so a little later): the socket waits that long on top of
+  // the usual command timeout, so a WAIT that times out is reported as such
+  // ("0 of n replicas"), not as a dropped connection.
+  conn_->SetCommandTimeout(options_.redis.command_timeout_ms + options_.wait_timeout_ms);
   auto reply = conn_->Command(
       {"WAIT", std::to_string(options_.wait_replicas), std::to_string(options_.wait_timeout_ms)});
   if (!reply.ok()) {

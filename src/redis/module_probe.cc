@@ -101,9 +101,8 @@ StatusOr<ModuleProbeResult> ProbeModule(RedisConnection& conn, const RedisOption
   auto info = conn.Command({"INFO", "replication"});
   if (!info.ok()) return info.status();
   if (info->type != RedisReply::Type::kString) {
-    if (result.reason.empty())
-      result.reason =
-          node + ": cannot list its replicas: INFO replication answered \"" + info->str + "\"";
+    result.reason =
+        node + ": cannot list its replicas: INFO replication answered \"" + info->str + "\"";
     return result;
   }
   std::string first_fault;
@@ -129,7 +128,7 @@ StatusOr<ModuleProbeResult> ProbeModule(RedisConnection& conn, const RedisOption
     else if (first_fault.empty())
       first_fault = "replica " + replica + " " + fault;
   }
-  if (result.reason.empty() && !first_fault.empty()) {
+  if (!first_fault.empty()) {
     result.reason =
         node + ": " + std::to_string(result.replicas_total - result.replicas_with_module) + " of " +
         std::to_string(result.replicas_total) + " replicas cannot run EF.SETBITS; " + first_fault;

@@ -6,7 +6,8 @@
 //
 // One node is asked `EF.VERSION` (an integer: the module's version); when that
 // is refused (an ACL without the command) `MODULE LIST` (name "ef", "ver").
-// "ERR unknown command" = no module, and then the answer is "not usable" without
+// "ERR unknown command" = no module. Unless the node has a usable module (any
+// other answer: none, too old, cannot tell) the result is "not usable" without
 // asking the replicas (replicas_total stays 0). Else the node's replicas are those of its
 // `INFO replication` (slaveN:ip=...,port=...), each reached with a connection
 // of its own with the same options (auth, db, timeouts) but its host and port,
@@ -34,7 +35,7 @@ inline constexpr int64_t kMinEfModuleVersion = 1;
 struct ModuleProbeResult {
   bool module_on_master = false;  // the probed node has module ef >= kMinEfModuleVersion
   int64_t master_version = 0;     // its module version; 0 = none or unknown
-  int replicas_total = 0;         // replicas listed by the node's INFO replication
+  int replicas_total = 0;         // replicas listed by INFO replication (0 if not asked)
   int replicas_with_module = 0;   // of them: reached and have module ef >= kMinEfModuleVersion
   // "" when the node and all its replicas have the module; else one line naming
   // the node (and the first replica) at fault and why.

@@ -17,8 +17,6 @@ StatusOr<RedisOptions> RedisOptionsFromConfig(const RedisConfig& config) {
     start = comma + 1;
   }
   o.cluster = config.cluster;
-  o.wait_replicas = static_cast<int>(config.wait_replicas);
-  o.wait_timeout_ms = config.wait_timeout_ms;
   const std::string& a = o.addresses.front();
   size_t colon = a.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == a.size())

@@ -22,8 +22,8 @@ struct RedisOptions {
   // Redis Cluster seed nodes when there are several.
   std::vector<std::string> addresses;
   std::string cluster = "auto";  // redis.cluster: auto | true | false
-  int wait_replicas = 0;         // redis.wait_replicas
-  int64_t wait_timeout_ms = 1000;
+  // (redis.wait_replicas and redis.wait_timeout belong to the writer:
+  // BitWriterOptionsFromConfig in redis/bit_writer.h.)
 };
 
 // From redis.* config keys; errors name redis.address. host/port are those of

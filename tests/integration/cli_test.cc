@@ -492,8 +492,10 @@ TEST_CASE("cli: an ACL user without write permission makes run exit 3 with one l
           "[integration][cli][readiness]") {
   Stack stack(2);
   auto admin = stack.redis().Connect();
+  // Every write command of every write mode refused (auto writes dense keys with
+  // MULTI/BITOP, sparse ones with BITFIELD).
   auto acl = admin->Command({"ACL", "SETUSER", "reader", "on", ">pw-r3ader", "~*", "&*", "+@all",
-                             "-bitfield", "-setbit"});
+                             "-bitfield", "-setbit", "-bitop", "-multi"});
   REQUIRE(acl.ok());
   REQUIRE(acl->str == "OK");
   const int64_t now = SystemClock().NowMs();

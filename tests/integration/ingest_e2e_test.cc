@@ -142,8 +142,8 @@ TEST_CASE("SIGKILL mid-stream loses nothing: the next run re-reads what was not 
   const int64_t now = SystemClock().NowMs();
   auto events = MakeEvents("kill", 100, 100, 2, now, 5);
   stack.Produce(events);
-  const std::string config = stack.WriteConfig(
-      "ef.yaml", "pipeline:\n  batch_max_events: 500\n");  // many small batches
+  const std::string config =
+      stack.WriteConfig("ef.yaml", "pipeline:\n  batch_max_events: 500\n");  // many small batches
   {
     auto daemon = stack.StartDaemon(config, "run1.log");
     bool some = WaitFor([&] { return stack.TotalCommitted() > 0; }, 60s);
@@ -153,6 +153,10 @@ TEST_CASE("SIGKILL mid-stream loses nothing: the next run re-reads what was not 
     REQUIRE(daemon->Wait(10s).has_value());
   }
   auto daemon = stack.StartDaemon(config, "run2.log");
+  // Stopped only once it runs (owns partitions): when the first run had
+  // committed everything before its SIGKILL, AwaitCommitted returns at once, and
+  // a SIGTERM before the daemon installs its handler kills it (exit 143).
+  REQUIRE(WaitFor([&] { return AssignmentsWithPartitions(daemon->Output()) > 0; }, 60s));
   REQUIRE(stack.AwaitCommitted(*daemon, 60s));
   REQUIRE(daemon->Stop(SIGTERM, 30s) == 0);
   CHECK(Missing(stack, DefaultLayout(), events).empty());
@@ -178,8 +182,7 @@ TEST_CASE("a writer whose layout disagrees with the stored one refuses to run", 
   auto first = stack.StartDaemon(stack.WriteConfig("a.yaml"), "a.log");
   REQUIRE(WaitFor([&] { return stack.redis().Command({"EXISTS", "ef:meta"}).integer == 1; }, 30s));
   REQUIRE(first->Stop(SIGTERM, 30s) == 0);
-  auto second = stack.StartDaemon(
-      stack.WriteConfig("b.yaml", "filter:\n  fpr: 0.001\n"), "b.log");
+  auto second = stack.StartDaemon(stack.WriteConfig("b.yaml", "filter:\n  fpr: 0.001\n"), "b.log");
   auto code = second->Wait(30s);
   REQUIRE(code.has_value());
   CHECK(*code == 2);
@@ -198,9 +201,9 @@ TEST_CASE("check reports seen and unseen items of a user", "[integration]") {
   auto daemon = stack.StartDaemon(config);
   REQUIRE(stack.AwaitCommitted(*daemon, 60s));
   REQUIRE(daemon->Stop(SIGTERM, 30s) == 0);
-  auto r = RunCommand({EF_BINARY, "check", "-c", config, "--user", "carol", "--json", "i1", "i2",
-                       "i3", "i4"},
-                      "", true);
+  auto r = RunCommand(
+      {EF_BINARY, "check", "-c", config, "--user", "carol", "--json", "i1", "i2", "i3", "i4"}, "",
+      true);
   REQUIRE(r.code == 0);
   CHECK(r.out.find("\"seen\":[\"i1\",\"i2\",\"i3\"]") != std::string::npos);
   CHECK(r.out.find("\"unseen\":[\"i4\"]") != std::string::npos);
