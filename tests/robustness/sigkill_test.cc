@@ -49,6 +49,9 @@ TEST_CASE("SIGKILL at five random points while producing loses nothing", "[robus
   stream.Stop();
   auto events = stream.events();
   auto daemon = stack.StartDaemon(config, "final.log");
+  // Running (partitions owned) before the SIGTERM below: if everything was
+  // committed already, AwaitCommitted returns at once.
+  REQUIRE(WaitFor([&] { return AssignmentsWithPartitions(daemon->Output()) > 0; }, 60s));
   REQUIRE(stack.AwaitCommitted(*daemon, 60s));
   REQUIRE(daemon->Stop(SIGTERM, 30s) == 0);
   const int64_t final_processed = MessagesProcessed(daemon->Output());
