@@ -34,8 +34,9 @@
 //   - the meta is read through the router (the meta key's master) when a
 //     router is made, and again at most once a second after a failed call; if
 //     the meta's master is down the client keeps the layout it has, so a dead
-//     master fails only the calls that need it (its users; a SeenBatch that
-//     includes one of them fails as a whole, per the policy below);
+//     master fails only the calls that need it: its users (in a SeenBatch too,
+//     whose users on the other masters are answered; the batch waits out the
+//     deadline for the dead master's users), per the policy below;
 //   - Ping PINGs every master.
 //
 // Thread safety: every member function of Client may be called concurrently from
@@ -201,7 +202,9 @@ class Client {
   // round trip on one connection (Redis Cluster: one pipeline per master, in
   // parallel). results[i] answers queries[i], exactly as
   // Seen(queries[i].user, queries[i].candidates) would; an invalid user ID fails
-  // its own query only; a Redis failure fails every valid query (policy above).
+  // its own query only; a Redis failure fails every valid query (policy above),
+  // except on Redis Cluster, where a master that does not answer fails only the
+  // queries of its users.
   std::vector<Result> SeenBatch(const std::vector<Query>& queries);
   std::vector<Result> SeenBatch(const std::vector<Query>& queries,
                                 std::chrono::milliseconds deadline);

@@ -2,6 +2,7 @@
 // read path: redis/bloom_reader.h PlanRead + TestItems, redis/meta.h ReadLayout.
 #include "exposure_filter/client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <utility>
@@ -242,10 +243,14 @@ struct Client::Impl {
   // router, each master's users in one pipeline, masters in parallel. A user whose
   // slot is migrating with its keys split between the two nodes gets TRYAGAIN:
   // its keys are then read with one GET each (each following its own ASK), within
-  // the same deadline. *replies: one array per user, as MGET's.
+  // the same deadline. *replies: one array per user, as MGET's. A user whose
+  // master did not answer within the deadline (or answered an error) fails alone:
+  // (*user_status)[v] says why, and the other users are answered; the returned
+  // status fails every user (an ACL refusal, the deadline gone before the end).
   Status ClusterMget(ef::ClusterRouter& router,
                      const std::vector<std::vector<std::string>>& commands, Clock::time_point start,
-                     Clock::time_point deadline, std::vector<ef::RedisReply>* replies);
+                     Clock::time_point deadline, std::vector<ef::RedisReply>* replies,
+                     std::vector<Status>* user_status);
 
   void Failed(const Status& st, bool policy_applies, Result* r) {
     r->seen.assign(r->seen.size(), false);
@@ -312,12 +317,18 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
   }
   std::vector<ef::RedisReply>* replies_ptr = nullptr;
   std::vector<ef::RedisReply> cluster_replies;
+  // Cluster: per user (a master down fails its users only); empty = all OK.
+  std::vector<Status> user_status;
   Status st;
   if (cluster) {
     ef::client::Pooled<RouterSlot> pr(routers);
     st = PrepareRouter(pr, start, deadline);
-    if (st.ok()) st = ClusterMget(pr.conn()->router, commands, start, deadline, &cluster_replies);
-    if (!st.ok() && pr.conn()) pr.conn()->meta_due = true;
+    if (st.ok())
+      st =
+          ClusterMget(pr.conn()->router, commands, start, deadline, &cluster_replies, &user_status);
+    const bool any_failed = std::any_of(user_status.begin(), user_status.end(),
+                                        [](const Status& u) { return !u.ok(); });
+    if ((!st.ok() || any_failed) && pr.conn()) pr.conn()->meta_due = true;
     replies_ptr = &cluster_replies;
   } else {
     st = SingleMget(commands, start, deadline, &replies_ptr);
@@ -328,12 +339,23 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
     for (size_t i : valid) Failed(st, true, &results[i]);
     return results;
   }
-  ready.store(true, std::memory_order_relaxed);
+  bool any_answered = user_status.empty(), any_failed = false;
+  for (size_t v = 0; v < user_status.size(); ++v) {
+    if (user_status[v].ok()) {
+      any_answered = true;
+    } else {
+      any_failed = true;
+      Failed(user_status[v], true, &results[valid[v]]);
+    }
+  }
+  if (any_failed) Add(counters.redis_errors, 1);
+  ready.store(any_answered, std::memory_order_relaxed);
 
   const std::shared_ptr<const ef::Layout> layout_now = CurrentLayout();
   std::vector<std::string_view> values;
   uint64_t seen_total = 0;
   for (size_t v = 0; v < valid.size(); ++v) {
+    if (!user_status.empty() && !user_status[v].ok()) continue;  // failed above
     const size_t i = valid[v];
     values.clear();
     for (const ef::RedisReply& e : (*replies_ptr)[v].elements) values.emplace_back(e.str);
@@ -384,34 +406,41 @@ Status Client::Impl::SingleMget(const std::vector<std::vector<std::string>>& com
 Status Client::Impl::ClusterMget(ef::ClusterRouter& router,
                                  const std::vector<std::vector<std::string>>& commands,
                                  Clock::time_point start, Clock::time_point deadline,
-                                 std::vector<ef::RedisReply>* replies) {
+                                 std::vector<ef::RedisReply>* replies,
+                                 std::vector<Status>* user_status) {
   std::vector<ef::ClusterRouter::SlotCommand> routed(commands.size());
   for (size_t v = 0; v < commands.size(); ++v) {
     // All of a user's keys share its hash tag, so the first key's slot is the user's.
     routed[v].slot = ef::KeySlot(commands[v][1]);
     routed[v].args = commands[v];
   }
-  auto r = router.Commands(routed);
-  if (!r.ok()) {
-    if (Clock::now() >= deadline) Add(counters.timeouts, 1);
-    return r.status();
-  }
+  auto r = router.Commands(routed, user_status);
+  if (!r.ok()) return r.status();
   *replies = std::move(*r);
+  bool timed_out = false;
+  auto fail = [&](size_t v, Status st) {
+    if ((*user_status)[v].ok()) (*user_status)[v] = std::move(st);
+  };
   // Users whose MGET met a migration (TRYAGAIN): one GET per key.
   std::vector<size_t> split;
   for (size_t v = 0; v < replies->size(); ++v) {
+    if (!(*user_status)[v].ok()) {
+      timed_out = true;  // no reply from its master within the deadline
+      continue;
+    }
     const ef::RedisReply& reply = (*replies)[v];
     if (reply.type == ef::RedisReply::Type::kError) {
       if (StartsWith(reply.str, "TRYAGAIN")) {
         split.push_back(v);
         continue;
       }
-      return MgetReplyError("redis cluster (slot " + std::to_string(routed[v].slot) + ")", reply);
+      fail(v, MgetReplyError("redis cluster (slot " + std::to_string(routed[v].slot) + ")", reply));
+      continue;
     }
     if (reply.type != ef::RedisReply::Type::kArray ||
         reply.elements.size() != commands[v].size() - 1)
-      return ef::Internal("redis cluster (slot " + std::to_string(routed[v].slot) +
-                          "): MGET: unexpected reply");
+      fail(v, ef::Internal("redis cluster (slot " + std::to_string(routed[v].slot) +
+                           "): MGET: unexpected reply"));
   }
   if (!split.empty()) {
     std::vector<ef::ClusterRouter::SlotCommand> gets;
@@ -419,32 +448,43 @@ Status Client::Impl::ClusterMget(ef::ClusterRouter& router,
       for (size_t k = 1; k < commands[v].size(); ++k)
         gets.push_back({routed[v].slot, {"GET", commands[v][k]}});
     }
-    if (!SetRouterDeadline(router, deadline))
-      return DeadlineError(start, deadline, "reading the keys of a migrating slot");
-    auto g = router.Commands(gets);
-    if (!g.ok()) {
-      if (Clock::now() >= deadline) Add(counters.timeouts, 1);
-      return g.status();
-    }
+    std::vector<Status> get_status;
+    ef::StatusOr<std::vector<ef::RedisReply>> g =
+        SetRouterDeadline(router, deadline)
+            ? router.Commands(gets, &get_status)
+            : ef::StatusOr<std::vector<ef::RedisReply>>(
+                  DeadlineError(start, deadline, "reading the keys of a migrating slot"));
     size_t at = 0;
     for (size_t v : split) {
       ef::RedisReply array;
       array.type = ef::RedisReply::Type::kArray;
-      for (size_t k = 1; k < commands[v].size(); ++k) {
-        ef::RedisReply& e = (*g)[at++];
+      for (size_t k = 1; k < commands[v].size(); ++k, ++at) {
+        if (!g.ok()) {
+          fail(v, g.status());
+          continue;
+        }
+        if (!get_status[at].ok()) {
+          timed_out = true;
+          fail(v, get_status[at]);
+          continue;
+        }
+        ef::RedisReply& e = (*g)[at];
         if (e.type == ef::RedisReply::Type::kError) {
           // MGET answers nil for a key of another type; GET says WRONGTYPE.
-          if (!StartsWith(e.str, "WRONGTYPE"))
-            return ef::Unavailable("redis cluster (slot " + std::to_string(routed[v].slot) +
-                                   "): GET " + commands[v][k] + ": " + e.str);
+          if (!StartsWith(e.str, "WRONGTYPE")) {
+            fail(v, ef::Unavailable("redis cluster (slot " + std::to_string(routed[v].slot) +
+                                    "): GET " + commands[v][k] + ": " + e.str));
+            continue;
+          }
           e = ef::RedisReply{};
           e.type = ef::RedisReply::Type::kNil;
         }
         array.elements.push_back(std::move(e));
       }
-      (*replies)[v] = std::move(array);
+      if ((*user_status)[v].ok()) (*replies)[v] = std::move(array);
     }
   }
+  if (timed_out && Clock::now() >= deadline) Add(counters.timeouts, 1);
   if (Clock::now() > deadline) return DeadlineError(start, deadline, "waiting for Redis Cluster");
   return Status::Ok();
 }

@@ -358,8 +358,8 @@ StatusOr<RedisReply> ClusterRouter::CommandInSlot(uint16_t slot, std::vector<std
   return std::move(r->front());
 }
 
-StatusOr<std::vector<RedisReply>> ClusterRouter::Commands(
-    const std::vector<SlotCommand>& commands) {
+StatusOr<std::vector<RedisReply>> ClusterRouter::Commands(const std::vector<SlotCommand>& commands,
+                                                          std::vector<Status>* unanswered) {
   const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
   auto remaining_ms = [&] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -517,11 +517,16 @@ StatusOr<std::vector<RedisReply>> ClusterRouter::Commands(
       backoff_ms = std::min(backoff_ms * 2, options_.backoff_max_ms);
     }
   }
+  if (unanswered) unanswered->assign(commands.size(), Status::Ok());
   if (pending.empty()) return replies;
-  return Unavailable("redis cluster: " + std::to_string(pending.size()) + " of " +
-                     std::to_string(commands.size()) + " commands without a reply after " +
-                     std::to_string(options_.deadline_ms) +
-                     " ms; last error: " + (last_error.empty() ? "none" : last_error));
+  const Status failed =
+      Unavailable("redis cluster: " + std::to_string(pending.size()) + " of " +
+                  std::to_string(commands.size()) + " commands without a reply after " +
+                  std::to_string(options_.deadline_ms) +
+                  " ms; last error: " + (last_error.empty() ? "none" : last_error));
+  if (!unanswered) return failed;
+  for (size_t i : pending) (*unanswered)[i] = failed;
+  return replies;
 }
 
 StatusOr<bool> DetectCluster(const RedisOptions& options, const std::vector<NodeAddress>& seeds) {

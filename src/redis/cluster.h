@@ -171,8 +171,13 @@ class ClusterRouter {
   StatusOr<RedisReply> CommandInSlot(uint16_t slot, std::vector<std::string> args);
   // Replies in input order. Commands are grouped by master; each group is one
   // pipeline; groups run in parallel. Fails (no replies) if any command has no
-  // final reply when the deadline passes.
-  StatusOr<std::vector<RedisReply>> Commands(const std::vector<SlotCommand>& commands);
+  // final reply when the deadline passes, unless `unanswered` is given: then the
+  // call succeeds with the replies it has, and (*unanswered)[i] is kUnavailable
+  // naming the last error for each command i without one (its reply is empty),
+  // OK for the others; a master down then fails only its own commands. Errors no
+  // retry can mend (an ACL refusal, an empty command) fail the call either way.
+  StatusOr<std::vector<RedisReply>> Commands(const std::vector<SlotCommand>& commands,
+                                             std::vector<Status>* unanswered = nullptr);
 
   // For callers that pipeline themselves (the writer's hot path): the pooled
   // connection to `master`, made if needed. Valid until DropConnection of that

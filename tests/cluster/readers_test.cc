@@ -442,6 +442,30 @@ TEST_CASE(
   CHECK(r.seen_count == 0);
   CHECK(took < 300ms + 700ms);
   CHECK(client->stats().failed_open >= 1);
+  // A batch of every user: the victim's users fail open, the others are answered
+  // (before: the whole batch failed open, one dead master failing every user).
+  {
+    std::vector<exposure_filter::Query> queries;
+    for (const std::string& user : w.users) queries.push_back({user, w.candidates.at(user)});
+    exposure_filter::CallOptions batch_call;
+    batch_call.at_unix_seconds = w.now_s;
+    const std::vector<exposure_filter::Result> results = client->SeenBatch(queries, batch_call);
+    REQUIRE(results.size() == w.users.size());
+    size_t answered = 0;
+    for (size_t i = 0; i < w.users.size(); ++i) {
+      const std::string& user = w.users[i];
+      INFO(user << ": " << results[i].error);
+      CHECK(results[i].ok);
+      if (w.master_of.at(user) == victim) {
+        CHECK(results[i].failed_open);
+      } else {
+        CHECK_FALSE(results[i].failed_open);
+        CHECK(results[i].seen == w.expected.at(user));
+        ++answered;
+      }
+    }
+    CHECK(answered > 0);
+  }
   // Users of the other masters: answered (the meta's master may be the victim:
   // the client keeps the layout it read).
   for (const std::string& user : w.users) {
