@@ -5,7 +5,7 @@
 #   - fills Redis with a realistic filter state (users with exposures in all 31
 #     daily buckets of the 30-day window, Zipf activity: heavy users use several
 #     stages of layout v2), with the daemon's Coalescer and RedisBitWriter (plus
-#     server-side COPYs of written users' keys for most light users: fill ~45 s);
+#     server-side COPYs of written users' keys for most light users: fill ~4 s with the default write mode, ~45 s with bitfield);
 #   - the library: one client thread, requests of 1,000 candidates for Zipf users:
 #     req/s, p50/p99/p999, client CPU per candidate;
 #   - serve over loopback: C keep-alive clients, closed loop (max req/s), then open
