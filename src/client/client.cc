@@ -319,6 +319,7 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
   std::vector<ef::RedisReply> cluster_replies;
   // Cluster: per user (a master down fails its users only); empty = all OK.
   std::vector<Status> user_status;
+  size_t failed_users = 0;
   Status st;
   if (cluster) {
     ef::client::Pooled<RouterSlot> pr(routers);
@@ -326,9 +327,12 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
     if (st.ok())
       st =
           ClusterMget(pr.conn()->router, commands, start, deadline, &cluster_replies, &user_status);
-    const bool any_failed = std::any_of(user_status.begin(), user_status.end(),
-                                        [](const Status& u) { return !u.ok(); });
-    if ((!st.ok() || any_failed) && pr.conn()) pr.conn()->meta_due = true;
+    for (size_t v = 0; st.ok() && v < user_status.size(); ++v) {
+      if (user_status[v].ok()) continue;
+      ++failed_users;
+      Failed(user_status[v], true, &results[valid[v]]);
+    }
+    if ((!st.ok() || failed_users > 0) && pr.conn()) pr.conn()->meta_due = true;
     replies_ptr = &cluster_replies;
   } else {
     st = SingleMget(commands, start, deadline, &replies_ptr);
@@ -339,17 +343,8 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
     for (size_t i : valid) Failed(st, true, &results[i]);
     return results;
   }
-  bool any_answered = user_status.empty(), any_failed = false;
-  for (size_t v = 0; v < user_status.size(); ++v) {
-    if (user_status[v].ok()) {
-      any_answered = true;
-    } else {
-      any_failed = true;
-      Failed(user_status[v], true, &results[valid[v]]);
-    }
-  }
-  if (any_failed) Add(counters.redis_errors, 1);
-  ready.store(any_answered, std::memory_order_relaxed);
+  if (failed_users > 0) Add(counters.redis_errors, 1);
+  ready.store(failed_users < valid.size(), std::memory_order_relaxed);
 
   const std::shared_ptr<const ef::Layout> layout_now = CurrentLayout();
   std::vector<std::string_view> values;
@@ -442,6 +437,11 @@ Status Client::Impl::ClusterMget(ef::ClusterRouter& router,
       fail(v, ef::Internal("redis cluster (slot " + std::to_string(routed[v].slot) +
                            "): MGET: unexpected reply"));
   }
+  if (!split.empty() && !SetRouterDeadline(router, deadline)) {
+    const Status late = DeadlineError(start, deadline, "reading the keys of a migrating slot");
+    for (size_t v : split) fail(v, late);
+    split.clear();
+  }
   if (!split.empty()) {
     std::vector<ef::ClusterRouter::SlotCommand> gets;
     for (size_t v : split) {
@@ -449,20 +449,13 @@ Status Client::Impl::ClusterMget(ef::ClusterRouter& router,
         gets.push_back({routed[v].slot, {"GET", commands[v][k]}});
     }
     std::vector<Status> get_status;
-    ef::StatusOr<std::vector<ef::RedisReply>> g =
-        SetRouterDeadline(router, deadline)
-            ? router.Commands(gets, &get_status)
-            : ef::StatusOr<std::vector<ef::RedisReply>>(
-                  DeadlineError(start, deadline, "reading the keys of a migrating slot"));
+    auto g = router.Commands(gets, &get_status);
+    if (!g.ok()) return g.status();
     size_t at = 0;
     for (size_t v : split) {
       ef::RedisReply array;
       array.type = ef::RedisReply::Type::kArray;
       for (size_t k = 1; k < commands[v].size(); ++k, ++at) {
-        if (!g.ok()) {
-          fail(v, g.status());
-          continue;
-        }
         if (!get_status[at].ok()) {
           timed_out = true;
           fail(v, get_status[at]);

@@ -21,6 +21,7 @@
 #include "bloom/positions.h"
 #include "bloom/stages.h"
 #include "redis/bit_writer.h"
+#include "support/items_key.h"
 #include "support/process.h"
 #include "support/redis_server.h"
 #include "support/temp_dir.h"
@@ -87,20 +88,9 @@ struct Fixture {
 
   void Write(const std::string& user, int days_ago, const std::vector<std::string>& items) {
     const int64_t start = BucketStart(Now() - days_ago * kDay, kDay);
-    KeyBits kb;
-    kb.key = MakeKey(layout.prefix, user, start, kDay);
-    kb.expire_at = ExpireAt(start, kDay, layout.window_seconds);
-    std::vector<uint32_t> pos(layout.k);
-    for (const auto& item : items) {
-      const Hash128 h = HashItem(item, layout.seed);
-      kb.items.push_back(h);
-      ComputePositions(h, layout.m, layout.k, pos.data());
-      kb.positions.insert(kb.positions.end(), pos.begin(), pos.end());
-    }
-    std::sort(kb.positions.begin(), kb.positions.end());
-    kb.positions.erase(std::unique(kb.positions.begin(), kb.positions.end()), kb.positions.end());
     BitBatch batch;
-    batch.keys.push_back(std::move(kb));
+    batch.keys.push_back(test::KeyOfItems(layout, MakeKey(layout.prefix, user, start, kDay), items,
+                                          ExpireAt(start, kDay, layout.window_seconds)));
     batch.size = 1;
     BitWriterOptions o;
     o.redis.port = redis.port();

@@ -121,6 +121,15 @@ std::set<int> MastersOf(const LocalRedisCluster& cluster, const std::set<std::st
   return out;
 }
 
+// Writes every batch; the test fails at the first that fails.
+void WriteAll(ClusterBitWriter& writer, const std::vector<BitBatch>& batches) {
+  for (const BitBatch& batch : batches) {
+    Status st = writer.Write(batch, nullptr);
+    INFO(st.message());
+    REQUIRE(st.ok());
+  }
+}
+
 }  // namespace
 
 TEST_CASE("module cluster: module mode leaves the same values and expiries as bitfield",
@@ -277,11 +286,7 @@ TEST_CASE("module cluster: with redis.wait_replicas 1 every replica holds its ma
   const std::vector<BitBatch> batches = Batches(layout, 13, 24);
   REQUIRE(MastersOf(cluster, KeysOf(batches)).size() == 3);
   ClusterBitWriter writer(FromConfig(cluster, "module", 1, layout), cluster.RouterOptions());
-  for (const BitBatch& batch : batches) {
-    Status st = writer.Write(batch, nullptr);
-    INFO(st.message());
-    REQUIRE(st.ok());
-  }
+  WriteAll(writer, batches);
   // No wait here: WAIT 1 returned before each Write did.
   for (int m : cluster.Masters()) {
     INFO("master " << cluster.address(m));
@@ -331,11 +336,7 @@ TEST_CASE("module cluster: a replica without the module - auto falls back there 
   }
   SECTION("auto writes that master with the hybrid, the others with the module") {
     ClusterBitWriter writer(FromConfig(cluster, "auto", 1, layout), cluster.RouterOptions());
-    for (const BitBatch& batch : batches) {
-      Status st = writer.Write(batch, nullptr);
-      INFO(st.message());
-      REQUIRE(st.ok());
-    }
+    WriteAll(writer, batches);
     for (int m : cluster.Masters()) {
       INFO("master " << cluster.address(m));
       if (m == lacking) {

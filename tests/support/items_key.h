@@ -1,5 +1,5 @@
-// Test batches by hand: one key's items "<tag>-<i>" with their hashes and
-// stage-0 positions, as the Coalescer makes them (sorted, unique).
+// Test batches by hand: one key's items with their hashes and stage-0
+// positions, as the Coalescer makes them (sorted, unique).
 #pragma once
 
 #include <algorithm>
@@ -14,14 +14,15 @@
 
 namespace ef::test {
 
-inline KeyBits ItemsKey(const Layout& l, const std::string& key, const std::string& tag, int n,
-                        int64_t expire_at) {
+// One key holding `items`.
+inline KeyBits KeyOfItems(const Layout& l, const std::string& key,
+                          const std::vector<std::string>& items, int64_t expire_at) {
   KeyBits kb;
   kb.key = key;
   kb.expire_at = expire_at;
   std::vector<uint32_t> pos(l.k);
-  for (int i = 0; i < n; ++i) {
-    const Hash128 h = HashItem(tag + "-" + std::to_string(i), l.seed);
+  for (const std::string& item : items) {
+    const Hash128 h = HashItem(item, l.seed);
     kb.items.push_back(h);
     ComputePositions(h, l.m, l.k, pos.data());
     kb.positions.insert(kb.positions.end(), pos.begin(), pos.end());
@@ -29,6 +30,14 @@ inline KeyBits ItemsKey(const Layout& l, const std::string& key, const std::stri
   std::sort(kb.positions.begin(), kb.positions.end());
   kb.positions.erase(std::unique(kb.positions.begin(), kb.positions.end()), kb.positions.end());
   return kb;
+}
+
+// One key holding the n items "<tag>-0" .. "<tag>-<n-1>".
+inline KeyBits ItemsKey(const Layout& l, const std::string& key, const std::string& tag, int n,
+                        int64_t expire_at) {
+  std::vector<std::string> items;
+  for (int i = 0; i < n; ++i) items.push_back(tag + "-" + std::to_string(i));
+  return KeyOfItems(l, key, items, expire_at);
 }
 
 }  // namespace ef::test
