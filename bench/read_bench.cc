@@ -43,6 +43,7 @@
 #include "bloom/layout.h"
 #include "config/config.h"
 #include "event/event.h"
+#include "http_conn.h"
 #include "pipeline/coalescer.h"
 #include "redis/bit_writer.h"
 #include "redis/connection.h"
@@ -60,10 +61,11 @@ struct Args {
   double seconds = 10;
   int threads = 4;
   int candidates = 1000;
-  int exposed = 300;       // of the candidates, items the user was exposed to
-  double activity = 0.5;   // median activity multiple of items_per_bucket
-  std::string out;         // also write the JSON line here
-  bool meta_only = false;  // only store the layout (`<prefix>meta`), then exit
+  int exposed = 300;                            // of the candidates, items the user was exposed to
+  double activity = 0.5;                        // median activity multiple of items_per_bucket
+  std::string out;                              // also write the JSON line here
+  bool meta_only = false;                       // only store the layout (`<prefix>meta`), then exit
+  std::string phases = ",library,serve,mget,";  // which phases run (for profiling one)
 };
 
 [[noreturn]] void Usage(int code) {
@@ -72,7 +74,9 @@ struct Args {
       "usage: ef_read_bench --redis HOST:PORT [--serve HOST:PORT] [--serve-pid PID]\n"
       "  [--users N (20000)] [--seconds D (10)] [--threads C (4)] [--candidates N (1000)]\n"
       "  [--exposed N (300)] [--activity X (0.5)] [--out FILE] [--meta-only]\n"
-      "--meta-only: store the default layout's meta (for serve to start), nothing else.\n");
+      "  [--phases library,serve,mget (all)]\n"
+      "--meta-only: store the default layout's meta (for serve to start), nothing else.\n"
+      "--phases: run only these phases (e.g. serve, to profile it); targets need all three.\n");
   std::exit(code);
 }
 
@@ -110,9 +114,19 @@ Args Parse(int argc, char** argv) {
       a.activity = std::atof(v.c_str());
     else if (k == "--out")
       a.out = v;
+    else if (k == "--phases")
+      a.phases = "," + v + ",";
     else {
       std::fprintf(stderr, "ef_read_bench: unknown option %s\n", k.c_str());
       Usage(2);
+    }
+  }
+  for (size_t b = 1; b < a.phases.size(); b = a.phases.find(',', b) + 1) {
+    const std::string phase = a.phases.substr(b, a.phases.find(',', b) - b);
+    if (phase != "library" && phase != "serve" && phase != "mget") {
+      std::fprintf(stderr, "ef_read_bench: --phases: unknown phase '%s' (library, serve, mget)\n",
+                   phase.c_str());
+      std::exit(2);
     }
   }
   if (a.users < 1 || a.seconds <= 0 || a.threads < 1 || a.candidates < 1 || a.exposed < 0 ||
@@ -220,6 +234,56 @@ double ProcessCpuSeconds(int pid) {
   }
   return double(ut + st) / double(sysconf(_SC_CLK_TCK));
 }
+
+// This process (the load generator) and Redis (INFO cpu: all its threads).
+double SelfCpuSeconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+double RedisCpuSeconds(const ef::RedisOptions& ro) {
+  auto conn = ef::RedisConnection::Connect(ro);
+  if (!conn.ok()) return 0;
+  auto info = (*conn)->Command({"INFO", "cpu"});
+  if (!info.ok()) return 0;
+  double total = 0;
+  for (const char* field : {"used_cpu_sys:", "used_cpu_user:"}) {
+    size_t p = info->str.find(field);
+    if (p != std::string::npos) total += std::atof(info->str.c_str() + p + std::strlen(field));
+  }
+  return total;
+}
+
+// CPU per request of the three processes on the machine's cores during a phase.
+struct CpuShare {
+  double serve_us = 0, loadgen_us = 0, redis_us = 0;
+};
+
+class CpuMeter {
+ public:
+  CpuMeter(const ef::RedisOptions& ro, int serve_pid) : ro_(ro), serve_pid_(serve_pid) {}
+  void Start() {
+    serve0_ = serve_pid_ ? ProcessCpuSeconds(serve_pid_) : 0;
+    self0_ = SelfCpuSeconds();
+    redis0_ = RedisCpuSeconds(ro_);
+  }
+  CpuShare Stop(uint64_t requests) const {
+    CpuShare c;
+    if (requests == 0) return c;
+    const double per = 1e6 / double(requests);
+    c.serve_us = serve_pid_ ? (ProcessCpuSeconds(serve_pid_) - serve0_) * per : 0;
+    c.loadgen_us = (SelfCpuSeconds() - self0_) * per;
+    c.redis_us = (RedisCpuSeconds(ro_) - redis0_) * per;
+    return c;
+  }
+
+ private:
+  ef::RedisOptions ro_;
+  int serve_pid_;
+  double serve0_ = 0, self0_ = 0, redis0_ = 0;
+};
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -399,6 +463,7 @@ struct Phase {
   double rps = 0, p50 = 0, p99 = 0, p999 = 0;  // latencies in ms
   double cpu_us_per_candidate = 0;
   uint64_t requests = 0, errors = 0;  // errors: failed requests and fail-open answers
+  CpuShare cpu;                       // CPU per request of serve, this process, Redis
   double seen_ratio = 0;
   // Library only: p99 (ms) of requests for heavy users (stage 1+) and the others.
   double p99_heavy = 0, p99_light = 0, heavy_share = 0;
@@ -484,6 +549,9 @@ bool RunServe(const Args& a, const std::vector<Request>& reqs, double rate_per_s
     std::fprintf(stderr, "ef_read_bench: bad --serve %s (HOST:PORT)\n", a.serve.c_str());
     return false;
   }
+  // Before the load connections exist: each holds one of serve's workers while
+  // open (cpp-httplib), so with --threads >= serve.threads this GET would wait.
+  const double failed_open0 = ServeFailedOpen(host, port);
   std::vector<Latencies> lat(a.threads);
   std::vector<uint64_t> errors(a.threads);
   std::atomic<int> ready{0};
@@ -491,12 +559,22 @@ bool RunServe(const Args& a, const std::vector<Request>& reqs, double rate_per_s
   Clock::time_point t0;
   std::atomic<bool> go{false};
   std::vector<std::thread> th;
+  // The requests' bytes, built before the clock starts (as wrk does).
+  std::vector<std::string> http(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i)
+    http[i] = bench::HttpConn::Post(host, port, "/v1/filter", reqs[i].body);
+  const std::string healthz = "GET /healthz HTTP/1.1\r\nHost: " + a.serve + "\r\n\r\n";
+  std::atomic<int> connect_failed{0};
   for (int t = 0; t < a.threads; ++t) {
     th.emplace_back([&, t] {
-      auto c = HttpClient(host, port);
-      c->Get("/healthz");  // connect before the clock starts
+      bench::HttpConn c(host, port);
+      if (c.RoundTrip(healthz) != 200) {  // connect before the clock starts
+        std::fprintf(stderr, "ef_read_bench: serve %s: GET /healthz: %s\n", a.serve.c_str(),
+                     c.error().empty() ? "not 200" : c.error().c_str());
+        connect_failed++;
+      }
       ready++;
-      while (!go.load()) std::this_thread::yield();
+      go.wait(false);  // blocks (no spinning: the CPU of this process is measured)
       auto end = t0 + dur;
       Clock::duration interval{};
       if (rate_per_s > 0)
@@ -504,7 +582,7 @@ bool RunServe(const Args& a, const std::vector<Request>& reqs, double rate_per_s
             std::chrono::duration<double>(a.threads / rate_per_s));
       auto next = t0 + interval * t / a.threads;
       for (size_t i = size_t(t) * 7919;; ++i) {
-        const Request& r = reqs[i % reqs.size()];
+        const std::string& request = http[i % http.size()];
         Clock::time_point s;
         if (rate_per_s > 0) {
           if (next >= end) break;
@@ -515,19 +593,20 @@ bool RunServe(const Args& a, const std::vector<Request>& reqs, double rate_per_s
           s = Clock::now();
           if (s >= end) break;
         }
-        auto res = c->Post("/v1/filter", r.body, "application/json");
+        const int status = c.RoundTrip(request);
         lat[t].us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
-        if (!res || res->status != 200) errors[t]++;
+        if (status != 200) errors[t]++;
       }
     });
   }
   while (ready.load() < a.threads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   double cpu0 = a.serve_pid ? ProcessCpuSeconds(a.serve_pid) : 0;
-  double failed_open0 = ServeFailedOpen(host, port);
   t0 = Clock::now();
   go = true;
+  go.notify_all();
   for (auto& x : th) x.join();
   double secs = Seconds(Clock::now() - t0);
+  if (connect_failed.load()) return false;
   double cpu = a.serve_pid ? ProcessCpuSeconds(a.serve_pid) - cpu0 : 0;
   out->errors += uint64_t(std::max(0.0, ServeFailedOpen(host, port) - failed_open0));
   Latencies all;
@@ -558,7 +637,7 @@ bool RunMget(const Args& a, const ef::RedisOptions& ro, const std::vector<Reques
         failed++;
         return;
       }
-      while (!go.load()) std::this_thread::yield();
+      go.wait(false);  // blocks (no spinning: the CPU of this process is measured)
       std::vector<ef::RedisConnection::ReplyError> errs;
       for (size_t i = size_t(t) * 7919;; ++i) {
         const Request& r = reqs[i % reqs.size()];
@@ -578,6 +657,7 @@ bool RunMget(const Args& a, const ef::RedisOptions& ro, const std::vector<Reques
   while (ready.load() < a.threads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   t0 = Clock::now();
   go = true;
+  go.notify_all();
   for (auto& x : th) x.join();
   double secs = Seconds(Clock::now() - t0);
   if (failed.load()) {
@@ -620,18 +700,34 @@ int main(int argc, char** argv) {
 
   Phase lib, closed, open, mget;
   bool ok = true;
-  std::fprintf(stderr, "ef_read_bench: library, 1 thread, %.0f s...\n", a.seconds);
-  ok &= RunLibrary(a, reqs, &lib);
-  if (!a.serve.empty()) {
+  CpuMeter meter(ro, a.serve_pid);
+  auto want = [&](const char* phase) {
+    return a.phases.find(std::string(",") + phase + ",") != std::string::npos;
+  };
+  if (want("library")) {
+    std::fprintf(stderr, "ef_read_bench: library, 1 thread, %.0f s...\n", a.seconds);
+    meter.Start();
+    ok &= RunLibrary(a, reqs, &lib);
+    lib.cpu = meter.Stop(lib.requests);
+  }
+  if (!a.serve.empty() && want("serve")) {
     std::fprintf(stderr, "ef_read_bench: serve, closed loop, %d threads...\n", a.threads);
+    meter.Start();
     ok &= RunServe(a, reqs, 0, &closed);
+    closed.cpu = meter.Stop(closed.requests);
     if (closed.rps > 0) {
       std::fprintf(stderr, "ef_read_bench: serve, open loop at %.0f req/s...\n", closed.rps / 2);
+      meter.Start();
       ok &= RunServe(a, reqs, closed.rps / 2, &open);
+      open.cpu = meter.Stop(open.requests);
     }
   }
-  std::fprintf(stderr, "ef_read_bench: raw MGET, %d connections...\n", a.threads);
-  ok &= RunMget(a, ro, reqs, &mget);
+  if (want("mget")) {
+    std::fprintf(stderr, "ef_read_bench: raw MGET, %d connections...\n", a.threads);
+    meter.Start();
+    ok &= RunMget(a, ro, reqs, &mget);
+    mget.cpu = meter.Stop(mget.requests);
+  }
 
   bool t_lib = lib.ran && lib.p99 <= 1.0 && lib.errors == 0;
   bool t_open = open.ran && open.p99 <= 3.0 && open.errors == 0;
@@ -657,6 +753,15 @@ int main(int argc, char** argv) {
   row("serve closed loop (max)", closed);
   row("serve open loop (50% max)", open);
   row("raw MGET ceiling", mget);
+  std::printf("CPU per request, us (whole phase):  serve  load-gen   Redis   total\n");
+  auto cpu_row = [](const char* name, const Phase& p) {
+    if (!p.ran) return;
+    std::printf("%-32s %7.0f %8.0f %7.0f %7.0f\n", name, p.cpu.serve_us, p.cpu.loadgen_us,
+                p.cpu.redis_us, p.cpu.serve_us + p.cpu.loadgen_us + p.cpu.redis_us);
+  };
+  cpu_row("  library (1 thread)", lib);
+  cpu_row("  serve closed loop (max)", closed);
+  cpu_row("  raw MGET ceiling", mget);
   std::printf(
       "library p99 by user: heavy (stage 1+, %.0f%% of requests) %.3f ms, others %.3f "
       "ms\n",
@@ -670,9 +775,11 @@ int main(int argc, char** argv) {
     char buf[512];
     std::snprintf(buf, sizeof buf,
                   "{\"ran\":%s,\"rps\":%.1f,\"p50_ms\":%.4f,\"p99_ms\":%.4f,\"p999_ms\":%.4f,"
-                  "\"cpu_us_per_candidate\":%.4f,\"requests\":%" PRIu64 ",\"errors\":%" PRIu64 "}",
+                  "\"cpu_us_per_candidate\":%.4f,\"requests\":%" PRIu64 ",\"errors\":%" PRIu64
+                  ",\"cpu_us_per_request\":{\"serve\":%.1f,\"load_generator\":%.1f,"
+                  "\"redis\":%.1f}}",
                   p.ran ? "true" : "false", p.rps, p.p50, p.p99, p.p999, p.cpu_us_per_candidate,
-                  p.requests, p.errors);
+                  p.requests, p.errors, p.cpu.serve_us, p.cpu.loadgen_us, p.cpu.redis_us);
     return std::string(buf);
   };
   char head[1024];

@@ -18,6 +18,10 @@
 #   --threads C     concurrent HTTP clients / Redis connections (default 4)
 #   --no-build      use the existing build (build/, or $BUILD_DIR)
 #   --out FILE      also write the JSON line to FILE
+#   --phases LIST   run only these of library,serve,mget (to profile one; the
+#                   targets need all three)
+#   --serve-set K=V a config override for serve (repeatable), e.g.
+#                   --serve-set serve.threads=4
 # Everything it starts is stopped on exit; logs stay in the run directory it prints.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +30,8 @@ USERS=20000
 SECONDS_=10
 THREADS=4
 OUT=()
+PHASES=()
+SERVE_SETS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) BUILD=0 ;;
@@ -33,6 +39,8 @@ while [ $# -gt 0 ]; do
     --seconds) SECONDS_=$2; shift ;;
     --threads) THREADS=$2; shift ;;
     --out) OUT=(--out "$2"); shift ;;
+    --phases) PHASES=(--phases "$2"); shift ;;
+    --serve-set) SERVE_SETS+=(--set "$2"); shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { print }' "$0"; exit 0 ;;
     *) echo "bench-read: unknown option $1 (--help)" >&2; exit 2 ;;
   esac
@@ -80,7 +88,7 @@ done
 
 SERVE_PORT=$(free_port)
 "$EF" serve --set "serve.listen=127.0.0.1:$SERVE_PORT" --set "redis.address=127.0.0.1:$REDIS_PORT" \
-  >"$RUN_DIR/serve.log" 2>&1 &
+  "${SERVE_SETS[@]}" >"$RUN_DIR/serve.log" 2>&1 &
 SERVE_PID=$!
 PIDS+=("$SERVE_PID")
 for _ in $(seq 100); do
@@ -92,7 +100,7 @@ curl -sf "http://127.0.0.1:$SERVE_PORT/healthz" >/dev/null ||
 
 # In the background, so that a signal runs the trap (and stops it) at once.
 "$BENCH" --redis "127.0.0.1:$REDIS_PORT" --serve "127.0.0.1:$SERVE_PORT" --serve-pid "$SERVE_PID" \
-  --users "$USERS" --seconds "$SECONDS_" --threads "$THREADS" "${OUT[@]}" &
+  --users "$USERS" --seconds "$SECONDS_" --threads "$THREADS" "${OUT[@]}" "${PHASES[@]}" &
 BENCH_PID=$!
 PIDS=("$BENCH_PID" "${PIDS[@]}")
 wait "$BENCH_PID"

@@ -74,9 +74,9 @@ struct RouterSlot {
   Clock::time_point meta_attempt{};
 };
 
-Status MgetReplyError(const std::string& where, const ef::RedisReply& reply) {
-  const std::string msg = where + ": MGET: " + reply.str;
-  return ef::RedisConnection::ClassifyErrorReply(reply.str) == ef::RedisErrorKind::kAuth
+Status MgetReplyError(const std::string& where, std::string_view error) {
+  const std::string msg = where + ": MGET: " + std::string(error);
+  return ef::RedisConnection::ClassifyErrorReply(error) == ef::RedisErrorKind::kAuth
              ? ef::PermissionDenied(msg)
              : ef::Unavailable(msg);
 }
@@ -269,7 +269,8 @@ struct Client::Impl {
 
   std::vector<Result> Run(const Work* work, size_t n, const CallOptions& call);
   Status SingleMget(const std::vector<std::vector<std::string>>& commands, Clock::time_point start,
-                    Clock::time_point deadline, std::vector<ef::RedisReply>** replies);
+                    Clock::time_point deadline,
+                    std::vector<ef::RedisConnection::ArrayReply>** replies);
   bool Ping(std::chrono::milliseconds deadline);
   Status PingCluster(Clock::time_point start, Clock::time_point deadline);
 };
@@ -315,8 +316,9 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
     commands[v].emplace_back("MGET");
     for (std::string& key : keys) commands[v].push_back(std::move(key));
   }
-  std::vector<ef::RedisReply>* replies_ptr = nullptr;
   std::vector<ef::RedisReply> cluster_replies;
+  // Standalone: the replies' values, views into the thread's receive buffer.
+  std::vector<ef::RedisConnection::ArrayReply>* single_replies = nullptr;
   // Cluster: per user (a master down fails its users only); empty = all OK.
   std::vector<Status> user_status;
   size_t failed_users = 0;
@@ -333,9 +335,8 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
       Failed(user_status[v], true, &results[valid[v]]);
     }
     if ((!st.ok() || failed_users > 0) && pr.conn()) pr.conn()->meta_due = true;
-    replies_ptr = &cluster_replies;
   } else {
-    st = SingleMget(commands, start, deadline, &replies_ptr);
+    st = SingleMget(commands, start, deadline, &single_replies);
   }
   if (!st.ok()) {
     Add(counters.redis_errors, 1);
@@ -353,7 +354,11 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
     if (!user_status.empty() && !user_status[v].ok()) continue;  // failed above
     const size_t i = valid[v];
     values.clear();
-    for (const ef::RedisReply& e : (*replies_ptr)[v].elements) values.emplace_back(e.str);
+    if (single_replies) {
+      values = (*single_replies)[v].values;
+    } else {
+      for (const ef::RedisReply& e : cluster_replies[v].elements) values.emplace_back(e.str);
+    }
     ef::CheckResult cr =
         ef::TestItems(*layout_now, values, plans[i].bucket_starts, *work[i].candidates);
     Result& r = results[i];
@@ -369,27 +374,34 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
 
 Status Client::Impl::SingleMget(const std::vector<std::vector<std::string>>& commands,
                                 Clock::time_point start, Clock::time_point deadline,
-                                std::vector<ef::RedisReply>** replies_out) {
+                                std::vector<ef::RedisConnection::ArrayReply>** replies_out) {
   ef::client::PooledConnection pc(pool);
-  // Kept per thread: the values' buffers are reused from call to call.
-  thread_local std::vector<ef::RedisReply> replies;
+  // Kept per thread: buffers are reused from call to call, and the values are
+  // views into `received` (RedisConnection::ReadArrays: no copies).
+  thread_local std::string request;
+  thread_local std::string received;
+  thread_local std::vector<ef::RedisConnection::ArrayReply> replies;
   *replies_out = &replies;
   Status st = Prepare(pc, start, deadline);
   if (!st.ok()) return st;
+  request.clear();
+  for (const std::vector<std::string>& args : commands) {
+    ef::AppendRespArrayHeader(args.size(), &request);
+    for (const std::string& a : args) ef::AppendRespBulk(a, &request);
+  }
   // The socket waits no longer than what is left of this call's deadline.
   pc.conn()->SetCommandTimeout(Millis(deadline - Clock::now()));
-  st = pc.conn()->Commands(commands, &replies);
+  st = pc.conn()->ReadArrays(request.data(), request.size(), commands.size(), &received, &replies);
   if (!st.ok()) {
     pc.Drop();  // broken: the next call connects again and re-reads the meta
     return st;
   }
   for (size_t v = 0; v < replies.size() && st.ok(); ++v) {
-    const ef::RedisReply& reply = replies[v];
-    if (reply.type == ef::RedisReply::Type::kError) {
-      st = MgetReplyError("redis " + pc.conn()->address(), reply);
-      if (ef::RedisConnection::CallsForReconnect(reply.str)) pc.Drop();
-    } else if (reply.type != ef::RedisReply::Type::kArray ||
-               reply.elements.size() != commands[v].size() - 1) {
+    const ef::RedisConnection::ArrayReply& reply = replies[v];
+    if (!reply.error.empty()) {
+      st = MgetReplyError("redis " + pc.conn()->address(), reply.error);
+      if (ef::RedisConnection::CallsForReconnect(reply.error)) pc.Drop();
+    } else if (!reply.is_array || reply.other || reply.values.size() != commands[v].size() - 1) {
       st = ef::Internal("redis " + pc.conn()->address() + ": MGET: unexpected reply");
       pc.Drop();
     }
@@ -429,7 +441,8 @@ Status Client::Impl::ClusterMget(ef::ClusterRouter& router,
         split.push_back(v);
         continue;
       }
-      fail(v, MgetReplyError("redis cluster (slot " + std::to_string(routed[v].slot) + ")", reply));
+      fail(v, MgetReplyError("redis cluster (slot " + std::to_string(routed[v].slot) + ")",
+                             reply.str));
       continue;
     }
     if (reply.type != ef::RedisReply::Type::kArray ||

@@ -1,6 +1,5 @@
 #include "redis/connection.h"
 
-#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -244,47 +243,48 @@ Status RedisConnection::Commands(const std::vector<std::vector<std::string>>& co
   return Status::Ok();
 }
 
-Status RedisConnection::Pipeline(const char* data, size_t len, size_t count,
-                                 std::vector<ReplyError>* errors,
-                                 std::vector<ReplyScanner::Ints>* ints) {
+// The exchange under Pipeline and ReadArrays: sends data and calls
+// next(reply_index) (which consumes the reply from scanner, or says it is
+// incomplete) until `count` replies were consumed. The socket stays blocking for
+// hiredis; sends and receives here do not block (MSG_DONTWAIT), and wait in poll.
+template <typename NextReply>
+Status RedisConnection::Exchange(const char* data, size_t len, size_t count, const char* what,
+                                 NextReply next) {
   const int fd = impl_->ctx->fd;
+  ReplyScanner& scanner = impl_->scanner;
   auto fail = [&](RedisErrorKind kind, const std::string& why) {
     last_error_ = kind;
-    impl_->scanner.Reset();
-    return Unavailable("redis " + address() + ": pipeline: " + why);
+    scanner.Reset();
+    return Unavailable("redis " + address() + ": " + what + ": " + why);
   };
-  const int flags = fcntl(fd, F_GETFL);
-  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
-    return fail(RedisErrorKind::kIo, std::string("fcntl: ") + std::strerror(errno));
-  struct RestoreFlags {
-    int fd, flags;
-    ~RestoreFlags() { fcntl(fd, F_SETFL, flags); }
-  } restore{fd, flags};
-
   constexpr size_t kReadChunk = 256 * 1024;
   constexpr size_t kWriteChunk = 1024 * 1024;
   const int timeout_ms =
       static_cast<int>(std::min<int64_t>(options_.command_timeout_ms, INT32_MAX));
-  ReplyScanner& scanner = impl_->scanner;
-  if (ints) ints->resize(count);
-  ReplyScanner::Ints* const reply_ints = ints ? ints->data() : nullptr;
   size_t written = 0;
   size_t replies = 0;
+  bool readable = false;  // the last receive filled its chunk: more may be waiting
   while (written < len || replies < count) {
     pollfd pfd{fd, static_cast<short>(POLLIN | (written < len ? POLLOUT : 0)), 0};
-    int pr = poll(&pfd, 1, timeout_ms);
-    if (pr < 0) {
-      if (errno == EINTR) continue;
-      return fail(RedisErrorKind::kIo, std::string("poll: ") + std::strerror(errno));
+    if (readable) {
+      pfd.revents = POLLIN;
+    } else {
+      int pr = poll(&pfd, 1, timeout_ms);
+      if (pr < 0) {
+        if (errno == EINTR) continue;
+        return fail(RedisErrorKind::kIo, std::string("poll: ") + std::strerror(errno));
+      }
+      if (pr == 0) {
+        return fail(RedisErrorKind::kTimeout, "timed out after " +
+                                                  std::to_string(options_.command_timeout_ms) +
+                                                  " ms (" + std::to_string(replies) + " of " +
+                                                  std::to_string(count) + " replies received)");
+      }
     }
-    if (pr == 0) {
-      return fail(RedisErrorKind::kTimeout, "timed out after " +
-                                                std::to_string(options_.command_timeout_ms) +
-                                                " ms (" + std::to_string(replies) + " of " +
-                                                std::to_string(count) + " replies received)");
-    }
+    readable = false;
     if ((pfd.revents & POLLOUT) && written < len) {
-      ssize_t n = send(fd, data + written, std::min(len - written, kWriteChunk), MSG_NOSIGNAL);
+      ssize_t n = send(fd, data + written, std::min(len - written, kWriteChunk),
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n > 0) {
         written += static_cast<size_t>(n);
       } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -292,7 +292,7 @@ Status RedisConnection::Pipeline(const char* data, size_t len, size_t count,
       }
     }
     if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
-      ssize_t n = recv(fd, scanner.PrepareWrite(kReadChunk), kReadChunk, 0);
+      ssize_t n = recv(fd, scanner.PrepareWrite(kReadChunk), kReadChunk, MSG_DONTWAIT);
       if (n == 0) return fail(RedisErrorKind::kIo, "connection closed by server");
       if (n < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
@@ -300,18 +300,16 @@ Status RedisConnection::Pipeline(const char* data, size_t len, size_t count,
         continue;
       }
       scanner.Commit(static_cast<size_t>(n));
+      readable = static_cast<size_t>(n) == kReadChunk;
       while (replies < count) {
-        std::string_view text;
-        ReplyScanner::Result r = scanner.Next(&text, reply_ints ? reply_ints + replies : nullptr);
+        ReplyScanner::Result r = next(replies);
         if (r == ReplyScanner::Result::kIncomplete) break;
         if (r == ReplyScanner::Result::kProtocolError) {
           last_error_ = RedisErrorKind::kProtocol;
           scanner.Reset();
-          return Internal("redis " + address() + ": pipeline: protocol error in reply " +
+          return Internal("redis " + address() + ": " + what + ": protocol error in reply " +
                           std::to_string(replies));
         }
-        if (r == ReplyScanner::Result::kError && errors)
-          errors->push_back({replies, ClassifyErrorReply(text), std::string(text)});
         ++replies;
       }
     }
@@ -319,7 +317,53 @@ Status RedisConnection::Pipeline(const char* data, size_t len, size_t count,
   if (scanner.buffered() != 0) {
     last_error_ = RedisErrorKind::kProtocol;
     scanner.Reset();
-    return Internal("redis " + address() + ": pipeline: more replies than commands");
+    return Internal("redis " + address() + ": " + what + ": more replies than commands");
+  }
+  return Status::Ok();
+}
+
+Status RedisConnection::Pipeline(const char* data, size_t len, size_t count,
+                                 std::vector<ReplyError>* errors,
+                                 std::vector<ReplyScanner::Ints>* ints) {
+  ReplyScanner& scanner = impl_->scanner;
+  if (ints) ints->resize(count);
+  ReplyScanner::Ints* const reply_ints = ints ? ints->data() : nullptr;
+  return Exchange(data, len, count, "pipeline", [&](size_t i) {
+    std::string_view text;
+    ReplyScanner::Result r = scanner.Next(&text, reply_ints ? reply_ints + i : nullptr);
+    if (r == ReplyScanner::Result::kError && errors)
+      errors->push_back({i, ClassifyErrorReply(text), std::string(text)});
+    return r;
+  });
+}
+
+Status RedisConnection::ReadArrays(const char* data, size_t len, size_t count, std::string* buffer,
+                                   std::vector<ArrayReply>* replies) {
+  ReplyScanner& scanner = impl_->scanner;
+  thread_local std::vector<ReplyScanner::Array> arrays;
+  if (arrays.size() < count) arrays.resize(count);
+  replies->resize(count);
+  for (ArrayReply& r : *replies) {
+    r.error.clear();
+    r.is_array = r.other = false;
+    r.values.clear();
+  }
+  scanner.Hold();  // the arrays' offsets stay valid until SwapBuffer
+  Status st = Exchange(data, len, count, "MGET", [&](size_t i) {
+    std::string_view text;
+    ReplyScanner::Result r = scanner.Next(&text, nullptr, &arrays[i]);
+    if (r == ReplyScanner::Result::kError) (*replies)[i].error.assign(text.empty() ? "ERR" : text);
+    return r;
+  });
+  if (!st.ok()) return st;  // Exchange Reset the scanner
+  scanner.SwapBuffer(buffer);
+  for (size_t i = 0; i < count; ++i) {
+    ArrayReply& r = (*replies)[i];
+    if (!r.error.empty()) continue;
+    r.is_array = arrays[i].is_array;
+    r.other = arrays[i].other;
+    for (const ReplyScanner::Span& e : arrays[i].elements)
+      r.values.emplace_back(buffer->data() + e.offset, e.size);
   }
   return Status::Ok();
 }

@@ -95,6 +95,22 @@ class RedisConnection {
   Status Pipeline(const char* data, size_t len, size_t count, std::vector<ReplyError>* errors,
                   std::vector<ReplyScanner::Ints>* ints = nullptr);
 
+  // Pipelined commands whose replies are arrays of bulk strings (MGET), read
+  // without copying the values: sends `len` bytes of `count` RESP commands and
+  // reads the replies as Pipeline does. (*replies)[i]: the i-th reply's error
+  // text (an error reply), or its elements as views into *buffer, which this call
+  // swaps with the connection's receive buffer (pass the same string each call to
+  // reuse both allocations; the views are valid until *buffer changes). A failed
+  // status as Pipeline's.
+  struct ArrayReply {
+    std::string error;                     // an error reply's text, else empty
+    bool is_array = false;                 // the reply was an array
+    bool other = false;                    // some element was neither a bulk string nor nil
+    std::vector<std::string_view> values;  // bulk strings (nil: empty)
+  };
+  Status ReadArrays(const char* data, size_t len, size_t count, std::string* buffer,
+                    std::vector<ArrayReply>* replies);
+
   RedisErrorKind last_error_kind() const { return last_error_; }
   static RedisErrorKind ClassifyErrorReply(std::string_view text);
   // True for error replies after which this connection must be dropped (READONLY,
@@ -107,6 +123,8 @@ class RedisConnection {
   explicit RedisConnection(RedisOptions options);
   Status Handshake();
   Status ConnectionError(const std::string& what);
+  template <typename NextReply>
+  Status Exchange(const char* data, size_t len, size_t count, const char* what, NextReply next);
   RedisOptions options_;
   std::unique_ptr<Impl> impl_;
   RedisErrorKind last_error_ = RedisErrorKind::kNone;

@@ -29,7 +29,7 @@ bool ParseInt(std::string_view s, long long* out) {
 }  // namespace
 
 char* ReplyScanner::PrepareWrite(size_t n) {
-  if (begin_ > 0 && (begin_ == size_ || begin_ > buf_.size() / 2)) {
+  if (!hold_ && begin_ > 0 && (begin_ == size_ || begin_ > buf_.size() / 2)) {
     // Move the unconsumed tail to the front (usually a partial reply, or nothing).
     std::memmove(buf_.data(), buf_.data() + begin_, size_ - begin_);
     size_ -= begin_;
@@ -66,6 +66,9 @@ bool ReplyScanner::ParseValue(size_t* pos, int depth) {
   size_t p = *pos + 1;
   std::string_view line;
   if (!ParseLine(&p, &line)) return false;
+  if (array_ != nullptr && depth == 0 && type == '*') array_->is_array = true;
+  const bool element = array_ != nullptr && depth == 1 && array_->is_array;
+  if (element && type != '$') array_->other = true;
   switch (type) {
     case '+':
       break;
@@ -95,7 +98,10 @@ bool ReplyScanner::ParseValue(size_t* pos, int depth) {
           bad_ = true;
           return false;
         }
+        if (element) array_->elements.push_back({p, len});
         p += len + 2;
+      } else if (element) {
+        array_->elements.push_back({});
       }
       break;
     }
@@ -118,12 +124,19 @@ bool ReplyScanner::ParseValue(size_t* pos, int depth) {
   return true;
 }
 
-ReplyScanner::Result ReplyScanner::Next(std::string_view* error_text, Ints* ints) {
+ReplyScanner::Result ReplyScanner::Next(std::string_view* error_text, Ints* ints, Array* array) {
   if (bad_) return Result::kProtocolError;
   error_ = {};
   ints_ = Ints{};
+  array_ = array;
+  if (array) {  // an incomplete reply is parsed again from its start next time
+    array->is_array = array->other = false;
+    array->elements.clear();
+  }
   size_t pos = begin_;
-  if (!ParseValue(&pos, 0)) return bad_ ? Result::kProtocolError : Result::kIncomplete;
+  const bool complete = ParseValue(&pos, 0);
+  array_ = nullptr;
+  if (!complete) return bad_ ? Result::kProtocolError : Result::kIncomplete;
   begin_ = pos;
   if (ints) *ints = ints_;
   if (!error_.empty()) {

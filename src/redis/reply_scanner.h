@@ -3,8 +3,9 @@
 // Feed() appends bytes as they arrive; Next() consumes one complete top-level
 // reply (nested arrays included) or returns kIncomplete and keeps the partial
 // reply for the next Feed. Error replies ('-', top level or nested) are reported
-// with their text. The integers of a reply are summarised (how many, how many
-// are 0, the first one): for `BITFIELD ... SET u1 p 1 ...` (an array of the old
+// with their text; the bulk strings of an array reply can be had as offsets into
+// the buffer (Array, for MGET without copying the values). The integers of a reply are summarised
+// (how many, how many are 0, the first one): for `BITFIELD ... SET u1 p 1 ...` (an array of the old
 // bits) and `SETBIT` (the old bit) that says which bits were already set, i.e.
 // how many 0 -> 1 flips the command made. Allocation-free in steady state. Not
 // thread-safe.
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ef {
 
@@ -27,6 +29,19 @@ class ReplyScanner {
     uint32_t count = 0;  // integers in the reply
     uint32_t zeros = 0;  // of which equal to 0
     int64_t first = 0;   // the first integer (0 if count == 0)
+  };
+
+  // The elements of a top-level array reply that are bulk strings or nils (MGET's
+  // reply), as offsets into the buffer: valid while the scanner holds (Hold)
+  // until Reset or SwapBuffer, and then in the swapped-out buffer.
+  struct Span {
+    size_t offset = 0;
+    size_t size = 0;  // a nil element: 0
+  };
+  struct Array {
+    bool is_array = false;  // the reply was an array (else `elements` is empty)
+    bool other = false;     // some element was neither a bulk string nor nil
+    std::vector<Span> elements;
   };
 
   // Appends raw bytes received from the server.
@@ -43,13 +58,26 @@ class ReplyScanner {
   // than 8); every later call returns kProtocolError too, until Reset. The result
   // sequence does not depend on how the bytes were split across Feed calls. *ints (if
   // given) summarises the integers of the consumed reply (kReply or kError).
-  Result Next(std::string_view* error_text, Ints* ints = nullptr);
+  // *array (if given) gets the reply's elements (see Array).
+  Result Next(std::string_view* error_text, Ints* ints = nullptr, Array* array = nullptr);
+
+  // Keeps every received byte where it is (PrepareWrite no longer moves unconsumed
+  // bytes to the front), so that Array offsets stay valid, until Reset or
+  // SwapBuffer.
+  void Hold() { hold_ = true; }
+  // Exchanges the buffer with *other (the Array offsets then point into *other),
+  // then Reset()s. Passing the same string each time reuses both allocations.
+  void SwapBuffer(std::string* other) {
+    buf_.swap(*other);
+    Reset();
+  }
 
   // Drops everything buffered and any protocol error (after a connection was lost
   // or dropped): the scanner then reads a new stream.
   void Reset() {
     begin_ = size_ = 0;
     bad_ = false;
+    hold_ = false;
     error_ = {};
   }
   size_t buffered() const { return size_ - begin_; }
@@ -63,7 +91,9 @@ class ReplyScanner {
   size_t begin_ = 0;  // start of unconsumed bytes
   size_t size_ = 0;   // end of received bytes
   bool bad_ = false;
+  bool hold_ = false;
   std::string_view error_;
+  Array* array_ = nullptr;  // the Next call's *array
   Ints ints_;
 };
 

@@ -106,6 +106,60 @@ TEST_CASE("ReplyScanner: bytes that are not RESP are a protocol error", "[redis]
   CHECK(partial.left_over == 8);
 }
 
+TEST_CASE("ReplyScanner: the values of MGET replies as offsets, split anywhere, no copies",
+          "[redis]") {
+  std::mt19937 rng(11);
+  // Replies of three MGETs: values of random bytes (CRLF included) and sizes, nils;
+  // then an error reply and an array with an element that is not a bulk string.
+  std::vector<std::vector<std::string>> values(3);
+  std::string stream;
+  for (auto& reply : values) {
+    const size_t n = 1 + rng() % 40;
+    stream += "*" + std::to_string(n) + "\r\n";
+    for (size_t i = 0; i < n; ++i) {
+      std::string v(rng() % 3 == 0 ? 0 : rng() % 3000, '\0');
+      for (char& c : v) c = static_cast<char>(rng() % 4 == 0 ? '\r' : rng());
+      stream += v.empty() ? "$-1\r\n" : "$" + std::to_string(v.size()) + "\r\n" + v + "\r\n";
+      reply.push_back(std::move(v));
+    }
+  }
+  stream += "-ERR wrong number of arguments\r\n*2\r\n$1\r\nx\r\n:5\r\n";
+  for (size_t step : {stream.size(), size_t{1}, size_t{7}, size_t{4096}}) {
+    INFO("pieces of " << step);
+    ReplyScanner scanner;
+    scanner.Hold();
+    std::vector<ReplyScanner::Array> arrays(6);  // [5]: the Next calls after the last reply
+    std::vector<ReplyScanner::Result> results;
+    for (size_t at = 0; at < stream.size(); at += step) {
+      scanner.Feed(stream.data() + at, std::min(step, stream.size() - at));
+      std::string_view text;
+      for (;;) {
+        auto r = scanner.Next(&text, nullptr, &arrays[std::min<size_t>(results.size(), 5)]);
+        if (r == ReplyScanner::Result::kIncomplete) break;
+        results.push_back(r);
+      }
+    }
+    REQUIRE(results.size() == 5);
+    std::string buffer;
+    scanner.SwapBuffer(&buffer);
+    CHECK(scanner.buffered() == 0);
+    for (size_t r = 0; r < 3; ++r) {
+      CHECK(results[r] == ReplyScanner::Result::kReply);
+      CHECK(arrays[r].is_array);
+      CHECK_FALSE(arrays[r].other);
+      REQUIRE(arrays[r].elements.size() == values[r].size());
+      for (size_t i = 0; i < values[r].size(); ++i) {
+        const ReplyScanner::Span e = arrays[r].elements[i];
+        CHECK(std::string_view(buffer.data() + e.offset, e.size) == values[r][i]);
+      }
+    }
+    CHECK(results[3] == ReplyScanner::Result::kError);
+    CHECK_FALSE(arrays[3].is_array);
+    CHECK(arrays[4].is_array);
+    CHECK(arrays[4].other);
+  }
+}
+
 TEST_CASE("ReplyScanner: summarises the integers of each reply (old bits of a write)", "[redis]") {
   const std::string stream =
       "*4\r\n:1\r\n:0\r\n:0\r\n:1\r\n"  // BITFIELD GET + 3 SETs: sentinel 1, two flips
