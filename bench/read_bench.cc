@@ -82,6 +82,7 @@ struct Args {
 
 Args Parse(int argc, char** argv) {
   Args a;
+  bool exposed_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
     if (k == "-h" || k == "--help") Usage(0);
@@ -108,9 +109,10 @@ Args Parse(int argc, char** argv) {
       a.threads = std::atoi(v.c_str());
     else if (k == "--candidates")
       a.candidates = std::atoi(v.c_str());
-    else if (k == "--exposed")
+    else if (k == "--exposed") {
       a.exposed = std::atoi(v.c_str());
-    else if (k == "--activity")
+      exposed_given = true;
+    } else if (k == "--activity")
       a.activity = std::atof(v.c_str());
     else if (k == "--out")
       a.out = v;
@@ -129,6 +131,7 @@ Args Parse(int argc, char** argv) {
       std::exit(2);
     }
   }
+  if (!exposed_given) a.exposed = std::min(a.exposed, a.candidates);  // 30% of 1,000
   if (a.users < 1 || a.seconds <= 0 || a.threads < 1 || a.candidates < 1 || a.exposed < 0 ||
       a.exposed > a.candidates || a.activity <= 0) {
     std::fprintf(stderr,

@@ -16,6 +16,8 @@
 #   --users N       users in the filter state (default 20000)
 #   --seconds D     length of each measured phase (default 10)
 #   --threads C     concurrent HTTP clients / Redis connections (default 4)
+#   --candidates N  candidates per request (default 1000; 1 shows the fixed cost
+#                   of a request: HTTP and the Redis read)
 #   --no-build      use the existing build (build/, or $BUILD_DIR)
 #   --out FILE      also write the JSON line to FILE
 #   --phases LIST   run only these of library,serve,mget (to profile one; the
@@ -31,6 +33,7 @@ SECONDS_=10
 THREADS=4
 OUT=()
 PHASES=()
+CANDIDATES=()
 SERVE_SETS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,6 +43,7 @@ while [ $# -gt 0 ]; do
     --threads) THREADS=$2; shift ;;
     --out) OUT=(--out "$2"); shift ;;
     --phases) PHASES=(--phases "$2"); shift ;;
+    --candidates) CANDIDATES=(--candidates "$2"); shift ;;
     --serve-set) SERVE_SETS+=(--set "$2"); shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { print }' "$0"; exit 0 ;;
     *) echo "bench-read: unknown option $1 (--help)" >&2; exit 2 ;;
@@ -100,7 +104,7 @@ curl -sf "http://127.0.0.1:$SERVE_PORT/healthz" >/dev/null ||
 
 # In the background, so that a signal runs the trap (and stops it) at once.
 "$BENCH" --redis "127.0.0.1:$REDIS_PORT" --serve "127.0.0.1:$SERVE_PORT" --serve-pid "$SERVE_PID" \
-  --users "$USERS" --seconds "$SECONDS_" --threads "$THREADS" "${OUT[@]}" "${PHASES[@]}" &
+  --users "$USERS" --seconds "$SECONDS_" --threads "$THREADS" "${OUT[@]}" "${PHASES[@]}" "${CANDIDATES[@]}" &
 BENCH_PID=$!
 PIDS=("$BENCH_PID" "${PIDS[@]}")
 wait "$BENCH_PID"
