@@ -36,13 +36,30 @@ size_t FindHeader(std::string_view head, std::string_view name) {
 
 }  // namespace
 
-std::string HttpConn::Post(const std::string& host, int port, std::string_view path,
-                           std::string_view body) {
-  std::string r = "POST ";
+namespace {
+
+std::string Head(std::string_view method, std::string_view host_port, std::string_view path) {
+  std::string r(method);
+  r += ' ';
   r.append(path);
-  r += " HTTP/1.1\r\nHost: " + host + ":" + std::to_string(port) +
-       "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-       "\r\n\r\n";
+  r += " HTTP/1.1\r\nHost: ";
+  r.append(host_port);
+  r += "\r\n";
+  return r;
+}
+
+}  // namespace
+
+std::string HttpConn::Get(std::string_view host_port, std::string_view path) {
+  return Head("GET", host_port, path) + "\r\n";
+}
+
+std::string HttpConn::Post(std::string_view host_port, std::string_view path,
+                           std::string_view body) {
+  std::string r =
+      Head("POST", host_port, path) +
+      "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n";
   r.append(body);
   return r;
 }

@@ -20,9 +20,10 @@ class HttpConn {
   HttpConn(const HttpConn&) = delete;
   HttpConn& operator=(const HttpConn&) = delete;
 
-  // A complete request: POST `path` with a JSON `body`, keep-alive.
-  static std::string Post(const std::string& host, int port, std::string_view path,
-                          std::string_view body);
+  // A complete keep-alive request to `host_port` (its Host header): POST `path`
+  // with a JSON `body`, or GET `path`.
+  static std::string Post(std::string_view host_port, std::string_view path, std::string_view body);
+  static std::string Get(std::string_view host_port, std::string_view path);
 
   // Sends `request` and reads one response (connecting first if needed, with
   // TCP_NODELAY and a 5 s receive timeout). Returns its status code, or -1 on a

@@ -290,11 +290,12 @@ class CpuMeter {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// One prepared request: user, candidates, its JSON body and its 32 keys as RESP MGET.
+// One prepared request: user, candidates, its POST /v1/filter (whole HTTP request,
+// built before any clock starts, as wrk does) and its 32 keys as RESP MGET.
 struct Request {
   std::string user;
   std::vector<std::string> candidates;
-  std::string body;
+  std::string http;
   std::string mget;
   bool heavy = false;  // the user has > items_per_bucket items in some bucket (stage 1+)
 };
@@ -329,12 +330,13 @@ std::vector<Request> PrepareRequests(const Args& a, const ef::Layout& layout, in
     while (int(r.candidates.size()) < a.candidates)
       r.candidates.push_back("new-" + std::to_string(fresh++));  // never exposed
     std::shuffle(r.candidates.begin(), r.candidates.end(), rng);
-    r.body = "{\"user_id\":\"" + JsonEscape(r.user) + "\",\"items\":[";
+    std::string body = "{\"user_id\":\"" + JsonEscape(r.user) + "\",\"items\":[";
     for (size_t i = 0; i < r.candidates.size(); ++i) {
-      if (i) r.body += ',';
-      r.body += '"' + JsonEscape(r.candidates[i]) + '"';
+      if (i) body += ',';
+      body += '"' + JsonEscape(r.candidates[i]) + '"';
     }
-    r.body += "]}";
+    body += "]}";
+    r.http = bench::HttpConn::Post(a.serve, "/v1/filter", body);
     r.mget = "*" + std::to_string(read.size() + 1) + "\r\n$4\r\nMGET\r\n";
     for (int64_t start : read) {
       std::string key = ef::MakeKey(layout.prefix, r.user, start, layout.bucket_seconds);
@@ -562,11 +564,7 @@ bool RunServe(const Args& a, const std::vector<Request>& reqs, double rate_per_s
   Clock::time_point t0;
   std::atomic<bool> go{false};
   std::vector<std::thread> th;
-  // The requests' bytes, built before the clock starts (as wrk does).
-  std::vector<std::string> http(reqs.size());
-  for (size_t i = 0; i < reqs.size(); ++i)
-    http[i] = bench::HttpConn::Post(host, port, "/v1/filter", reqs[i].body);
-  const std::string healthz = "GET /healthz HTTP/1.1\r\nHost: " + a.serve + "\r\n\r\n";
+  const std::string healthz = bench::HttpConn::Get(a.serve, "/healthz");
   std::atomic<int> connect_failed{0};
   for (int t = 0; t < a.threads; ++t) {
     th.emplace_back([&, t] {
@@ -585,7 +583,7 @@ bool RunServe(const Args& a, const std::vector<Request>& reqs, double rate_per_s
             std::chrono::duration<double>(a.threads / rate_per_s));
       auto next = t0 + interval * t / a.threads;
       for (size_t i = size_t(t) * 7919;; ++i) {
-        const std::string& request = http[i % http.size()];
+        const std::string& request = reqs[i % reqs.size()].http;
         Clock::time_point s;
         if (rate_per_s > 0) {
           if (next >= end) break;
@@ -603,14 +601,12 @@ bool RunServe(const Args& a, const std::vector<Request>& reqs, double rate_per_s
     });
   }
   while (ready.load() < a.threads) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  double cpu0 = a.serve_pid ? ProcessCpuSeconds(a.serve_pid) : 0;
   t0 = Clock::now();
   go = true;
   go.notify_all();
   for (auto& x : th) x.join();
   double secs = Seconds(Clock::now() - t0);
   if (connect_failed.load()) return false;
-  double cpu = a.serve_pid ? ProcessCpuSeconds(a.serve_pid) - cpu0 : 0;
   out->errors += uint64_t(std::max(0.0, ServeFailedOpen(host, port) - failed_open0));
   Latencies all;
   for (int t = 0; t < a.threads; ++t) {
@@ -618,8 +614,6 @@ bool RunServe(const Args& a, const std::vector<Request>& reqs, double rate_per_s
     out->errors += errors[t];
   }
   Finish(out, &all, secs);
-  out->cpu_us_per_candidate =
-      out->requests ? cpu * 1e6 / double(out->requests) / double(a.candidates) : 0;
   return true;
 }
 
@@ -718,11 +712,13 @@ int main(int argc, char** argv) {
     meter.Start();
     ok &= RunServe(a, reqs, 0, &closed);
     closed.cpu = meter.Stop(closed.requests);
+    closed.cpu_us_per_candidate = closed.cpu.serve_us / a.candidates;
     if (closed.rps > 0) {
       std::fprintf(stderr, "ef_read_bench: serve, open loop at %.0f req/s...\n", closed.rps / 2);
       meter.Start();
       ok &= RunServe(a, reqs, closed.rps / 2, &open);
       open.cpu = meter.Stop(open.requests);
+      open.cpu_us_per_candidate = open.cpu.serve_us / a.candidates;
     }
   }
   if (want("mget")) {

@@ -348,19 +348,21 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
   ready.store(failed_users < valid.size(), std::memory_order_relaxed);
 
   const std::shared_ptr<const ef::Layout> layout_now = CurrentLayout();
-  std::vector<std::string_view> values;
+  std::vector<std::string_view> cluster_values;
   uint64_t seen_total = 0;
   for (size_t v = 0; v < valid.size(); ++v) {
     if (!user_status.empty() && !user_status[v].ok()) continue;  // failed above
     const size_t i = valid[v];
-    values.clear();
+    const std::vector<std::string_view>* values = &cluster_values;
     if (single_replies) {
-      values = (*single_replies)[v].values;
+      values = &(*single_replies)[v].values;
     } else {
-      for (const ef::RedisReply& e : cluster_replies[v].elements) values.emplace_back(e.str);
+      cluster_values.clear();
+      for (const ef::RedisReply& e : cluster_replies[v].elements)
+        cluster_values.emplace_back(e.str);
     }
     ef::CheckResult cr =
-        ef::TestItems(*layout_now, values, plans[i].bucket_starts, *work[i].candidates);
+        ef::TestItems(*layout_now, *values, plans[i].bucket_starts, *work[i].candidates);
     Result& r = results[i];
     r.seen = std::move(cr.seen);
     for (bool s : r.seen) r.seen_count += s;
@@ -401,7 +403,7 @@ Status Client::Impl::SingleMget(const std::vector<std::vector<std::string>>& com
     if (!reply.error.empty()) {
       st = MgetReplyError("redis " + pc.conn()->address(), reply.error);
       if (ef::RedisConnection::CallsForReconnect(reply.error)) pc.Drop();
-    } else if (!reply.is_array || reply.other || reply.values.size() != commands[v].size() - 1) {
+    } else if (!reply.bulks || reply.values.size() != commands[v].size() - 1) {
       st = ef::Internal("redis " + pc.conn()->address() + ": MGET: unexpected reply");
       pc.Drop();
     }

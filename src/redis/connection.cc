@@ -17,7 +17,8 @@ namespace ef {
 
 struct RedisConnection::Impl {
   redisContext* ctx = nullptr;
-  ReplyScanner scanner;  // the write pipeline's reply reader
+  ReplyScanner scanner;                     // the write pipeline's reply reader
+  std::vector<ReplyScanner::Array> arrays;  // ReadArrays: the replies' element offsets
   ~Impl() {
     if (ctx) redisFree(ctx);
   }
@@ -340,12 +341,12 @@ Status RedisConnection::Pipeline(const char* data, size_t len, size_t count,
 Status RedisConnection::ReadArrays(const char* data, size_t len, size_t count, std::string* buffer,
                                    std::vector<ArrayReply>* replies) {
   ReplyScanner& scanner = impl_->scanner;
-  thread_local std::vector<ReplyScanner::Array> arrays;
+  std::vector<ReplyScanner::Array>& arrays = impl_->arrays;
   if (arrays.size() < count) arrays.resize(count);
   replies->resize(count);
   for (ArrayReply& r : *replies) {
     r.error.clear();
-    r.is_array = r.other = false;
+    r.bulks = false;
     r.values.clear();
   }
   scanner.Hold();  // the arrays' offsets stay valid until SwapBuffer
@@ -360,8 +361,7 @@ Status RedisConnection::ReadArrays(const char* data, size_t len, size_t count, s
   for (size_t i = 0; i < count; ++i) {
     ArrayReply& r = (*replies)[i];
     if (!r.error.empty()) continue;
-    r.is_array = arrays[i].is_array;
-    r.other = arrays[i].other;
+    r.bulks = arrays[i].is_array && !arrays[i].other;
     for (const ReplyScanner::Span& e : arrays[i].elements)
       r.values.emplace_back(buffer->data() + e.offset, e.size);
   }

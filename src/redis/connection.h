@@ -98,15 +98,15 @@ class RedisConnection {
   // Pipelined commands whose replies are arrays of bulk strings (MGET), read
   // without copying the values: sends `len` bytes of `count` RESP commands and
   // reads the replies as Pipeline does. (*replies)[i]: the i-th reply's error
-  // text (an error reply), or its elements as views into *buffer, which this call
+  // text (an error reply), or its elements as views into *buffer (`bulks` false:
+  // the reply was not an array of bulk strings and nils), which this call
   // swaps with the connection's receive buffer (pass the same string each call to
   // reuse both allocations; the views are valid until *buffer changes). A failed
   // status as Pipeline's.
   struct ArrayReply {
     std::string error;                     // an error reply's text, else empty
-    bool is_array = false;                 // the reply was an array
-    bool other = false;                    // some element was neither a bulk string nor nil
-    std::vector<std::string_view> values;  // bulk strings (nil: empty)
+    bool bulks = false;                    // an array of bulk strings and nils
+    std::vector<std::string_view> values;  // its elements (nil: empty)
   };
   Status ReadArrays(const char* data, size_t len, size_t count, std::string* buffer,
                     std::vector<ArrayReply>* replies);

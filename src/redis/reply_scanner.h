@@ -3,11 +3,12 @@
 // Feed() appends bytes as they arrive; Next() consumes one complete top-level
 // reply (nested arrays included) or returns kIncomplete and keeps the partial
 // reply for the next Feed. Error replies ('-', top level or nested) are reported
-// with their text; the bulk strings of an array reply can be had as offsets into
-// the buffer (Array, for MGET without copying the values). The integers of a reply are summarised
-// (how many, how many are 0, the first one): for `BITFIELD ... SET u1 p 1 ...` (an array of the old
-// bits) and `SETBIT` (the old bit) that says which bits were already set, i.e.
-// how many 0 -> 1 flips the command made. Allocation-free in steady state. Not
+// with their text; the bulk strings of an array reply can be had as offsets
+// into the buffer (Array, for MGET without copying the values). The integers of
+// a reply are summarised (how many, how many are 0, the first one): for
+// `BITFIELD ... SET u1 p 1 ...` (an array of the old bits) and `SETBIT` (the old
+// bit) that says which bits were already set, i.e. how many 0 -> 1 flips the
+// command made. Allocation-free in steady state. Not
 // thread-safe.
 #pragma once
 
