@@ -118,6 +118,72 @@ __attribute__((target("avx2"))) void SliceBlock32(const unsigned char* const* ro
     }
   }
 }
+
+// Full-mask forms of _mm512_unpack{lo,hi}_epi32 and _mm512_shuffle_i64x2: the
+// plain ones pass GCC 12's _mm512_undefined_epi32(), which -Wuninitialized
+// reports (GCC bug 105593); with an all-ones mask the instruction is the same.
+#define EF_UNPACKLO32(a, b) _mm512_maskz_unpacklo_epi32(__mmask16(0xFFFF), (a), (b))
+#define EF_UNPACKHI32(a, b) _mm512_maskz_unpackhi_epi32(__mmask16(0xFFFF), (a), (b))
+#define EF_SHUFFLE128(a, b, imm) _mm512_maskz_shuffle_i64x2(__mmask8(0xFF), (a), (b), (imm))
+
+// 32 rows x 64 bytes (one zmm per row) at a time: out[8 * j + t] bit r = Redis
+// bit t (MSB first) of byte j of row r, for j < 64, written whole (rows not in
+// use point at zeros). Per group of 8 rows, a byte transpose (three rounds of
+// unpacks, as Transpose16x16 less its last round) leaves in each qword the byte j
+// of the 8 rows; GF2P8AFFINEQB then transposes that 8 x 8 bit matrix: result
+// byte t, bit i = bit i' of matrix byte 7 - i for x byte t = 1 << i' (Intel SDM,
+// GF2P8AFFINEQB), so the rows go in reversed (qword byte q = row 7 - q) and x
+// byte t selects bit 7 - t (the Redis bit t). The four groups' bytes are then
+// interleaved into 32-bit words and the 128-bit lanes put in column order.
+//
+// After the unpacks, zmm z = 4h + 2a + b (h, a, b the lo/hi choices of rounds 1
+// to 3) holds in lane L the columns 16L + 8h + 4a + 2b + {0, 1}.
+__attribute__((target("avx512f,avx512bw,gfni"))) void SliceBlock64x32(
+    const unsigned char* const* rows, uint32_t* o) {
+  const __m512i select = _mm512_set1_epi64(0x0102040810204080LL);
+  __m512i g[4][8];  // [group][z]: per column qword, byte t = the group's 8 bits
+  for (int grp = 0; grp < 4; ++grp) {
+    __m512i r[8], a[8], b[8];
+    for (int q = 0; q < 8; ++q) r[q] = _mm512_loadu_si512(rows[8 * grp + 7 - q]);
+    for (int p = 0; p < 4; ++p) {
+      a[p] = _mm512_unpacklo_epi8(r[2 * p], r[2 * p + 1]);
+      a[4 + p] = _mm512_unpackhi_epi8(r[2 * p], r[2 * p + 1]);
+    }
+    for (int h = 0; h < 2; ++h) {
+      for (int q = 0; q < 2; ++q) {
+        b[4 * h + q] = _mm512_unpacklo_epi16(a[4 * h + 2 * q], a[4 * h + 2 * q + 1]);
+        b[4 * h + 2 + q] = _mm512_unpackhi_epi16(a[4 * h + 2 * q], a[4 * h + 2 * q + 1]);
+      }
+    }
+    for (int ha = 0; ha < 4; ++ha) {  // b[2 * ha + q]: q = rows 0-3 or 4-7
+      const __m512i lo = EF_UNPACKLO32(b[2 * ha], b[2 * ha + 1]);
+      const __m512i hi = EF_UNPACKHI32(b[2 * ha], b[2 * ha + 1]);
+      g[grp][2 * ha] = _mm512_gf2p8affine_epi64_epi8(select, lo, 0);
+      g[grp][2 * ha + 1] = _mm512_gf2p8affine_epi64_epi8(select, hi, 0);
+    }
+  }
+  for (int z = 0; z < 8; ++z) {
+    // x[0..3] lane L: column c = 16L + 2z, bits 0-3 / 4-7; column c + 1, bits 0-3 / 4-7.
+    const __m512i lo01 = _mm512_unpacklo_epi8(g[0][z], g[1][z]);
+    const __m512i hi01 = _mm512_unpackhi_epi8(g[0][z], g[1][z]);
+    const __m512i lo23 = _mm512_unpacklo_epi8(g[2][z], g[3][z]);
+    const __m512i hi23 = _mm512_unpackhi_epi8(g[2][z], g[3][z]);
+    const __m512i x0 = _mm512_unpacklo_epi16(lo01, lo23);
+    const __m512i x1 = _mm512_unpackhi_epi16(lo01, lo23);
+    const __m512i x2 = _mm512_unpacklo_epi16(hi01, hi23);
+    const __m512i x3 = _mm512_unpackhi_epi16(hi01, hi23);
+    // y[L] = lanes L of x0..x3: the 16 words of columns 16L + 2z and 16L + 2z + 1.
+    const __m512i t0 = EF_SHUFFLE128(x0, x1, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i t1 = EF_SHUFFLE128(x0, x1, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m512i t2 = EF_SHUFFLE128(x2, x3, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i t3 = EF_SHUFFLE128(x2, x3, _MM_SHUFFLE(3, 1, 3, 1));
+    const int c = 2 * z;
+    _mm512_storeu_si512(o + 8 * c, EF_SHUFFLE128(t0, t2, _MM_SHUFFLE(2, 0, 2, 0)));
+    _mm512_storeu_si512(o + 8 * (16 + c), EF_SHUFFLE128(t1, t3, _MM_SHUFFLE(2, 0, 2, 0)));
+    _mm512_storeu_si512(o + 8 * (32 + c), EF_SHUFFLE128(t0, t2, _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm512_storeu_si512(o + 8 * (48 + c), EF_SHUFFLE128(t1, t3, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+}
 #endif
 
 }  // namespace
@@ -152,9 +218,19 @@ void BitSlicer::SliceRange(const std::string_view* values, W rows, size_t first,
     row[r] = p;
   }
 #if defined(EF_SLICE_AVX2)
-  if (use_avx2_) {
+  size_t j0 = 0;
+  if constexpr (sizeof(W) == 4) {
+    if (isa_ == Isa::kAvx512Gfni) {
+      for (; j0 + 64 <= span; j0 += 64) {
+        std::array<const unsigned char*, 32> block;
+        for (int i = 0; i < 32; ++i) block[i] = row[i] + j0;
+        SliceBlock64x32(block.data(), out + 8 * j0);
+      }
+    }
+  }
+  if (isa_ != Isa::kSse2) {
     const int groups = std::max(1, static_cast<int>((std::bit_width(rows) + 31) / 32));
-    for (size_t j0 = 0; j0 < span; j0 += kBlock) {
+    for (; j0 < span; j0 += kBlock) {
       std::array<const unsigned char*, 32> block;
       for (int g = 0; g < groups; ++g) {
         for (int i = 0; i < 32; ++i) block[i] = row[32 * g + i] + j0;
@@ -174,11 +250,15 @@ void BitSlicer::SliceRange(const std::string_view* values, W rows, size_t first,
   }
 }
 
-BitSlicer::BitSlicer(bool allow_avx2) {
+BitSlicer::BitSlicer(Isa max_isa) {
 #if defined(EF_SLICE_AVX2)
-  use_avx2_ = allow_avx2 && __builtin_cpu_supports("avx2");
+  if (max_isa >= Isa::kAvx2 && __builtin_cpu_supports("avx2")) isa_ = Isa::kAvx2;
+  if (max_isa >= Isa::kAvx512Gfni && __builtin_cpu_supports("avx512f") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("gfni")) {
+    isa_ = Isa::kAvx512Gfni;
+  }
 #else
-  (void)allow_avx2;
+  (void)max_isa;
 #endif
 }
 

@@ -19,8 +19,8 @@ bool Bit(const std::string& v, size_t pos) {
 }
 
 template <typename W>
-void Check(std::mt19937_64& rng, size_t n_values, bool allow_avx2) {
-  for (size_t bytes : {1u, 15u, 16u, 17u, 100u, 300u}) {
+void Check(std::mt19937_64& rng, size_t n_values, BitSlicer::Isa isa) {
+  for (size_t bytes : {1u, 15u, 16u, 17u, 63u, 64u, 65u, 100u, 128u, 300u}) {
     const size_t first = rng() % 40;
     std::vector<std::string> values(n_values);
     W rows = 0;
@@ -32,7 +32,7 @@ void Check(std::mt19937_64& rng, size_t n_values, bool allow_avx2) {
     }
     std::vector<std::string_view> views(values.begin(), values.end());
     std::vector<W> out(BitSlicer::Words(bytes));
-    BitSlicer slicer(allow_avx2);
+    BitSlicer slicer(isa);
     slicer.SliceRange<W>(views.data(), rows, first, bytes, out.data());
     INFO("values " << n_values << ", first " << first << ", bytes " << bytes);
     for (size_t p = 0; p < 8 * bytes; ++p) {
@@ -49,10 +49,13 @@ void Check(std::mt19937_64& rng, size_t n_values, bool allow_avx2) {
 
 TEST_CASE("BitSlicer transposes the range of each value in the row mask", "[bit_slice]") {
   std::mt19937_64 rng(11);
-  for (bool avx2 : {false, true}) {
-    INFO("avx2 allowed " << avx2 << ", used " << BitSlicer(avx2).uses_avx2());
-    for (size_t n : {1u, 2u, 15u, 16u, 17u, 31u, 32u}) Check<uint32_t>(rng, n, avx2);
-    for (size_t n : {1u, 33u, 48u, 63u, 64u}) Check<uint64_t>(rng, n, avx2);
+  using Isa = BitSlicer::Isa;
+  for (Isa isa : {Isa::kSse2, Isa::kAvx2, Isa::kAvx512Gfni}) {
+    // A CPU without the instructions runs a lower path (say which, in a failure).
+    INFO("isa allowed " << static_cast<int>(isa) << ", used "
+                        << static_cast<int>(BitSlicer(isa).isa()));
+    for (size_t n : {1u, 2u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 32u}) Check<uint32_t>(rng, n, isa);
+    for (size_t n : {1u, 33u, 48u, 63u, 64u}) Check<uint64_t>(rng, n, isa);
   }
 }
 
