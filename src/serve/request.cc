@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include <charconv>
+#include <cstring>
 
 #include "bloom/keys.h"
 
@@ -208,65 +209,142 @@ bool RequestParser::ParseBatch(std::string_view body, const Limits& limits,
   return true;
 }
 
-void AppendJsonString(std::string_view s, std::string* out) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out->push_back('"');
-  size_t run = 0;  // start of the bytes not yet copied
-  for (size_t i = 0; i < s.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out->append(s.data() + run, i - run);
-    run = i + 1;
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default:
-        out->append("\\u00");
-        out->push_back(kHex[c >> 4]);
-        out->push_back(kHex[c & 15]);
-    }
-  }
-  out->append(s.data() + run, s.size() - run);
-  out->push_back('"');
-}
-
 namespace {
 
+// Whether any byte of `s` must be escaped in a JSON string (a control
+// character, '"' or '\\'), eight bytes at a time. Per word w: some byte is < n
+// iff (w - n * 0x01..01) & ~w & 0x80..80 != 0 (n <= 0x80), and some byte is 0
+// iff the same with n = 1 (Hacker's Delight 6-1; exact for "some byte": a
+// borrow can only mark bytes above one that really is).
+bool NeedsEscape(std::string_view s) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+  auto special = [](uint64_t w) {
+    const uint64_t quote = w ^ (kOnes * '"'), backslash = w ^ (kOnes * '\\');
+    return (((w - kOnes * 0x20) & ~w) | ((quote - kOnes) & ~quote) |
+            ((backslash - kOnes) & ~backslash)) &
+           kHigh;
+  };
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    if (special(w) != 0) return true;
+  }
+  if (i == s.size()) return false;
+  uint64_t w;
+  if (s.size() >= 8) {  // the last 8 bytes (overlapping the ones checked)
+    std::memcpy(&w, s.data() + s.size() - 8, 8);
+  } else {            // in a register (a memcpy to memory and a word load stall)
+    w = kOnes * 'a';  // padding that needs no escape
+    for (; i < s.size(); ++i) {
+      w = (w & ~(uint64_t{0xff} << (8 * i))) | uint64_t{static_cast<unsigned char>(s[i])}
+                                                   << (8 * i);
+    }
+  }
+  return special(w) != 0;
+}
+
+// The bytes of `s` as a JSON string literal, quotes included.
+size_t JsonStringSize(std::string_view s) {
+  size_t n = s.size() + 2;
+  if (!NeedsEscape(s)) return n;
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    n += (c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t') ? 1 : 5;
+  }
+  return n;
+}
+
+// Writes `s` as a JSON string literal of `size` bytes (JsonStringSize(s)) at p;
+// returns the end.
+char* WriteJsonString(std::string_view s, size_t size, char* p) {
+  *p++ = '"';
+  if (size == s.size() + 2) {  // nothing to escape: the common case
+    std::memcpy(p, s.data(), s.size());
+    p += s.size();
+  } else {
+    static constexpr char kHex[] = "0123456789abcdef";
+    for (const char ch : s) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c >= 0x20 && c != '"' && c != '\\') {
+        *p++ = ch;
+        continue;
+      }
+      *p++ = '\\';
+      switch (c) {
+        case '"':
+        case '\\':
+          *p++ = ch;
+          break;
+        case '\n':
+          *p++ = 'n';
+          break;
+        case '\r':
+          *p++ = 'r';
+          break;
+        case '\t':
+          *p++ = 't';
+          break;
+        default:
+          std::memcpy(p, "u00", 3);
+          p[3] = kHex[c >> 4];
+          p[4] = kHex[c & 15];
+          p += 5;
+      }
+    }
+  }
+  *p++ = '"';
+  return p;
+}
+
+// Appends {"unseen": [...], "seen_count": N[, "failed_open": true]}: the size
+// first, then the bytes written in place (no per-item append).
 void AppendFilterResponse(const ParsedQuery& query, const Answer& answer, std::string* out) {
+  static constexpr std::string_view kHead = "{\"unseen\":[";
+  static constexpr std::string_view kCount = "],\"seen_count\":";
+  static constexpr std::string_view kFailedOpen = ",\"failed_open\":true";
   const std::vector<bool>& seen = *answer.seen;
   size_t seen_count = 0;
-  out->append("{\"unseen\":[");
-  bool first = true;
+  size_t unseen_bytes = 0;
   for (size_t i = 0; i < query.items.size(); ++i) {
     if (seen[i]) {
       ++seen_count;
       continue;
     }
-    if (!first) out->push_back(',');
+    const std::string& item = query.items[i];
+    unseen_bytes += 1 + (query.IsInteger(i) ? item.size() : JsonStringSize(item));  // + ','
+  }
+  const size_t unseen = query.items.size() - seen_count;
+  if (unseen > 0) --unseen_bytes;  // n - 1 commas
+  char count[24];
+  const char* count_end = std::to_chars(count, count + sizeof count, seen_count).ptr;
+  const size_t count_bytes = static_cast<size_t>(count_end - count);
+  const size_t start = out->size();
+  out->resize(start + kHead.size() + unseen_bytes + kCount.size() + count_bytes +
+              (answer.failed_open ? kFailedOpen.size() : 0) + 1);
+  char* p = out->data() + start;
+  auto put = [&p](std::string_view s) {
+    std::memcpy(p, s.data(), s.size());
+    p += s.size();
+  };
+  put(kHead);
+  bool first = true;
+  for (size_t i = 0; i < query.items.size(); ++i) {
+    if (seen[i]) continue;
+    if (!first) *p++ = ',';
     first = false;
+    const std::string& item = query.items[i];
     if (query.IsInteger(i)) {
-      out->append(query.items[i]);
+      put(item);
     } else {
-      AppendJsonString(query.items[i], out);
+      p = WriteJsonString(item, JsonStringSize(item), p);
     }
   }
-  out->append("],\"seen_count\":");
-  out->append(std::to_string(seen_count));
-  if (answer.failed_open) out->append(",\"failed_open\":true");
-  out->push_back('}');
+  put(kCount);
+  put(std::string_view(count, count_bytes));
+  if (answer.failed_open) put(kFailedOpen);
+  *p++ = '}';
 }
 
 size_t ReserveFor(const ParsedQuery& q) {
@@ -277,9 +355,15 @@ size_t ReserveFor(const ParsedQuery& q) {
 
 }  // namespace
 
+void AppendJsonString(std::string_view s, std::string* out) {
+  const size_t size = JsonStringSize(s);
+  const size_t start = out->size();
+  out->resize(start + size);
+  WriteJsonString(s, size, out->data() + start);
+}
+
 std::string FilterResponse(const ParsedQuery& query, const Answer& answer) {
   std::string out;
-  out.reserve(ReserveFor(query));
   AppendFilterResponse(query, answer, &out);
   return out;
 }

@@ -254,4 +254,34 @@ TEST_CASE("serve response: error bodies and JSON strings are valid JSON", "[serv
   CHECK(out == "\"a\\\"b\\\\c\\n\\u001f\x7f\"");
 }
 
+// AppendJsonString checks eight bytes at a time: every length around a word and
+// each byte kind at each position (escaped ones, the bytes next to them, UTF-8)
+// must read back as the string, and the FilterResponse answer likewise.
+TEST_CASE("serve response: a JSON string reads back for every length and byte position",
+          "[serve]") {
+  const std::string kinds = std::string("\"\\\n\r\t\x01\x1f\x20\x21\x5b\x5d\x7f\x80\xff", 14);
+  for (size_t len = 1; len <= 20; ++len) {
+    for (size_t at = 0; at < len; ++at) {
+      for (const char k : kinds) {
+        std::string s(len, 'x');
+        s[at] = k;
+        std::string out;
+        AppendJsonString(s, &out);
+        INFO("length " << len << ", byte " << int(static_cast<unsigned char>(k)) << " at " << at);
+        const bool utf8 = static_cast<unsigned char>(k) < 0x80;
+        if (utf8) {  // a lone byte >= 0x80 is not UTF-8: compare the bytes instead
+          REQUIRE(json::parse(out) == s);
+        } else {
+          REQUIRE(out == "\"" + s + "\"");
+        }
+        ParsedQuery q;
+        q.items = {s, "plain"};
+        const std::vector<bool> seen = {false, true};
+        const std::string response = FilterResponse(q, Answer{&seen, false});
+        REQUIRE(response == "{\"unseen\":[" + out + "],\"seen_count\":1}");
+      }
+    }
+  }
+}
+
 }  // namespace ef::serve
