@@ -33,25 +33,23 @@ std::string TypeName(const dom::element& e) {
   return "?";
 }
 
-// A string, or an integer as its decimal text. False if `e` is neither.
-bool IdText(const dom::element& e, std::string* out, bool* integer) {
-  char buf[24];
+// A string, or an integer as its decimal text (written to buf). False if `e` is
+// neither. The view lives as long as the parsed document and buf.
+bool IdText(const dom::element& e, char (&buf)[24], std::string_view* out, bool* integer) {
   switch (e.type()) {
-    case dom::element_type::STRING: {
-      std::string_view s = e.get_string().value_unsafe();
-      out->assign(s.data(), s.size());
+    case dom::element_type::STRING:
+      *out = e.get_string().value_unsafe();
       *integer = false;
       return true;
-    }
     case dom::element_type::INT64: {
-      auto [end, ec] = std::to_chars(buf, buf + sizeof buf, e.get_int64().value_unsafe());
-      out->assign(buf, end);
+      const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, e.get_int64().value_unsafe());
+      *out = std::string_view(buf, static_cast<size_t>(end - buf));
       *integer = true;
       return true;
     }
     case dom::element_type::UINT64: {
-      auto [end, ec] = std::to_chars(buf, buf + sizeof buf, e.get_uint64().value_unsafe());
-      out->assign(buf, end);
+      const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, e.get_uint64().value_unsafe());
+      *out = std::string_view(buf, static_cast<size_t>(end - buf));
       *integer = true;
       return true;
     }
@@ -112,10 +110,13 @@ struct RequestParser::Impl {
       return false;
     }
     bool integer = false;
-    if (!IdText(user, &q->user, &integer)) {
+    char buf[24];
+    std::string_view text;
+    if (!IdText(user, buf, &text, &integer)) {
       Fail(error, 400, where + "user_id: expected a string or an integer, got " + TypeName(user));
       return false;
     }
+    q->user.assign(text);
     if (!IsValidUserId(q->user)) {
       Fail(error, 400, where + "user_id: " + CheckUserId(q->user).message());
       return false;
@@ -138,16 +139,17 @@ struct RequestParser::Impl {
       return false;
     }
     q->items.clear();
-    q->items.resize(n);
+    q->items.reserve(n);
     q->integer_items.clear();
     size_t i = 0;
     for (dom::element e : array) {
-      if (!IdText(e, &q->items[i], &integer)) {
+      if (!IdText(e, buf, &text, &integer)) {
         Fail(error, 400,
              where + "items[" + std::to_string(i) + "]: expected a string or an integer, got " +
                  TypeName(e));
         return false;
       }
+      q->items.emplace_back(text);
       if (integer) {
         if (q->integer_items.empty()) q->integer_items.resize(n, false);
         q->integer_items[i] = true;

@@ -138,9 +138,15 @@ void AppendClientFamilies(const Client& client, std::vector<pm::MetricFamily>* o
   out->push_back(std::move(ready));
 }
 
+// The body moved in (set_content would copy it), as JSON.
+void SetJson(httplib::Response& res, std::string body) {
+  res.body = std::move(body);
+  res.set_header("Content-Type", kJson);
+}
+
 void SetError(httplib::Response& res, int status, std::string_view message) {
   res.status = status;
-  res.set_content(ErrorResponse(message), kJson);
+  SetJson(res, ErrorResponse(message));
 }
 
 // When the current request's headers were read (pre-routing): each worker thread
@@ -168,7 +174,7 @@ struct Server::Impl {
     Result r = client->Seen(q.user, q.items, options.timeout);
     metrics.Count(r, q.items.size());
     if (!r.ok) return SetError(res, r.code == ErrorCode::kInvalidArgument ? 400 : 503, r.error);
-    res.set_content(FilterResponse(q, Answer{&r.seen, r.failed_open}), kJson);
+    SetJson(res, FilterResponse(q, Answer{&r.seen, r.failed_open}));
   }
 
   void Batch(const httplib::Request& req, httplib::Response& res) {
@@ -177,7 +183,7 @@ struct Server::Impl {
     ParseError err;
     if (!parser.ParseBatch(req.body, options.limits, &parsed, &err))
       return SetError(res, err.status, err.message);
-    if (parsed.empty()) return res.set_content(BatchResponse({}, {}), kJson);
+    if (parsed.empty()) return SetJson(res, BatchResponse({}, {}));
     std::vector<exposure_filter::Query> queries(parsed.size());
     for (size_t i = 0; i < parsed.size(); ++i) {
       queries[i].user = std::move(parsed[i].user);
@@ -196,7 +202,7 @@ struct Server::Impl {
       // Every user ID was checked by the parser, so this is Redis under fail_closed.
       return SetError(res, failed->code == ErrorCode::kInvalidArgument ? 400 : 503, failed->error);
     }
-    res.set_content(BatchResponse(parsed, answers), kJson);
+    SetJson(res, BatchResponse(parsed, answers));
   }
 
   void Log(const httplib::Request& req, const httplib::Response& res) {
