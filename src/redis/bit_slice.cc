@@ -184,6 +184,9 @@ __attribute__((target("avx512f,avx512bw,gfni"))) void SliceBlock64x32(
     _mm512_storeu_si512(o + 8 * (48 + c), EF_SHUFFLE128(t1, t3, _MM_SHUFFLE(3, 1, 3, 1)));
   }
 }
+#undef EF_UNPACKLO32
+#undef EF_UNPACKHI32
+#undef EF_SHUFFLE128
 #endif
 
 }  // namespace

@@ -309,13 +309,19 @@ void AppendFilterResponse(const ParsedQuery& query, const Answer& answer, std::s
   const std::vector<bool>& seen = *answer.seen;
   size_t seen_count = 0;
   size_t unseen_bytes = 0;
+  bool escapes = false;  // some string item needs escapes (else none is scanned again)
   for (size_t i = 0; i < query.items.size(); ++i) {
     if (seen[i]) {
       ++seen_count;
       continue;
     }
     const std::string& item = query.items[i];
-    unseen_bytes += 1 + (query.IsInteger(i) ? item.size() : JsonStringSize(item));  // + ','
+    size_t size = item.size();
+    if (!query.IsInteger(i)) {
+      size = JsonStringSize(item);
+      escapes |= size != item.size() + 2;
+    }
+    unseen_bytes += 1 + size;  // + ','
   }
   const size_t unseen = query.items.size() - seen_count;
   if (unseen > 0) --unseen_bytes;  // n - 1 commas
@@ -340,7 +346,7 @@ void AppendFilterResponse(const ParsedQuery& query, const Answer& answer, std::s
     if (query.IsInteger(i)) {
       put(item);
     } else {
-      p = WriteJsonString(item, JsonStringSize(item), p);
+      p = WriteJsonString(item, escapes ? JsonStringSize(item) : item.size() + 2, p);
     }
   }
   put(kCount);
