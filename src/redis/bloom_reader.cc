@@ -128,7 +128,7 @@ CheckResult TestItemsMasked(const Layout& layout,
   // each with x = h1 + p * h2 (mod 2^64), its next position's progression value.
   struct Live {
     uint64_t x;
-    uint64_t h2;  // = hashes[item].h2, kept here: one load per probe, not two
+    uint64_t h2;  // = hashes[item].h2, copied so a probe reads its entry alone
     W alive;
     uint32_t item;
   };
