@@ -80,6 +80,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -189,6 +190,13 @@ class Client {
   Result Seen(std::string_view user, const std::vector<std::string>& candidates,
               std::chrono::milliseconds deadline);
   Result Seen(std::string_view user, const std::vector<std::string>& candidates,
+              const CallOptions& call);
+  // The same for candidates held elsewhere, read in place (no copy of them):
+  // e.g. views into a request body, or a std::vector<std::string_view>.
+  Result Seen(std::string_view user, std::span<const std::string_view> candidates);
+  Result Seen(std::string_view user, std::span<const std::string_view> candidates,
+              std::chrono::milliseconds deadline);
+  Result Seen(std::string_view user, std::span<const std::string_view> candidates,
               const CallOptions& call);
 
   // The unseen candidates, in input order. On a failure under kFailOpen: all of

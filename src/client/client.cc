@@ -61,7 +61,7 @@ void Add(std::atomic<uint64_t>& counter, uint64_t n) {
 // One user's part of a call.
 struct Work {
   std::string_view user;
-  const std::vector<std::string>* candidates;
+  ef::ItemList candidates;
 };
 
 // Redis Cluster: one pooled router (with its own connection per master) and when
@@ -291,8 +291,8 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
   uint64_t candidates = 0;
   for (size_t i = 0; i < n; ++i) {
     Result& r = results[i];
-    r.seen.assign(work[i].candidates->size(), false);
-    candidates += work[i].candidates->size();
+    r.seen.assign(work[i].candidates.size(), false);
+    candidates += work[i].candidates.size();
     // Keys depend only on prefix, bucket and window, which the stored layout
     // shares with the configured one.
     auto plan = ef::PlanRead(configured, work[i].user, now_s);
@@ -362,7 +362,7 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
         cluster_values.emplace_back(e.str);
     }
     ef::CheckResult cr =
-        ef::TestItems(*layout_now, *values, plans[i].bucket_starts, *work[i].candidates);
+        ef::TestItems(*layout_now, *values, plans[i].bucket_starts, work[i].candidates);
     Result& r = results[i];
     r.seen = std::move(cr.seen);
     for (bool s : r.seen) r.seen_count += s;
@@ -658,7 +658,24 @@ Result Client::Seen(std::string_view user, const std::vector<std::string>& candi
 
 Result Client::Seen(std::string_view user, const std::vector<std::string>& candidates,
                     const CallOptions& call) {
-  const Work work{user, &candidates};
+  const Work work{user, candidates};
+  return std::move(impl_->Run(&work, 1, call).front());
+}
+
+Result Client::Seen(std::string_view user, std::span<const std::string_view> candidates) {
+  return Seen(user, candidates, CallOptions{});
+}
+
+Result Client::Seen(std::string_view user, std::span<const std::string_view> candidates,
+                    std::chrono::milliseconds deadline) {
+  CallOptions call;
+  call.deadline = deadline;
+  return Seen(user, candidates, call);
+}
+
+Result Client::Seen(std::string_view user, std::span<const std::string_view> candidates,
+                    const CallOptions& call) {
+  const Work work{user, candidates};
   return std::move(impl_->Run(&work, 1, call).front());
 }
 
@@ -693,7 +710,7 @@ std::vector<Result> Client::SeenBatch(const std::vector<Query>& queries,
 std::vector<Result> Client::SeenBatch(const std::vector<Query>& queries, const CallOptions& call) {
   std::vector<Work> work;
   work.reserve(queries.size());
-  for (const Query& q : queries) work.push_back({q.user, &q.candidates});
+  for (const Query& q : queries) work.push_back({q.user, q.candidates});
   return impl_->Run(work.data(), work.size(), call);
 }
 

@@ -18,8 +18,7 @@ namespace {
 // than fit the bucket mask of TestItems.
 CheckResult TestItemsPerBucket(const Layout& layout,
                                const std::vector<std::string_view>& bucket_values,
-                               const std::vector<int64_t>& bucket_starts,
-                               const std::vector<std::string>& items) {
+                               const std::vector<int64_t>& bucket_starts, ItemList items) {
   CheckResult r;
   r.seen.assign(items.size(), false);
   r.seen_bucket.assign(items.size(), -1);
@@ -68,8 +67,7 @@ constexpr size_t kSliceBytesPerItem = 8;
 template <typename W>
 CheckResult TestItemsMasked(const Layout& layout,
                             const std::vector<std::string_view>& bucket_values,
-                            const std::vector<int64_t>& bucket_starts,
-                            const std::vector<std::string>& items) {
+                            const std::vector<int64_t>& bucket_starts, ItemList items) {
   constexpr int kWidth = 8 * sizeof(W);
   const size_t nb = bucket_values.size();
   CheckResult r;
@@ -196,8 +194,7 @@ CheckResult TestItemsMasked(const Layout& layout,
 // The result is the per-bucket rule's: seen iff all k_s positions of some stage
 // s are set in some bucket; seen_bucket is the newest such bucket.
 CheckResult TestItems(const Layout& layout, const std::vector<std::string_view>& bucket_values,
-                      const std::vector<int64_t>& bucket_starts,
-                      const std::vector<std::string>& items) {
+                      const std::vector<int64_t>& bucket_starts, ItemList items) {
   const size_t nb = bucket_values.size();
   if (nb <= 32) return TestItemsMasked<uint32_t>(layout, bucket_values, bucket_starts, items);
   if (nb <= 64) return TestItemsMasked<uint64_t>(layout, bucket_values, bucket_starts, items);
@@ -205,8 +202,7 @@ CheckResult TestItems(const Layout& layout, const std::vector<std::string_view>&
 }
 
 CheckResult TestItems(const Layout& layout, const std::vector<std::string>& bucket_values,
-                      const std::vector<int64_t>& bucket_starts,
-                      const std::vector<std::string>& items) {
+                      const std::vector<int64_t>& bucket_starts, ItemList items) {
   const std::vector<std::string_view> views(bucket_values.begin(), bucket_values.end());
   return TestItems(layout, views, bucket_starts, items);
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,25 @@
 #include "redis/connection.h"
 
 namespace ef {
+
+// Candidate items, read in place from a vector of strings or an array of views
+// (no copy of either). The referenced items must outlive the ItemList.
+class ItemList {
+ public:
+  ItemList(const std::vector<std::string>& items)  // NOLINT: implicit on purpose
+      : strings_(items.data()), size_(items.size()) {}
+  ItemList(std::span<const std::string_view> items)  // NOLINT: implicit on purpose
+      : views_(items.data()), size_(items.size()) {}
+  size_t size() const { return size_; }
+  std::string_view operator[](size_t i) const {
+    return strings_ != nullptr ? std::string_view(strings_[i]) : views_[i];
+  }
+
+ private:
+  const std::string* strings_ = nullptr;
+  const std::string_view* views_ = nullptr;
+  size_t size_ = 0;
+};
 
 struct CheckResult {
   std::vector<bool> seen;            // per item, in input order
@@ -64,10 +84,8 @@ class BloomReader {
 // number of items are bit-sliced first (redis/bit_slice.h), so a probe is one
 // load for all buckets. Thread-safe (keeps per-thread scratch buffers).
 CheckResult TestItems(const Layout& layout, const std::vector<std::string_view>& bucket_values,
-                      const std::vector<int64_t>& bucket_starts,
-                      const std::vector<std::string>& items);
+                      const std::vector<int64_t>& bucket_starts, ItemList items);
 CheckResult TestItems(const Layout& layout, const std::vector<std::string>& bucket_values,
-                      const std::vector<int64_t>& bucket_starts,
-                      const std::vector<std::string>& items);
+                      const std::vector<int64_t>& bucket_starts, ItemList items);
 
 }  // namespace ef

@@ -265,9 +265,15 @@ Status RedisConnection::Exchange(const char* data, size_t len, size_t count, con
   size_t written = 0;
   size_t replies = 0;
   bool readable = false;  // the last receive filled its chunk: more may be waiting
+  // The first send goes out without a poll: an idle connection's send buffer has
+  // room (a full one makes it fail with EAGAIN, and the loop polls then).
+  bool send_first = len > 0;
   while (written < len || replies < count) {
     pollfd pfd{fd, static_cast<short>(POLLIN | (written < len ? POLLOUT : 0)), 0};
-    if (readable) {
+    if (send_first) {
+      send_first = false;
+      pfd.revents = POLLOUT;
+    } else if (readable) {
       pfd.revents = POLLIN;
     } else {
       int pr = poll(&pfd, 1, timeout_ms);

@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 
 #include "bloom/keys.h"
@@ -33,28 +34,31 @@ std::string TypeName(const dom::element& e) {
   return "?";
 }
 
-// A string, or an integer as its decimal text (written to buf). False if `e` is
-// neither. The view lives as long as the parsed document and buf.
-bool IdText(const dom::element& e, char (&buf)[24], std::string_view* out, bool* integer) {
+// A string, or an integer as its decimal text (written to buf); ok is false
+// if `e` is neither. The view lives as long as the parsed document and buf.
+// Inlined and returned by value: written through a pointer (or returned in
+// memory by a call), the view's two 8-byte halves were read back as one
+// 16-byte copy by push_back: a store-forwarding stall per item.
+struct IdView {
+  std::string_view text;
+  bool integer = false;
+  bool ok = false;
+};
+
+[[gnu::always_inline]] inline IdView IdText(const dom::element& e, char (&buf)[24]) {
   switch (e.type()) {
     case dom::element_type::STRING:
-      *out = e.get_string().value_unsafe();
-      *integer = false;
-      return true;
+      return {e.get_string().value_unsafe(), false, true};
     case dom::element_type::INT64: {
-      const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, e.get_int64().value_unsafe());
-      *out = std::string_view(buf, static_cast<size_t>(end - buf));
-      *integer = true;
-      return true;
+      const char* end = std::to_chars(buf, buf + sizeof buf, e.get_int64().value_unsafe()).ptr;
+      return {std::string_view(buf, static_cast<size_t>(end - buf)), true, true};
     }
     case dom::element_type::UINT64: {
-      const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, e.get_uint64().value_unsafe());
-      *out = std::string_view(buf, static_cast<size_t>(end - buf));
-      *integer = true;
-      return true;
+      const char* end = std::to_chars(buf, buf + sizeof buf, e.get_uint64().value_unsafe()).ptr;
+      return {std::string_view(buf, static_cast<size_t>(end - buf)), true, true};
     }
     default:
-      return false;
+      return {};
   }
 }
 
@@ -72,6 +76,22 @@ std::string TooManyItems(size_t n, const Limits& limits) {
 
 struct RequestParser::Impl {
   dom::parser parser;
+  // The decimal text of integer items (strings are views into the parsed
+  // document). Reserved to the body's size before the first one is written, so
+  // it never reallocates under the views: an integer's text is never longer
+  // than its JSON literal (-?(0|[1-9][0-9]*); only "-0" shortens, to "0").
+  std::string integer_text;
+  size_t body_size = 0;
+  bool body_has_backslash = true;
+
+  std::string_view IntegerText(std::string_view digits) {
+    if (integer_text.empty() && integer_text.capacity() < body_size)
+      integer_text.reserve(body_size);
+    const size_t at = integer_text.size();
+    if (at + digits.size() > integer_text.capacity()) std::abort();  // the bound above is broken
+    integer_text.append(digits);
+    return std::string_view(integer_text.data() + at, digits.size());
+  }
 
   // Parses `body` into its top-level object. False and *error on failure.
   bool Root(std::string_view body, const Limits& limits, dom::object* root, ParseError* error) {
@@ -81,6 +101,9 @@ struct RequestParser::Impl {
                std::to_string(limits.max_body_bytes) + ")");
       return false;
     }
+    integer_text.clear();
+    body_size = body.size();
+    body_has_backslash = std::memchr(body.data(), '\\', body.size()) != nullptr;
     dom::element doc;
     // parse() copies a body without simdjson's padding into the parser's buffer.
     simdjson::error_code ec = parser.parse(body.data(), body.size()).get(doc);
@@ -109,14 +132,13 @@ struct RequestParser::Impl {
       Fail(error, 400, where + "user_id: missing");
       return false;
     }
-    bool integer = false;
     char buf[24];
-    std::string_view text;
-    if (!IdText(user, buf, &text, &integer)) {
+    const IdView id = IdText(user, buf);
+    if (!id.ok) {
       Fail(error, 400, where + "user_id: expected a string or an integer, got " + TypeName(user));
       return false;
     }
-    q->user.assign(text);
+    q->user.assign(id.text);
     if (!IsValidUserId(q->user)) {
       Fail(error, 400, where + "user_id: " + CheckUserId(q->user).message());
       return false;
@@ -138,19 +160,21 @@ struct RequestParser::Impl {
       Fail(error, 413, TooManyItems(*total_items, limits));
       return false;
     }
+    q->no_escapes = !body_has_backslash;
     q->items.clear();
     q->items.reserve(n);
     q->integer_items.clear();
     size_t i = 0;
     for (dom::element e : array) {
-      if (!IdText(e, buf, &text, &integer)) {
+      const IdView id = IdText(e, buf);
+      if (!id.ok) {
         Fail(error, 400,
              where + "items[" + std::to_string(i) + "]: expected a string or an integer, got " +
                  TypeName(e));
         return false;
       }
-      q->items.emplace_back(text);
-      if (integer) {
+      q->items.push_back(id.integer ? IntegerText(id.text) : id.text);
+      if (id.integer) {
         if (q->integer_items.empty()) q->integer_items.resize(n, false);
         q->integer_items[i] = true;
       }
@@ -300,59 +324,95 @@ char* WriteJsonString(std::string_view s, size_t size, char* p) {
   return p;
 }
 
-// Appends {"unseen": [...], "seen_count": N[, "failed_open": true]}: the size
-// first, then the bytes written in place (no per-item append).
+// Copies s to p (at least s.size() bytes writable there); returns the end. Short
+// IDs, the common case, without a call: two overlapping loads and stores.
+char* CopyId(std::string_view s, char* p) {
+  const size_t n = s.size();
+  const char* src = s.data();
+  if (n >= 8 && n <= 16) {
+    uint64_t a, b;
+    std::memcpy(&a, src, 8);
+    std::memcpy(&b, src + n - 8, 8);
+    std::memcpy(p, &a, 8);
+    std::memcpy(p + n - 8, &b, 8);
+  } else if (n >= 4 && n < 8) {
+    uint32_t a, b;
+    std::memcpy(&a, src, 4);
+    std::memcpy(&b, src + n - 4, 4);
+    std::memcpy(p, &a, 4);
+    std::memcpy(p + n - 4, &b, 4);
+  } else if (n > 0) {
+    std::memcpy(p, src, n);
+  }
+  return p + n;
+}
+
+// Appends {"unseen": [...], "seen_count": N[, "failed_open": true]}, written in
+// place. Without escapes (the common case) the items go out branch-free: every
+// item is written, and the end moves past it only if it is unseen (a seen one
+// is overwritten by the next), so the random seen/unseen pattern costs no
+// mispredicted branches; the buffer is sized for all the items, then trimmed.
 void AppendFilterResponse(const ParsedQuery& query, const Answer& answer, std::string* out) {
   static constexpr std::string_view kHead = "{\"unseen\":[";
   static constexpr std::string_view kCount = "],\"seen_count\":";
   static constexpr std::string_view kFailedOpen = ",\"failed_open\":true";
   const std::vector<bool>& seen = *answer.seen;
-  size_t seen_count = 0;
-  size_t unseen_bytes = 0;
-  bool escapes = false;  // some string item needs escapes (else none is scanned again)
-  for (size_t i = 0; i < query.items.size(); ++i) {
-    if (seen[i]) {
-      ++seen_count;
-      continue;
-    }
-    const std::string& item = query.items[i];
-    size_t size = item.size();
-    if (!query.IsInteger(i)) {
-      size = JsonStringSize(item);
-      escapes |= size != item.size() + 2;
-    }
-    unseen_bytes += 1 + size;  // + ','
+  const size_t n = query.items.size();
+  size_t all_bytes = 0;  // room for every item, quoted, with its comma
+  bool escapes = false;  // some string item needs escapes
+  for (size_t i = 0; i < n; ++i) {
+    const std::string_view item = query.items[i];
+    all_bytes += item.size() + 3;
+    if (!query.no_escapes) escapes |= NeedsEscape(item) && !query.IsInteger(i);
   }
-  const size_t unseen = query.items.size() - seen_count;
-  if (unseen > 0) --unseen_bytes;  // n - 1 commas
-  char count[24];
-  const char* count_end = std::to_chars(count, count + sizeof count, seen_count).ptr;
-  const size_t count_bytes = static_cast<size_t>(count_end - count);
+  if (escapes) {  // rare: the exact size
+    all_bytes = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const std::string_view item = query.items[i];
+      all_bytes += (query.IsInteger(i) ? item.size() : JsonStringSize(item)) + 1;
+    }
+  }
   const size_t start = out->size();
-  out->resize(start + kHead.size() + unseen_bytes + kCount.size() + count_bytes +
-              (answer.failed_open ? kFailedOpen.size() : 0) + 1);
+  out->resize(start + kHead.size() + all_bytes + kCount.size() + 24 + kFailedOpen.size() + 1);
   char* p = out->data() + start;
   auto put = [&p](std::string_view s) {
     std::memcpy(p, s.data(), s.size());
     p += s.size();
   };
   put(kHead);
-  bool first = true;
-  for (size_t i = 0; i < query.items.size(); ++i) {
-    if (seen[i]) continue;
-    if (!first) *p++ = ',';
-    first = false;
-    const std::string& item = query.items[i];
-    if (query.IsInteger(i)) {
-      put(item);
-    } else {
-      p = WriteJsonString(item, escapes ? JsonStringSize(item) : item.size() + 2, p);
+  const char* items_start = p;
+  size_t seen_count = 0;
+  if (!escapes) {
+    for (size_t i = 0; i < n; ++i) {
+      const std::string_view item = query.items[i];
+      const size_t quote = query.IsInteger(i) ? 0 : 1;
+      const bool unseen = !seen[i];
+      seen_count += !unseen;
+      // An integer's opening quote and closing quote are overwritten by its
+      // digits and its comma.
+      p[0] = '"';
+      CopyId(item, p + quote);
+      p[quote + item.size()] = '"';
+      p[2 * quote + item.size()] = ',';
+      p += (2 * quote + item.size() + 1) & (size_t{0} - unseen);
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      if (seen[i]) {
+        ++seen_count;
+        continue;
+      }
+      const std::string_view item = query.items[i];
+      p = query.IsInteger(i) ? CopyId(item, p) : WriteJsonString(item, JsonStringSize(item), p);
+      *p++ = ',';
     }
   }
+  if (p != items_start) --p;  // the last comma
   put(kCount);
-  put(std::string_view(count, count_bytes));
+  p = std::to_chars(p, p + 24, seen_count).ptr;
   if (answer.failed_open) put(kFailedOpen);
   *p++ = '}';
+  out->resize(static_cast<size_t>(p - out->data()));
 }
 
 size_t ReserveFor(const ParsedQuery& q) {

@@ -33,12 +33,18 @@ struct Limits {
   size_t max_body_bytes = 4 * 1024 * 1024;  // serve.max_body_bytes
 };
 
-// One user's candidates as received.
+// One user's candidates as received. The items are views into the
+// RequestParser that filled the query (its parsed document, or its text of the
+// integers): valid until that parser parses another body or is destroyed.
 struct ParsedQuery {
   std::string user;
-  std::vector<std::string> items;  // IDs as text, input order
+  std::vector<std::string_view> items;  // IDs as text, input order
   // Per item: it came as a JSON integer (echoed back as one). Empty when none did.
   std::vector<bool> integer_items;
+  // No item needs escapes in JSON. Set by the parser when the body holds no
+  // backslash: a JSON string can hold '"', '\\' or a control character only
+  // escaped. false = unknown (the response builders check each item).
+  bool no_escapes = false;
   bool IsInteger(size_t i) const { return !integer_items.empty() && integer_items[i]; }
 };
 
@@ -48,8 +54,9 @@ struct ParseError {
 };
 
 // Parses request bodies. Holds the JSON parser's buffers, which grow to the
-// largest body seen and are reused: one RequestParser per thread (not
-// thread-safe). Rules (checked in this order; the first problem is reported):
+// largest body seen and are reused, and the items of the queries it returns (no
+// copy per item): one RequestParser per thread (not thread-safe). Rules (checked in this order; the
+// first problem is reported):
 //   413 body longer than limits.max_body_bytes;
 //   400 not JSON / not an object / a missing or wrong-typed field / an invalid
 //       user ID (empty or starting with '}': docs/FORMAT.md rule 4);

@@ -86,6 +86,26 @@ struct Metrics {
   }
 
   pm::Family<pm::Counter>& requests;
+  // requests' counter per endpoint and status 100-599, made on first use (Add
+  // builds a label map and locks the family: too much for every request).
+  static constexpr int kMinStatus = 100, kMaxStatus = 599;
+  std::array<std::array<std::atomic<pm::Counter*>, kMaxStatus - kMinStatus + 1>, kEndpointCount>
+      request_counters{};
+
+  pm::Counter& RequestCounter(Endpoint e, int status) {
+    std::atomic<pm::Counter*>* slot = status >= kMinStatus && status <= kMaxStatus
+                                          ? &request_counters[e][status - kMinStatus]
+                                          : nullptr;
+    if (slot != nullptr) {
+      if (pm::Counter* c = slot->load(std::memory_order_acquire)) return *c;
+    }
+    char code[8];
+    auto [end, ec] = std::to_chars(code, code + sizeof code, status);
+    pm::Counter& c =
+        requests.Add({{"endpoint", kEndpointNames[e]}, {"code", std::string(code, end)}});
+    if (slot != nullptr) slot->store(&c, std::memory_order_release);  // Add returns the same one
+    return c;
+  }
   pm::Counter& candidates;
   pm::Counter& seen;
   pm::Counter& users;
@@ -187,7 +207,7 @@ struct Server::Impl {
     std::vector<exposure_filter::Query> queries(parsed.size());
     for (size_t i = 0; i < parsed.size(); ++i) {
       queries[i].user = std::move(parsed[i].user);
-      queries[i].candidates = std::move(parsed[i].items);
+      queries[i].candidates.assign(parsed[i].items.begin(), parsed[i].items.end());
     }
     std::vector<Result> results = client->SeenBatch(queries, options.timeout);
     std::vector<Answer> answers(parsed.size());
@@ -195,7 +215,6 @@ struct Server::Impl {
     for (size_t i = 0; i < parsed.size(); ++i) {
       metrics.Count(results[i], queries[i].candidates.size());
       if (!results[i].ok && failed == nullptr) failed = &results[i];
-      parsed[i].items = std::move(queries[i].candidates);
       answers[i] = Answer{&results[i].seen, results[i].failed_open};
     }
     if (failed != nullptr) {
@@ -207,10 +226,7 @@ struct Server::Impl {
 
   void Log(const httplib::Request& req, const httplib::Response& res) {
     const Endpoint e = EndpointOf(req.path);
-    char code[8];
-    auto [end, ec] = std::to_chars(code, code + sizeof code, res.status);
-    metrics.requests.Add({{"endpoint", kEndpointNames[e]}, {"code", std::string(code, end)}})
-        .Increment();
+    metrics.RequestCounter(e, res.status).Increment();
     if (t_request_started) {
       t_request_started = false;
       metrics.latency[e]->Observe(

@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -166,14 +168,22 @@ TEST_CASE("client: seen and unseen candidates of items the writer wrote, one MGE
     if (!r.seen[i]) expected.push_back(candidates[i]);
   CHECK(unseen == expected);
 
+  // The same candidates as views (read in place): the same answer.
+  const std::vector<std::string_view> views(candidates.begin(), candidates.end());
+  const Result rv = client->Seen("u1", views, std::chrono::milliseconds(1000));
+  REQUIRE(rv.ok);
+  CHECK(rv.seen == r.seen);
+  CHECK(rv.seen_count == r.seen_count);
+  CHECK(client->Seen("u1", std::span<const std::string_view>()).seen.empty());
+
   // u2's items are not u1's, and u1's not u2's.
   CHECK(client->Seen("u2", Items("other", 50)).seen_count == 50);
   CHECK(client->Seen("u3", Items("today", 50)).seen_count == 0);
   const auto stats = client->stats();
-  CHECK(stats.calls == 4);
-  CHECK(stats.users == 4);
-  CHECK(stats.candidates == 2 * candidates.size() + 100);
-  CHECK(stats.seen == 2 * r.seen_count + 50);
+  CHECK(stats.calls == 6);
+  CHECK(stats.users == 6);
+  CHECK(stats.candidates == 3 * candidates.size() + 100);
+  CHECK(stats.seen == 3 * r.seen_count + 50);
   CHECK(stats.failed_open == 0);
   CHECK(stats.redis_errors == 0);
   CHECK(client->Ready());

@@ -265,7 +265,7 @@ class Harness {
       const CheckResult r = TestItems(layout, value, {x.bucket}, x.items);
       CHECK(std::count(r.seen.begin(), r.seen.end(), true) ==
             static_cast<std::ptrdiff_t>(x.items.size()));
-      const CheckResult never = TestItems(layout, value, {x.bucket}, {"never-sent-item"});
+      const CheckResult never = TestItems(layout, value, {x.bucket}, std::vector<std::string>{"never-sent-item"});
       CHECK_FALSE(never.seen[0]);
     }
   }

@@ -1,6 +1,7 @@
 // `serve` request parsing/validation and response building (src/serve/request.h).
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "serve/request.h"
 
@@ -9,29 +10,32 @@ namespace {
 
 using nlohmann::json;
 
+using Items = std::vector<std::string_view>;
+
+// The parser is kept with its queries: their items are views into it.
 struct Outcome {
   bool ok = false;
+  std::unique_ptr<RequestParser> parser = std::make_unique<RequestParser>();
   ParsedQuery query;
   ParseError error;
 };
 
 Outcome Filter(const std::string& body, Limits limits = {}) {
-  RequestParser parser;
   Outcome o;
-  o.ok = parser.ParseFilter(body, limits, &o.query, &o.error);
+  o.ok = o.parser->ParseFilter(body, limits, &o.query, &o.error);
   return o;
 }
 
 struct BatchOutcome {
   bool ok = false;
+  std::unique_ptr<RequestParser> parser = std::make_unique<RequestParser>();
   std::vector<ParsedQuery> queries;
   ParseError error;
 };
 
 BatchOutcome Batch(const std::string& body, Limits limits = {}) {
-  RequestParser parser;
   BatchOutcome o;
-  o.ok = parser.ParseBatch(body, limits, &o.queries, &o.error);
+  o.ok = o.parser->ParseBatch(body, limits, &o.queries, &o.error);
   return o;
 }
 
@@ -59,7 +63,7 @@ TEST_CASE("serve request: a filter body gives the user and items in order", "[se
   Outcome o = Filter(R"({"user_id": "u1", "items": ["i3", "i1", "i3", ""], "extra": {"x": 1}})");
   REQUIRE(o.ok);
   CHECK(o.query.user == "u1");
-  CHECK(o.query.items == std::vector<std::string>{"i3", "i1", "i3", ""});
+  CHECK(o.query.items == Items{"i3", "i1", "i3", ""});
   CHECK(o.query.integer_items.empty());
 
   Outcome empty = Filter(R"({"items": [], "user_id": "u2"})");
@@ -74,8 +78,7 @@ TEST_CASE("serve request: integer IDs are their decimal text, like the daemon's 
       Filter(R"({"user_id": 42, "items": [7, "7", -3, 18446744073709551615, "a\u00e9\n"]})");
   REQUIRE(o.ok);
   CHECK(o.query.user == "42");
-  CHECK(o.query.items ==
-        std::vector<std::string>{"7", "7", "-3", "18446744073709551615", "a\xc3\xa9\n"});
+  CHECK(o.query.items == Items{"7", "7", "-3", "18446744073709551615", "a\xc3\xa9\n"});
   CHECK(o.query.IsInteger(0));
   CHECK_FALSE(o.query.IsInteger(1));
   CHECK(o.query.IsInteger(2));
@@ -87,7 +90,7 @@ TEST_CASE("serve request: escaped key names and the first of duplicate keys", "[
   Outcome o = Filter(R"({"user\u005fid": "u1", "items": ["a"], "items": ["b"]})");
   REQUIRE(o.ok);
   CHECK(o.query.user == "u1");
-  CHECK(o.query.items == std::vector<std::string>{"a"});
+  CHECK(o.query.items == Items{"a"});
 }
 
 TEST_CASE("serve request: every kind of bad filter body is a 400 naming the problem", "[serve]") {
@@ -97,6 +100,14 @@ TEST_CASE("serve request: every kind of bad filter body is a 400 naming the prob
              Catch::StartsWith("body is not valid JSON"));
   CHECK_THAT(FilterError(R"({"user_id": "u1"} trailing)"),
              Catch::StartsWith("body is not valid JSON"));
+  // A raw control character in a string is invalid JSON: a body without a
+  // backslash has no item that needs escapes (ParsedQuery::no_escapes).
+  CHECK_THAT(FilterError("{\"user_id\": \"u\", \"items\": [\"a\x01\"]}"),
+             Catch::StartsWith("body is not valid JSON"));
+  CHECK_THAT(FilterError("{\"user_id\": \"u\", \"items\": [\"a\x1f\"]}"),
+             Catch::StartsWith("body is not valid JSON"));
+  CHECK(Filter(R"({"user_id": "u", "items": ["a", 7]})").query.no_escapes);
+  CHECK_FALSE(Filter(R"({"user_id": "u", "items": ["a\/"]})").query.no_escapes);
   CHECK_THAT(FilterError("{\"user_id\": \"u\xff\", \"items\": []}"),
              Catch::StartsWith("body is not valid JSON"));
   CHECK_THAT(FilterError(R"({"user_id": 1, "items": [123456789012345678901234567890]})"),
@@ -157,9 +168,9 @@ TEST_CASE("serve request: a batch body gives its queries in order", "[serve]") {
   REQUIRE(o.ok);
   REQUIRE(o.queries.size() == 3);
   CHECK(o.queries[0].user == "u1");
-  CHECK(o.queries[0].items == std::vector<std::string>{"a", "b"});
+  CHECK(o.queries[0].items == Items{"a", "b"});
   CHECK(o.queries[1].user == "9");
-  CHECK(o.queries[1].items == std::vector<std::string>{"1"});
+  CHECK(o.queries[1].items == Items{"1"});
   CHECK(o.queries[1].IsInteger(0));
   CHECK(o.queries[2].items.empty());
 
@@ -207,7 +218,7 @@ TEST_CASE("serve request: one parser is reused across bodies", "[serve]") {
   REQUIRE(parser.ParseFilter(R"({"user_id": 1, "items": [1, 2, 3]})", {}, &q, &e));
   REQUIRE(parser.ParseFilter(R"({"user_id": "x", "items": ["y"]})", {}, &q, &e));
   CHECK(q.user == "x");
-  CHECK(q.items == std::vector<std::string>{"y"});
+  CHECK(q.items == Items{"y"});
   CHECK(q.integer_items.empty());
   CHECK_FALSE(parser.ParseFilter("{", {}, &q, &e));
   REQUIRE(parser.ParseFilter(R"({"user_id": "z", "items": []})", {}, &q, &e));
@@ -252,6 +263,57 @@ TEST_CASE("serve response: error bodies and JSON strings are valid JSON", "[serv
   std::string out;
   AppendJsonString("a\"b\\c\n\x1f\x7f", &out);
   CHECK(out == "\"a\\\"b\\\\c\\n\\u001f\x7f\"");
+}
+
+// The answer is written branch-free (each item written, kept only if unseen):
+// every item length around the short-copy cases, strings and integers mixed,
+// random seen patterns, with and without an item that needs escapes.
+TEST_CASE("serve response: unseen items of every length and pattern read back", "[serve]") {
+  std::mt19937_64 rng(11);
+  for (int round = 0; round < 400; ++round) {
+    const size_t n = rng() % 40;
+    std::vector<std::string> texts(n);
+    ParsedQuery q;
+    std::vector<bool> seen(n);
+    json expected_unseen = json::array();
+    size_t seen_count = 0;
+    const bool with_escape = round % 4 == 3;
+    for (size_t i = 0; i < n; ++i) {
+      const bool integer = rng() % 3 == 0;
+      if (integer) {
+        texts[i] = std::to_string(rng() % 1'000'000'000'000ULL);
+      } else {
+        texts[i].assign(rng() % 34, 'a');
+        for (char& c : texts[i]) c = static_cast<char>('0' + rng() % 75);  // '0'..'z': no escapes
+        if (texts[i].find('\\') != std::string::npos) texts[i].assign("backslash-free");
+        if (with_escape && i == n / 2) texts[i] += "\"\n\x01";
+      }
+      q.items.push_back(texts[i]);
+      if (integer) {
+        q.integer_items.resize(n, false);
+        q.integer_items[i] = true;
+      }
+      seen[i] = rng() % 10 < 3;
+      seen_count += seen[i];
+      if (!seen[i]) {
+        if (integer) {
+          expected_unseen.push_back(std::stoull(texts[i]));
+        } else {
+          expected_unseen.push_back(texts[i]);
+        }
+      }
+    }
+    const bool failed_open = round % 5 == 0;
+    const std::string body = FilterResponse(q, Answer{&seen, failed_open});
+    INFO("round " << round << ": " << body);
+    json expected = {{"unseen", expected_unseen}, {"seen_count", seen_count}};
+    if (failed_open) expected["failed_open"] = true;
+    REQUIRE(json::parse(body) == expected);
+    if (!with_escape) {  // what the parser says of a body without a backslash
+      q.no_escapes = true;
+      CHECK(FilterResponse(q, Answer{&seen, failed_open}) == body);
+    }
+  }
 }
 
 // AppendJsonString checks eight bytes at a time: every length around a word and
