@@ -191,13 +191,14 @@ class Client {
               std::chrono::milliseconds deadline);
   Result Seen(std::string_view user, const std::vector<std::string>& candidates,
               const CallOptions& call);
-  // The same for candidates held elsewhere, read in place (no copy of them):
-  // e.g. views into a request body, or a std::vector<std::string_view>.
-  Result Seen(std::string_view user, std::span<const std::string_view> candidates);
-  Result Seen(std::string_view user, std::span<const std::string_view> candidates,
-              std::chrono::milliseconds deadline);
-  Result Seen(std::string_view user, std::span<const std::string_view> candidates,
-              const CallOptions& call);
+  // Seen for candidates held elsewhere, read in place (no copy of them): e.g.
+  // views into a request body, or a std::vector<std::string_view>. A name of
+  // its own, so that Seen(user, {...}) stays unambiguous.
+  Result SeenViews(std::string_view user, std::span<const std::string_view> candidates);
+  Result SeenViews(std::string_view user, std::span<const std::string_view> candidates,
+                   std::chrono::milliseconds deadline);
+  Result SeenViews(std::string_view user, std::span<const std::string_view> candidates,
+                   const CallOptions& call);
 
   // The unseen candidates, in input order. On a failure under kFailOpen: all of
   // them; under kFailClosed or for an invalid user ID: empty (use Seen to tell).

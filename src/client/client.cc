@@ -662,19 +662,19 @@ Result Client::Seen(std::string_view user, const std::vector<std::string>& candi
   return std::move(impl_->Run(&work, 1, call).front());
 }
 
-Result Client::Seen(std::string_view user, std::span<const std::string_view> candidates) {
-  return Seen(user, candidates, CallOptions{});
+Result Client::SeenViews(std::string_view user, std::span<const std::string_view> candidates) {
+  return SeenViews(user, candidates, CallOptions{});
 }
 
-Result Client::Seen(std::string_view user, std::span<const std::string_view> candidates,
-                    std::chrono::milliseconds deadline) {
+Result Client::SeenViews(std::string_view user, std::span<const std::string_view> candidates,
+                         std::chrono::milliseconds deadline) {
   CallOptions call;
   call.deadline = deadline;
-  return Seen(user, candidates, call);
+  return SeenViews(user, candidates, call);
 }
 
-Result Client::Seen(std::string_view user, std::span<const std::string_view> candidates,
-                    const CallOptions& call) {
+Result Client::SeenViews(std::string_view user, std::span<const std::string_view> candidates,
+                         const CallOptions& call) {
   const Work work{user, candidates};
   return std::move(impl_->Run(&work, 1, call).front());
 }

@@ -21,7 +21,9 @@
 namespace ef {
 
 // Candidate items, read in place from a vector of strings or an array of views
-// (no copy of either). The referenced items must outlive the ItemList.
+// (no copy of either). A parameter type: it holds a pointer to the caller's
+// items, which must outlive it (it binds to a temporary vector too, which lives
+// only to the end of the call's full expression).
 class ItemList {
  public:
   ItemList(const std::vector<std::string>& items)  // NOLINT: implicit on purpose

@@ -191,7 +191,7 @@ struct Server::Impl {
     ParseError err;
     if (!parser.ParseFilter(req.body, options.limits, &q, &err))
       return SetError(res, err.status, err.message);
-    Result r = client->Seen(q.user, q.items, options.timeout);
+    Result r = client->SeenViews(q.user, q.items, options.timeout);
     metrics.Count(r, q.items.size());
     if (!r.ok) return SetError(res, r.code == ErrorCode::kInvalidArgument ? 400 : 503, r.error);
     SetJson(res, FilterResponse(q, Answer{&r.seen, r.failed_open}));

@@ -170,18 +170,19 @@ TEST_CASE("client: seen and unseen candidates of items the writer wrote, one MGE
 
   // The same candidates as views (read in place): the same answer.
   const std::vector<std::string_view> views(candidates.begin(), candidates.end());
-  const Result rv = client->Seen("u1", views, std::chrono::milliseconds(1000));
+  const Result rv = client->SeenViews("u1", views, std::chrono::milliseconds(1000));
   REQUIRE(rv.ok);
   CHECK(rv.seen == r.seen);
   CHECK(rv.seen_count == r.seen_count);
-  CHECK(client->Seen("u1", std::span<const std::string_view>()).seen.empty());
+  CHECK(client->SeenViews("u1", std::span<const std::string_view>()).seen.empty());
+  CHECK(client->Seen("u1", {}).seen.empty());  // unambiguous: the view form has its own name
 
   // u2's items are not u1's, and u1's not u2's.
   CHECK(client->Seen("u2", Items("other", 50)).seen_count == 50);
   CHECK(client->Seen("u3", Items("today", 50)).seen_count == 0);
   const auto stats = client->stats();
-  CHECK(stats.calls == 6);
-  CHECK(stats.users == 6);
+  CHECK(stats.calls == 7);
+  CHECK(stats.users == 7);
   CHECK(stats.candidates == 3 * candidates.size() + 100);
   CHECK(stats.seen == 3 * r.seen_count + 50);
   CHECK(stats.failed_open == 0);
