@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 
+#include "bloom/fast_mod.h"
 #include "bloom/hash.h"
 #include "bloom/keys.h"
 #include "bloom/stages.h"
@@ -135,6 +136,7 @@ CheckResult TestItemsMasked(const Layout& layout,
 
   for (size_t s = 0; s < stages_used; ++s) {
     const Stage& st = stages[s];
+    const FastMod mod(st.m);  // x % m without a division (exact)
     if (slice_at[s] != SIZE_MAX) {
       const W* sliced = scratch.data() + slice_at[s];
       size_t n = 0;
@@ -147,7 +149,7 @@ CheckResult TestItemsMasked(const Layout& layout,
         size_t kept = 0;
         for (size_t j = 0; j < n; ++j) {
           Live e = live[j];
-          e.alive &= sliced[e.x % st.m];
+          e.alive &= sliced[mod.Mod(e.x)];
           e.x += e.h2;
           live[kept] = e;  // kept <= j: compaction in place
           kept += e.alive != 0;
@@ -162,7 +164,7 @@ CheckResult TestItemsMasked(const Layout& layout,
       W alive = has[s] & newer_than(best[i]);
       uint64_t x = hashes[i].h1;
       for (uint32_t p = 0; p < st.k && alive != 0; ++p, x += hashes[i].h2) {
-        const uint64_t pos = st.offset + x % st.m;
+        const uint64_t pos = st.offset + mod.Mod(x);
         // Branch-free per bucket (the bits are random: a branch would mispredict
         // about every other time). Bits past a value's end are 0; the value is
         // not empty, so its byte 0 is a safe stand-in to read.
