@@ -185,12 +185,24 @@ Status Finish(const std::vector<std::string>& overrides, Config* config) {
 
 std::string Seconds(int64_t seconds) { return FormatDurationMs(seconds * 1000); }
 
+// A string value. With a control character in it, double-quoted (escaped): the
+// emitter writes some plain, and a plain scalar loses e.g. a trailing "\r" on
+// the way back (a fuzzer finding: fuzz/findings/config-dump-control-character.yaml).
+void EmitString(const std::string& s, YAML::Emitter* out) {
+  const bool control = std::any_of(s.begin(), s.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c < 0x20 || c == 0x7f;
+  });
+  if (control) *out << YAML::DoubleQuoted;
+  *out << s;
+}
+
 void EmitField(const Field& field, const Config& config, YAML::Emitter* out) {
   const Value value = field.get(config);
   switch (field.type) {
     case FieldType::kString: {
       const auto& s = std::get<std::string>(value);
-      *out << (field.secret && !s.empty() ? std::string("***") : s);
+      EmitString(field.secret && !s.empty() ? std::string("***") : s, out);
       break;
     }
     case FieldType::kInt:
@@ -204,7 +216,9 @@ void EmitField(const Field& field, const Config& config, YAML::Emitter* out) {
       *out << std::get<bool>(value);
       break;
     case FieldType::kStringList:
-      *out << YAML::Flow << std::get<config_internal::StringList>(value);
+      *out << YAML::Flow << YAML::BeginSeq;
+      for (const std::string& e : std::get<config_internal::StringList>(value)) EmitString(e, out);
+      *out << YAML::EndSeq;
       break;
     case FieldType::kStringMap: {
       const auto& map = std::get<config_internal::StringMap>(value);
@@ -212,7 +226,10 @@ void EmitField(const Field& field, const Config& config, YAML::Emitter* out) {
       *out << YAML::BeginMap;
       for (const auto& [name, v] : map) {
         bool masked = field.secret_entry && field.secret_entry(name) && !v.empty();
-        *out << YAML::Key << name << YAML::Value << (masked ? std::string("***") : v);
+        *out << YAML::Key;
+        EmitString(name, out);
+        *out << YAML::Value;
+        EmitString(masked ? std::string("***") : v, out);
       }
       *out << YAML::EndMap;
       break;

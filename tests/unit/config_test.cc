@@ -290,7 +290,8 @@ TEST_CASE("out-of-range values fail naming key, line, range and value", "[config
   CHECK(LoadError("redis:\n  connect_timeout: 0s\n") ==
         "t.yaml:2: redis.connect_timeout: must be in [1ms, 10m], got 0s");
   CHECK(LoadError("redis:\n  write_mode: bitmap\n") ==
-        "t.yaml:2: redis.write_mode: must be one of auto, module, bitfield, bitop, setbit, got 'bitmap'");
+        "t.yaml:2: redis.write_mode: must be one of auto, module, bitfield, bitop, setbit, got "
+        "'bitmap'");
   CHECK(LoadError("redis:\n  address: localhost\n") ==
         "t.yaml:2: redis.address: must be host:port, got 'localhost'");
   CHECK(LoadError("redis:\n  address: localhost:70000\n") ==
@@ -465,7 +466,8 @@ TEST_CASE("cross-field checks name the keys", "[config]") {
   // Validate also checks single fields of a config built in code.
   Config c;
   c.redis.write_mode = "x";
-  CHECK(ValidateError(c) == "redis.write_mode: must be one of auto, module, bitfield, bitop, setbit, got 'x'");
+  CHECK(ValidateError(c) ==
+        "redis.write_mode: must be one of auto, module, bitfield, bitop, setbit, got 'x'");
   c = Config{};
   c.events.time_unit = "us";
   CHECK(ValidateError(c) == "events.time_unit: must be one of ms, s, got 'us'");
@@ -513,6 +515,34 @@ TEST_CASE("DumpConfig round-trips every key", "[config]") {
     CHECK(root[std::string(field.section())][std::string(field.name())].IsDefined());
   }
   CHECK_FALSE(root["kafka"]["topic"].IsDefined());  // the alias is never dumped
+}
+
+// Fuzzer finding (fuzz/findings/config-dump-control-character.yaml): a plain
+// scalar that ends in a carriage return ("time_field: ts\r  # ...") loads as
+// "ts\r", and DumpConfig wrote it plain again, which loads as "ts": strings with
+// control characters must be written quoted, with escapes.
+TEST_CASE("DumpConfig round-trips strings with control characters", "[config][fuzz]") {
+  CleanEnv env;
+  Config c;
+  c.events.time_field = "ts\r";
+  c.events.user_field = "user\tid";
+  c.kafka.dead_letter_topic = "dlq\x01";
+  c.kafka.properties["client.id"] = "a\rb\x7f";
+  c.kafka.topics = {"t\r", "plain"};
+  REQUIRE(Validate(c).ok());
+  const std::string dump = DumpConfig(c);
+  INFO(dump);
+  const Config again = Load(dump);
+  CHECK(again.events.time_field == "ts\r");
+  CHECK(again.events.user_field == "user\tid");
+  CHECK(again.kafka.dead_letter_topic == "dlq\x01");
+  CHECK(again.kafka.properties.at("client.id") == "a\rb\x7f");
+  CHECK(again.kafka.topics == std::vector<std::string>{"t\r", "plain"});
+  CHECK(DumpConfig(again) == dump);
+
+  // The finding itself, as the loader sees it.
+  const Config found = Load("events:\n  time_field: ts\r  # Unit of time_field\n");
+  CHECK(DumpConfig(Load(DumpConfig(found))) == DumpConfig(found));
 }
 
 TEST_CASE("DumpConfig masks secrets", "[config]") {
