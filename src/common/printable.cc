@@ -23,7 +23,7 @@ std::string Printable(std::string_view bytes, size_t max_len) {
         out += "\\t";
         break;
       default:
-        if (c < 0x20 || c == 0x7f) {
+        if (IsControlByte(c)) {
           out += "\\x";
           out += kHex[c >> 4];
           out += kHex[c & 0xf];

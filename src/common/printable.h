@@ -9,6 +9,9 @@
 
 namespace ef {
 
+// A control byte: below 0x20, or DEL (0x7f).
+constexpr bool IsControlByte(unsigned char c) { return c < 0x20 || c == 0x7f; }
+
 // Returns `bytes` with every control byte (< 0x20, 0x7f) escaped — \r, \n and
 // \t as such, the others as \xNN — and backslash as "\\"; bytes >= 0x80 are
 // kept (UTF-8 stays readable). If `bytes` is longer than `max_len`, only its

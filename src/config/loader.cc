@@ -15,6 +15,7 @@
 
 #include "bloom/sizing.h"
 #include "common/duration.h"
+#include "common/printable.h"
 #include "config/fields.h"
 
 namespace ef {
@@ -189,10 +190,8 @@ std::string Seconds(int64_t seconds) { return FormatDurationMs(seconds * 1000); 
 // emitter writes some plain, and a plain scalar loses e.g. a trailing "\r" on
 // the way back (a fuzzer finding: fuzz/findings/config-dump-control-character.yaml).
 void EmitString(const std::string& s, YAML::Emitter* out) {
-  const bool control = std::any_of(s.begin(), s.end(), [](char ch) {
-    const auto c = static_cast<unsigned char>(ch);
-    return c < 0x20 || c == 0x7f;
-  });
+  const bool control = std::any_of(
+      s.begin(), s.end(), [](char ch) { return IsControlByte(static_cast<unsigned char>(ch)); });
   if (control) *out << YAML::DoubleQuoted;
   *out << s;
 }

@@ -55,8 +55,8 @@ struct ParseError {
 
 // Parses request bodies. Holds the JSON parser's buffers, which grow to the
 // largest body seen and are reused, and the items of the queries it returns (no
-// copy per item): one RequestParser per thread (not thread-safe). Rules (checked in this order; the
-// first problem is reported):
+// copy per item): one RequestParser per thread (not thread-safe). Rules
+// (checked in this order; the first problem is reported):
 //   413 body longer than limits.max_body_bytes;
 //   400 not JSON / not an object / a missing or wrong-typed field / an invalid
 //       user ID (empty or starting with '}': docs/FORMAT.md rule 4);

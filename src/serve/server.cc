@@ -96,9 +96,7 @@ struct Metrics {
     std::atomic<pm::Counter*>* slot = status >= kMinStatus && status <= kMaxStatus
                                           ? &request_counters[e][status - kMinStatus]
                                           : nullptr;
-    if (slot != nullptr) {
-      if (pm::Counter* c = slot->load(std::memory_order_acquire)) return *c;
-    }
+    if (pm::Counter* c = slot ? slot->load(std::memory_order_acquire) : nullptr) return *c;
     char code[8];
     auto [end, ec] = std::to_chars(code, code + sizeof code, status);
     pm::Counter& c =
