@@ -95,8 +95,7 @@ int Check(CheckArgs& a) {
   // The live buckets and the next one (rule 6: clock skew between writer and reader).
   const size_t buckets_read = result.buckets_read;
 
-  size_t seen = 0;
-  for (bool s : result.seen) seen += s;
+  const size_t seen = result.seen_count;
   if (a.json) {
     nlohmann::json j;
     j["user"] = a.user;

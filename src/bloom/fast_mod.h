@@ -47,6 +47,10 @@ class FastMod {
   }
 
   uint32_t m() const { return static_cast<uint32_t>(m_); }
+  // The parts of Mod, for vector forms of it (redis/probe_rounds.cc).
+  uint64_t magic() const { return magic_; }
+  int shift() const { return shift_; }
+  uint64_t mask() const { return mask_; }
 
  private:
   uint64_t magic_ = 0;

@@ -43,6 +43,7 @@ class ItemList {
 
 struct CheckResult {
   std::vector<bool> seen;            // per item, in input order
+  size_t seen_count = 0;             // true entries of seen
   std::vector<int64_t> seen_bucket;  // bucket start (epoch s) of the newest matching bucket, or -1
   size_t buckets_present = 0;        // keys read (ReadBuckets) that exist
 };

@@ -1,0 +1,66 @@
+// The probe rounds of one bit-sliced stage, for TestItems (redis/bloom_reader.cc).
+//
+// A stage's candidates still in the running are a work list; round p probes
+// position p of every entry: entry.alive &= sliced[entry.x mod m], then
+// entry.x += entry.h2, and the entries whose alive mask became 0 leave the list
+// (the others keep their order). The loads of a round do not depend on each
+// other, and no branch waits on one.
+//
+// Two implementations give the same results: a scalar loop, and (for up to 32
+// buckets, W = uint32_t, on a CPU with AVX-512 F and VL) eight entries per step:
+// the exact x mod m of bloom/fast_mod.h on 64-bit lanes, a gather of the sliced
+// words and a compress-store of the entries kept. Chosen at run time, so the
+// binary still runs on any x86-64; tests/unit/probe_rounds_test.cc checks both.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "bloom/fast_mod.h"
+
+namespace ef {
+
+// The work list, as a structure of arrays. Entry j (j < the count the caller
+// keeps) is an item still in the running in the stage.
+template <typename W>
+struct ProbeList {
+  std::vector<uint64_t> x;     // the next position's progression value, h1 + p * h2 (mod 2^64)
+  std::vector<uint64_t> h2;    // the item's h2
+  std::vector<W> alive;        // the buckets it may still be in (not 0)
+  std::vector<uint32_t> item;  // its index in the candidates
+
+  // Room for n entries and the padding the vector path reads and writes past them.
+  void Resize(size_t n) {
+    x.resize(n + kPad);
+    h2.resize(n + kPad);
+    alive.resize(n + kPad);
+    item.resize(n + kPad);
+  }
+  static constexpr size_t kPad = 8;
+};
+
+class ProbeRounds {
+ public:
+  enum class Isa { kScalar, kAvx512 };
+
+  // max_isa: the most Run may use (tests pass kScalar to check that path too).
+  explicit ProbeRounds(Isa max_isa = Isa::kAvx512);
+  Isa isa() const { return isa_; }
+
+  // Rounds 0 .. k-1 over entries [0, n) of *list (stopping early once none is
+  // left); `sliced` holds a word for every position below mod.m(). Returns how
+  // many entries are left: [0, returned) of *list, in their former order, with
+  // x advanced by one h2 per round run. *list must have been Resize()d for n.
+  // Thread-safe (no state but the ISA).
+  template <typename W>
+  size_t Run(const W* sliced, const FastMod& mod, uint32_t k, size_t n, ProbeList<W>* list) const;
+
+  // out[i] = x[i] % mod.m() for i < n, by the path Run uses (for the test).
+  void ModEach(const FastMod& mod, const uint64_t* x, size_t n, uint32_t* out) const;
+
+ private:
+  Isa isa_ = Isa::kScalar;
+};
+
+}  // namespace ef

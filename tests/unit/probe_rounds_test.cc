@@ -1,0 +1,134 @@
+// ProbeRounds (src/redis/probe_rounds.h): both paths against a plain reference,
+// entry by entry.
+#include "redis/probe_rounds.h"
+
+#include <catch2/catch.hpp>
+#include <random>
+#include <vector>
+
+namespace ef {
+namespace {
+
+struct Entry {
+  uint64_t x, h2;
+  uint64_t alive;
+  uint32_t item;
+  bool operator==(const Entry&) const = default;
+};
+
+// The rule, one entry at a time: k rounds, out at the first round that leaves
+// no bucket.
+template <typename W>
+std::vector<Entry> Reference(const std::vector<W>& sliced, uint32_t m, uint32_t k,
+                             const std::vector<Entry>& in) {
+  std::vector<Entry> out;
+  for (Entry e : in) {
+    W a = static_cast<W>(e.alive);
+    for (uint32_t p = 0; p < k && a != 0; ++p) {
+      a &= sliced[e.x % m];
+      e.x += e.h2;
+    }
+    e.alive = a;
+    if (a != 0) out.push_back(e);
+  }
+  return out;
+}
+
+template <typename W>
+std::vector<Entry> RunRounds(const ProbeRounds& rounds, const std::vector<W>& sliced, uint32_t m,
+                             uint32_t k, const std::vector<Entry>& in) {
+  ProbeList<W> list;
+  list.Resize(in.size());
+  for (size_t j = 0; j < in.size(); ++j) {
+    list.x[j] = in[j].x;
+    list.h2[j] = in[j].h2;
+    list.alive[j] = static_cast<W>(in[j].alive);
+    list.item[j] = in[j].item;
+  }
+  const FastMod mod(m);
+  const size_t n = rounds.Run(sliced.data(), mod, k, in.size(), &list);
+  std::vector<Entry> out;
+  for (size_t j = 0; j < n; ++j)
+    out.push_back({list.x[j], list.h2[j], list.alive[j], list.item[j]});
+  return out;
+}
+
+template <typename W>
+void CheckPaths(std::mt19937_64& rng, size_t* checked) {
+  const ProbeRounds best;
+  const ProbeRounds scalar(ProbeRounds::Isa::kScalar);
+  REQUIRE(scalar.isa() == ProbeRounds::Isa::kScalar);
+  for (int trial = 0; trial < 400; ++trial) {
+    const uint32_t m =
+        trial % 5 == 0 ? 1u << (trial % 13) : 1 + static_cast<uint32_t>(rng() % 5000);
+    const uint32_t k = 1 + static_cast<uint32_t>(rng() % 16);
+    // Bits set with probability 1/2 .. 15/16, so entries leave at every round.
+    const int density = 1 + trial % 4;
+    std::vector<W> sliced(m);
+    for (W& w : sliced) {
+      W v = static_cast<W>(rng());
+      for (int d = 0; d < density; ++d) v |= static_cast<W>(rng());
+      w = v;
+    }
+    const size_t n = static_cast<size_t>(rng() % 67);  // every length mod 8
+    std::vector<Entry> in(n);
+    for (size_t j = 0; j < n; ++j) {
+      W alive = static_cast<W>(rng());
+      if (alive == 0) alive = 1;
+      in[j] = Entry{rng(), rng(), alive, static_cast<uint32_t>(j * 3 + 1)};
+    }
+    const std::vector<Entry> want = Reference(sliced, m, k, in);
+    INFO("m " << m << ", k " << k << ", n " << n);
+    CHECK(RunRounds(scalar, sliced, m, k, in) == want);
+    CHECK(RunRounds(best, sliced, m, k, in) == want);
+    *checked += want.size();
+  }
+}
+
+TEST_CASE("ProbeRounds: both paths keep exactly the entries the rule keeps", "[probe_rounds]") {
+  std::mt19937_64 rng(11);
+  size_t kept = 0;
+  CheckPaths<uint32_t>(rng, &kept);
+  CheckPaths<uint64_t>(rng, &kept);
+  CHECK(kept > 1000);  // the trials are not all empty
+  if (ProbeRounds().isa() != ProbeRounds::Isa::kAvx512)
+    WARN("this CPU has no AVX-512 (F, VL): only the scalar path was checked");
+}
+
+TEST_CASE("ProbeRounds::ModEach equals x % m for edge and random divisors", "[probe_rounds]") {
+  std::mt19937_64 rng(5);
+  std::vector<uint32_t> divisors = {
+      1,    2,    3,     7,          8,          31,         32,         33,        1023,
+      1024, 1025, 65537, 0x7fffffff, 0x80000000, 0x80000001, 0xfffffffe, 0xffffffff};
+  for (int i = 0; i < 200; ++i) divisors.push_back(1 + static_cast<uint32_t>(rng() % 0xffffffffu));
+  for (int i = 0; i < 200; ++i) divisors.push_back(1 + static_cast<uint32_t>(rng() % 100000));
+  const ProbeRounds rounds;
+  std::vector<uint64_t> x;
+  for (uint64_t v = 0; v < 70; ++v) x.push_back(v);
+  for (uint64_t v = 0; v < 70; ++v) x.push_back(~uint64_t{0} - v);
+  for (int j = 0; j < 1500; ++j) x.push_back(rng());
+  std::vector<uint32_t> out(x.size() * 3 + 2);
+  size_t checked = 0;
+  for (const uint32_t m : divisors) {
+    std::vector<uint64_t> xs = x;
+    for (uint64_t v : x) {  // multiples of m and their neighbours
+      const uint64_t q = v / m;
+      xs.push_back(q * m);
+      xs.push_back(q * m + m - 1);
+    }
+    xs.push_back(0);  // odd lengths: the scalar tail too
+    out.resize(xs.size());
+    rounds.ModEach(FastMod(m), xs.data(), xs.size(), out.data());
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (out[i] != xs[i] % m) {
+        INFO("m " << m << ", x " << xs[i]);
+        CHECK(out[i] == xs[i] % m);
+      }
+      ++checked;
+    }
+  }
+  CHECK(checked > 1'000'000);
+}
+
+}  // namespace
+}  // namespace ef
