@@ -124,6 +124,13 @@ struct Query {
   std::vector<std::string> candidates;
 };
 
+// One user's candidates held elsewhere (for SeenBatchViews): views that must
+// outlive the call.
+struct QueryView {
+  std::string_view user;
+  std::span<const std::string_view> candidates;
+};
+
 // Per-call options beyond the deadline (for tools; the defaults suit services).
 struct CallOptions {
   std::chrono::milliseconds deadline{0};  // 0 = ClientOptions::timeout
@@ -218,6 +225,11 @@ class Client {
   std::vector<Result> SeenBatch(const std::vector<Query>& queries,
                                 std::chrono::milliseconds deadline);
   std::vector<Result> SeenBatch(const std::vector<Query>& queries, const CallOptions& call);
+  // SeenBatch for users and candidates held elsewhere, read in place (no copy).
+  std::vector<Result> SeenBatchViews(std::span<const QueryView> queries);
+  std::vector<Result> SeenBatchViews(std::span<const QueryView> queries,
+                                     std::chrono::milliseconds deadline);
+  std::vector<Result> SeenBatchViews(std::span<const QueryView> queries, const CallOptions& call);
 
   // Health check: PING on a pooled connection (connecting, and reading the meta,
   // if needed) within the deadline; on Redis Cluster, PING on every master.

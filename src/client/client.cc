@@ -365,7 +365,7 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
         ef::TestItems(*layout_now, *values, plans[i].bucket_starts, work[i].candidates);
     Result& r = results[i];
     r.seen = std::move(cr.seen);
-    for (bool s : r.seen) r.seen_count += s;
+    r.seen_count = cr.seen_count;
     r.buckets_present = cr.buckets_present;
     if (call.with_buckets) r.seen_bucket = std::move(cr.seen_bucket);
     seen_total += r.seen_count;
@@ -711,6 +711,25 @@ std::vector<Result> Client::SeenBatch(const std::vector<Query>& queries, const C
   std::vector<Work> work;
   work.reserve(queries.size());
   for (const Query& q : queries) work.push_back({q.user, q.candidates});
+  return impl_->Run(work.data(), work.size(), call);
+}
+
+std::vector<Result> Client::SeenBatchViews(std::span<const QueryView> queries) {
+  return SeenBatchViews(queries, CallOptions{});
+}
+
+std::vector<Result> Client::SeenBatchViews(std::span<const QueryView> queries,
+                                           std::chrono::milliseconds deadline) {
+  CallOptions call;
+  call.deadline = deadline;
+  return SeenBatchViews(queries, call);
+}
+
+std::vector<Result> Client::SeenBatchViews(std::span<const QueryView> queries,
+                                           const CallOptions& call) {
+  std::vector<Work> work;
+  work.reserve(queries.size());
+  for (const QueryView& q : queries) work.push_back({q.user, q.candidates});
   return impl_->Run(work.data(), work.size(), call);
 }
 

@@ -202,16 +202,14 @@ struct Server::Impl {
     if (!parser.ParseBatch(req.body, options.limits, &parsed, &err))
       return SetError(res, err.status, err.message);
     if (parsed.empty()) return SetJson(res, BatchResponse({}, {}));
-    std::vector<exposure_filter::Query> queries(parsed.size());
-    for (size_t i = 0; i < parsed.size(); ++i) {
-      queries[i].user = std::move(parsed[i].user);
-      queries[i].candidates.assign(parsed[i].items.begin(), parsed[i].items.end());
-    }
-    std::vector<Result> results = client->SeenBatch(queries, options.timeout);
+    // The users and items are read in place (views into `parsed` and the parser).
+    std::vector<exposure_filter::QueryView> queries(parsed.size());
+    for (size_t i = 0; i < parsed.size(); ++i) queries[i] = {parsed[i].user, parsed[i].items};
+    std::vector<Result> results = client->SeenBatchViews(queries, options.timeout);
     std::vector<Answer> answers(parsed.size());
     const Result* failed = nullptr;
     for (size_t i = 0; i < parsed.size(); ++i) {
-      metrics.Count(results[i], queries[i].candidates.size());
+      metrics.Count(results[i], parsed[i].items.size());
       if (!results[i].ok && failed == nullptr) failed = &results[i];
       answers[i] = Answer{&results[i].seen, results[i].failed_open};
     }

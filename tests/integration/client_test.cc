@@ -38,6 +38,7 @@ using exposure_filter::ClientOptions;
 using exposure_filter::ErrorCode;
 using exposure_filter::OnError;
 using exposure_filter::Query;
+using exposure_filter::QueryView;
 using exposure_filter::Result;
 
 constexpr int64_t kDay = 86400;
@@ -267,6 +268,26 @@ TEST_CASE("client: SeenBatch answers each query as Seen does, in one call",
   CHECK(batch[0].seen_count >= 40);  // b0's own items and the b0 candidates
   CHECK(batch[6].code == ErrorCode::kInvalidArgument);
   CHECK(client->stats().calls == 1 + queries.size());
+
+  // The same queries as views (no copies): the same answers, one MGET per valid user.
+  std::vector<std::vector<std::string_view>> item_views(queries.size());
+  std::vector<QueryView> views;
+  for (size_t i = 0; i < queries.size(); ++i) {
+    item_views[i].assign(queries[i].candidates.begin(), queries[i].candidates.end());
+    views.push_back({queries[i].user, item_views[i]});
+  }
+  const uint64_t mgets_before_views = fx.MgetCalls();
+  const auto by_view = client->SeenBatchViews(views, std::chrono::milliseconds(1000));
+  CHECK(fx.MgetCalls() == mgets_before_views + queries.size() - 1);
+  REQUIRE(by_view.size() == batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    INFO("query " << i << " user " << queries[i].user);
+    CHECK(by_view[i].ok == batch[i].ok);
+    CHECK(by_view[i].code == batch[i].code);
+    CHECK(by_view[i].seen == batch[i].seen);
+    CHECK(by_view[i].seen_count == batch[i].seen_count);
+  }
+  CHECK(client->SeenBatchViews(std::span<const QueryView>()).empty());
 }
 
 TEST_CASE("client: Redis down fails open (all unseen, counted) or closed, within the deadline",
