@@ -8,14 +8,18 @@
 #     server-side COPYs of written users' keys for most light users: fill ~4 s with the default write mode, ~45 s with bitfield);
 #   - the library: one client thread, requests of 1,000 candidates for Zipf users:
 #     req/s, p50/p99/p999, client CPU per candidate;
-#   - serve over loopback: C keep-alive clients, closed loop (max req/s), then open
-#     loop at 50% of that max (latency from the scheduled send time): p50/p99/p999;
-#   - the raw Redis ceiling: one MGET of the same 32 keys per request, C connections;
+#   - serve over loopback: C keep-alive clients, closed loop, for each C of
+#     --threads (its max req/s is the best), then open loop at 50% of that max with
+#     that C (latency from the scheduled send time): p50/p99/p999;
+#   - the raw Redis ceiling: one MGET of the same 32 keys per request, closed loop
+#     on C connections for each C of --threads (the ceiling is the best);
 # and prints a table and one JSON line with the figures and the targets met.
 # Options (all optional):
 #   --users N       users in the filter state (default 20000)
 #   --seconds D     length of each measured phase (default 10)
-#   --threads C     concurrent HTTP clients / Redis connections (default 4)
+#   --threads LIST  concurrent HTTP clients / Redis connections of the closed
+#                   loops, comma-separated (default 4,8: each side runs with both
+#                   and counts its best; serve.threads is raised to the largest)
 #   --candidates N  candidates per request (default 1000; 1 shows the fixed cost
 #                   of a request: HTTP and the Redis read)
 #   --no-build      use the existing build (build/, or $BUILD_DIR)
@@ -30,7 +34,7 @@ cd "$(dirname "$0")/.."
 BUILD=1
 USERS=20000
 SECONDS_=10
-THREADS=4
+THREADS=4,8
 OUT=()
 PHASES=()
 CANDIDATES=()
@@ -50,6 +54,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+[[ $THREADS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
+  { echo "bench-read: --threads $THREADS: expected counts like 4 or 4,8" >&2; exit 2; }
 BUILD_DIR=${BUILD_DIR:-build}
 if [ "$BUILD" = 1 ]; then
   scripts/install-deps.sh
@@ -91,8 +97,12 @@ done
   { echo "bench-read: storing the layout failed ($RUN_DIR/meta.log)" >&2; exit 1; }
 
 SERVE_PORT=$(free_port)
+# Each keep-alive connection holds one of serve's workers (cpp-httplib): at least
+# as many workers as the most client connections (default 8).
+MAX_CONNS=$(tr ',' '\n' <<<"$THREADS" | sort -n | tail -1)
+SERVE_THREADS=$(( MAX_CONNS > 8 ? MAX_CONNS : 8 ))
 "$EF" serve --set "serve.listen=127.0.0.1:$SERVE_PORT" --set "redis.address=127.0.0.1:$REDIS_PORT" \
-  "${SERVE_SETS[@]}" >"$RUN_DIR/serve.log" 2>&1 &
+  --set "serve.threads=$SERVE_THREADS" "${SERVE_SETS[@]}" >"$RUN_DIR/serve.log" 2>&1 &
 SERVE_PID=$!
 PIDS+=("$SERVE_PID")
 for _ in $(seq 100); do
