@@ -68,7 +68,7 @@ constexpr size_t kSliceBytesPerItem = 8;
 // (docs/PERFORMANCE.md "Read side"): ef_microbench BM_TestItems -12% light, -26%
 // heavy and top; `serve` -14% CPU per request, the library -20% per candidate.
 // The rounds themselves are ProbeRounds (redis/probe_rounds.h): eight items per
-// step with AVX-512 where the CPU has it (2026-11-25: BM_TestItems -12/-18/-23%,
+// step with AVX-512 where the CPU has it (2026-11-25: BM_TestItems -14/-22/-25%,
 // the library -8% CPU per candidate; `serve` within its noise, 0-2%).
 template <typename W>
 CheckResult TestItemsMasked(const Layout& layout,
