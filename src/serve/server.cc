@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "exposure_filter/client.h"
+#include "serve/connection_stream.h"
 
 namespace ef::serve {
 namespace {
@@ -179,7 +180,7 @@ struct Server::Impl {
   Client* client = nullptr;
   std::shared_ptr<pm::Registry> registry = std::make_shared<pm::Registry>();
   Metrics metrics{*registry};
-  httplib::Server http;
+  HttpServer http;
   std::thread thread;
   int port = 0;
 

@@ -1,5 +1,6 @@
 // `exposure-filter serve`: the HTTP read API (docs/HTTP.md) over an
-// exposure_filter::Client, with cpp-httplib (keep-alive, a pool of worker threads):
+// exposure_filter::Client, with cpp-httplib (keep-alive, a pool of worker threads;
+// the sockets' I/O is serve/connection_stream.h's):
 //   POST /v1/filter, POST /v1/filter:batch   (request.h)
 //   GET  /metrics   Prometheus text format (names exposure_filter_serve_*)
 //   GET  /healthz   200 while the process runs
@@ -44,7 +45,7 @@ class Server {
   ~Server();
   int port() const;
   // Stops accepting connections, lets in-flight requests finish (an idle
-  // keep-alive connection is closed within 5 s), joins the threads. Idempotent.
+  // keep-alive connection is closed within 10 ms), joins the threads. Idempotent.
   void Stop();
 
   struct Impl;

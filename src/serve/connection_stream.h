@@ -1,0 +1,92 @@
+// serve's HTTP connections: cpp-httplib parses, routes and writes each request;
+// this file owns the bytes on the socket.
+//
+// Why: httplib's own SocketStream polls before every read and twice before every
+// write (writable, then "still alive"), reads in 4 KiB pieces, sends a
+// response's headers and body in two sends and asks the kernel for both
+// addresses on every request: ~17 system calls for one POST /v1/filter of 1,000
+// candidates (strace). ConnectionStream makes that 2-3: one blocking recv that
+// usually holds the whole request, one sendmsg for the whole response. The
+// protocol handling stays httplib's (Server::process_request is its extension
+// point, as SSLServer uses it); the Debian package ships httplib compiled, so
+// its buffer sizes and polling cannot be configured away.
+//
+// Contract of ConnectionStream (one accepted, blocking TCP socket; used by one
+// thread at a time, as httplib's worker serves one connection):
+//   - read() returns buffered bytes, else flushes pending output, then waits up
+//     to the read timeout for more: > 0 bytes, 0 at the peer's end of stream,
+//     -1 on timeout or error (httplib's SocketStream contract).
+//   - write() takes every byte or fails (-1); bytes may be held until the next
+//     read(), Flush() or until 64 KiB are pending, and a write that does not fit
+//     goes out with the pending bytes in one sendmsg. A send that makes no
+//     progress within the write timeout fails, and every later write fails.
+//   - Nothing written is lost on a clean path: HttpServer flushes after each
+//     request and before closing.
+#pragma once
+
+#include <httplib.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace ef::serve {
+
+class ConnectionStream final : public httplib::Stream {
+ public:
+  // Sets the socket's receive timeout to a short slice (to notice `stopping` in
+  // AwaitRequest), its send timeout to `write_timeout`, and TCP_NODELAY.
+  ConnectionStream(int fd, std::chrono::microseconds read_timeout,
+                   std::chrono::microseconds write_timeout);
+  ~ConnectionStream() override;
+
+  // Waits (after flushing) for the first bytes of the next request: true when
+  // some are buffered; false when the peer closed, nothing came within
+  // `keep_alive`, `stopping()` turned true (checked at least every 10 ms) or the
+  // socket failed.
+  bool AwaitRequest(std::chrono::microseconds keep_alive, const std::function<bool()>& stopping);
+  // Sends every pending byte; false if the socket failed or timed out.
+  bool Flush();
+
+  bool is_readable() const override;
+  bool is_writable() const override;
+  ssize_t read(char* ptr, size_t size) override;
+  ssize_t write(const char* ptr, size_t size) override;
+  void get_remote_ip_and_port(std::string& ip, int& port) const override;
+  void get_local_ip_and_port(std::string& ip, int& port) const override;
+  int socket() const override { return fd_; }
+
+  // Bytes buffered at most (read side) and held at most before a send.
+  static constexpr size_t kReadBuffer = 64 * 1024;
+  static constexpr size_t kWriteBuffer = 64 * 1024;
+
+ private:
+  enum class Fill { kData, kEnd, kTimeout, kError };
+  // One recv into the empty read buffer, retried on the receive slice until
+  // `deadline` (or `stopping`, when given).
+  Fill FillUntil(std::chrono::steady_clock::time_point deadline,
+                 const std::function<bool()>* stopping);
+  // Sends out_ then [data, data + size) with as few sendmsg calls as the
+  // socket allows.
+  bool SendAll(const char* data, size_t size);
+
+  const int fd_;
+  const std::chrono::microseconds read_timeout_;
+  std::unique_ptr<char[]> in_;
+  size_t in_begin_ = 0, in_end_ = 0;  // unread bytes: in_[in_begin_, in_end_)
+  std::string out_;                   // written, not yet sent
+  bool failed_ = false;               // a send failed: the connection is done
+  // Both ends' addresses, asked once per connection (httplib asks per request).
+  mutable std::string remote_ip_, local_ip_;
+  mutable int remote_port_ = -1, local_port_ = -1;
+};
+
+// httplib::Server whose connections use ConnectionStream. Same routes, handlers,
+// limits, keep-alive rules (max count, idle timeout) and Stop() as the base.
+class HttpServer : public httplib::Server {
+ private:
+  bool process_and_close_socket(int sock) override;
+};
+
+}  // namespace ef::serve
