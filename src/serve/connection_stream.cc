@@ -48,7 +48,14 @@ void AddressOf(int fd, bool peer, std::string& ip, int& port) {
   }
 }
 
+// The stream of the connection this worker thread serves (CloseAfterResponse).
+thread_local ConnectionStream* t_current = nullptr;
+
 }  // namespace
+
+void ConnectionStream::CloseAfterResponse() {
+  if (t_current != nullptr) t_current->close_after_ = true;
+}
 
 ConnectionStream::ConnectionStream(int fd, std::chrono::microseconds read_timeout,
                                    std::chrono::microseconds write_timeout)
@@ -127,16 +134,13 @@ bool ConnectionStream::is_readable() const {
 bool ConnectionStream::is_writable() const { return !failed_; }
 
 ssize_t ConnectionStream::read(char* ptr, size_t size) {
+  if (size == 0) return 0;
   if (in_begin_ == in_end_) {
-    if (!Flush()) return -1;  // the peer may wait for what we wrote (100 Continue)
-    switch (FillUntil(Clock::now() + read_timeout_, nullptr)) {
-      case Fill::kData:
-        break;
-      case Fill::kEnd:
-        return 0;
-      case Fill::kTimeout:
-      case Fill::kError:
-        return -1;
+    // The peer may wait for what we wrote (100 Continue).
+    const Fill got = Flush() ? FillUntil(Clock::now() + read_timeout_, nullptr) : Fill::kError;
+    if (got != Fill::kData) {
+      read_failed_ = true;
+      return got == Fill::kEnd ? 0 : -1;
     }
   }
   const size_t n = std::min(size, in_end_ - in_begin_);
@@ -167,26 +171,33 @@ void ConnectionStream::get_local_ip_and_port(std::string& ip, int& port) const {
 }
 
 bool HttpServer::process_and_close_socket(int sock) {
-  bool ret = false;
-  {
-    ConnectionStream strm(
-        sock,
-        std::chrono::seconds(read_timeout_sec_) + std::chrono::microseconds(read_timeout_usec_),
-        std::chrono::seconds(write_timeout_sec_) + std::chrono::microseconds(write_timeout_usec_));
-    const std::function<bool()> stopping = [this] { return svr_sock_ == INVALID_SOCKET; };
-    const std::chrono::microseconds keep_alive = std::chrono::seconds(keep_alive_timeout_sec_);
-    // As httplib's own loop: at most keep_alive_max_count_ requests, the last
-    // one answered with "Connection: close".
-    for (size_t left = keep_alive_max_count_; left > 0; --left) {
-      if (!strm.AwaitRequest(keep_alive, stopping)) break;
-      bool connection_closed = false;
-      ret = process_request(strm, left == 1, connection_closed, nullptr);
-      if (!ret || connection_closed) break;
+  // Closed however this ends (a handler or the logger may throw).
+  struct Closer {
+    int fd;
+    ~Closer() {
+      shutdown(fd, SHUT_RDWR);
+      close(fd);
     }
-    strm.Flush();  // the last response, when the loop ended after it
+  } closer{sock};
+  ConnectionStream strm(
+      sock, std::chrono::seconds(read_timeout_sec_) + std::chrono::microseconds(read_timeout_usec_),
+      std::chrono::seconds(write_timeout_sec_) + std::chrono::microseconds(write_timeout_usec_));
+  struct Current {  // ConnectionStream::CloseAfterResponse's target
+    explicit Current(ConnectionStream* s) { t_current = s; }
+    ~Current() { t_current = nullptr; }
+  } current(&strm);
+  const std::function<bool()> stopping = [this] { return svr_sock_ == INVALID_SOCKET; };
+  const std::chrono::microseconds keep_alive = std::chrono::seconds(keep_alive_timeout_sec_);
+  // As httplib's own loop: at most keep_alive_max_count_ requests, the last one
+  // answered with "Connection: close"; and none after a broken request.
+  bool ret = false;
+  for (size_t left = keep_alive_max_count_; left > 0; --left) {
+    if (!strm.AwaitRequest(keep_alive, stopping)) break;
+    bool connection_closed = false;
+    ret = process_request(strm, left == 1, connection_closed, nullptr);
+    if (!ret || connection_closed || !strm.Reusable()) break;
   }
-  shutdown(sock, SHUT_RDWR);
-  close(sock);
+  strm.Flush();  // the last response, when the loop ended after it
   return ret;
 }
 

@@ -22,6 +22,13 @@
 //     progress within the write timeout fails, and every later write fails.
 //   - Nothing written is lost on a clean path: HttpServer flushes after each
 //     request and before closing.
+//   - Not for streamed responses: output a content provider writes is held
+//     like any other until the response ends or 64 KiB are pending (serve sends
+//     whole bodies).
+//   - The connection is not reused (HttpServer ends it after the response) once
+//     a read met the end of stream, a timeout or an error in the middle of a
+//     request (httplib would answer 400 and read the rest as a next request), a
+//     send failed, or a handler called CloseAfterResponse().
 #pragma once
 
 #include <httplib.h>
@@ -48,6 +55,12 @@ class ConnectionStream final : public httplib::Stream {
   bool AwaitRequest(std::chrono::microseconds keep_alive, const std::function<bool()>& stopping);
   // Sends every pending byte; false if the socket failed or timed out.
   bool Flush();
+  // Whether another request may follow on this connection (see the contract).
+  bool Reusable() const { return !failed_ && !read_failed_ && !close_after_; }
+  // Called from a handler (on the worker thread serving the request): end the
+  // connection after this response, e.g. when the request's body is left
+  // unread. No effect outside an HttpServer connection.
+  static void CloseAfterResponse();
 
   bool is_readable() const override;
   bool is_writable() const override;
@@ -77,13 +90,18 @@ class ConnectionStream final : public httplib::Stream {
   size_t in_begin_ = 0, in_end_ = 0;  // unread bytes: in_[in_begin_, in_end_)
   std::string out_;                   // written, not yet sent
   bool failed_ = false;               // a send failed: the connection is done
+  bool read_failed_ = false;          // a read returned <= 0
+  bool close_after_ = false;          // CloseAfterResponse()
   // Both ends' addresses, asked once per connection (httplib asks per request).
   mutable std::string remote_ip_, local_ip_;
   mutable int remote_port_ = -1, local_port_ = -1;
 };
 
 // httplib::Server whose connections use ConnectionStream. Same routes, handlers,
-// limits, keep-alive rules (max count, idle timeout) and Stop() as the base.
+// limits, keep-alive rules (max count, idle timeout) and Stop() as the base;
+// an idle connection ends within 10 ms of Stop(), one mid-request when that
+// request is answered or its read times out. The logger runs before the
+// response leaves the buffer.
 class HttpServer : public httplib::Server {
  private:
   bool process_and_close_socket(int sock) override;

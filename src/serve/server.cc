@@ -182,6 +182,7 @@ struct Server::Impl {
   Metrics metrics{*registry};
   HttpServer http;
   std::thread thread;
+  std::atomic<bool> listen_returned{false};
   int port = 0;
 
   void Filter(const httplib::Request& req, httplib::Response& res) {
@@ -233,9 +234,20 @@ struct Server::Impl {
   }
 
   void Routes() {
-    http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+    http.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
       t_request_start = std::chrono::steady_clock::now();
       t_request_started = true;
+      // cpp-httplib 0.11 reads a chunked body whole, past set_payload_max_length:
+      // refused from the headers, before any of it is read; the unread body
+      // ends the connection.
+      if (req.has_header("Transfer-Encoding")) {
+        SetError(res, 411,
+                 "Transfer-Encoding is not accepted: send the body with a Content-Length "
+                 "(at most serve.max_body_bytes)");
+        res.set_header("Connection", "close");
+        ConnectionStream::CloseAfterResponse();
+        return httplib::Server::HandlerResponse::Handled;
+      }
       return httplib::Server::HandlerResponse::Unhandled;
     });
     http.Post("/v1/filter", [this](const auto& req, auto& res) { Filter(req, res); });
@@ -326,8 +338,8 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Cl
   const int threads = std::max(1, options.threads);
   impl.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl.http.set_keep_alive_max_count(1'000'000);
-  // httplib writes headers and body separately: without TCP_NODELAY, Nagle and
-  // the client's delayed ACK add ~40 ms to every response.
+  // ConnectionStream sets TCP_NODELAY on each connection itself (a response is
+  // one send, but a 100 Continue is another).
   impl.http.set_tcp_nodelay(true);
   impl.http.set_payload_max_length(options.limits.max_body_bytes);
   impl.Routes();
@@ -337,7 +349,14 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Cl
     return InvalidArgument("serve.listen " + listen +
                            ": cannot listen (address in use or not local?)");
   impl.port = bound;
-  impl.thread = std::thread([&impl] { impl.http.listen_after_bind(); });
+  impl.thread = std::thread([&impl] {
+    impl.http.listen_after_bind();
+    impl.listen_returned = true;
+  });
+  // httplib's stop() does nothing before its listen loop runs: a Stop() right
+  // after Start() would wait forever in join().
+  while (!impl.http.is_running() && !impl.listen_returned)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return s;
 }
 

@@ -6,7 +6,8 @@
 //   GET  /healthz   200 while the process runs
 //   GET  /readyz    200 when a Redis PING succeeds within serve.timeout, else 503
 // Errors are JSON {"error": "..."}: 400 bad request, 404 unknown path, 405 wrong
-// method (with Allow), 413 over serve.max_body_bytes / serve.max_items, 503 Redis
+// method (with Allow), 411 a chunked body (cpp-httplib 0.11 would read it whole,
+// past the limit), 413 over serve.max_body_bytes / serve.max_items, 503 Redis
 // failed under serve.fail_closed. Under fail-open (default) a Redis failure is a
 // 200 with every item unseen and "failed_open": true.
 //

@@ -2,8 +2,12 @@
 // real redis-server, then `serve` (a child process on a free port) answers
 // /v1/filter and /v1/filter:batch over HTTP (httplib::Client, keep-alive). Its
 // answers are compared with the client library's own, in process.
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -163,6 +167,44 @@ int UnreadRedisSockets(int port) {
   return n;
 }
 
+// Bytes sent on a new connection, and what came back until the server closed it
+// (or 10 s passed): the status of the first response, whether it was closed.
+struct RawReply {
+  int status = -1;
+  std::string text;
+  bool closed = false;
+};
+RawReply RawExchange(int port, const std::string& bytes) {
+  RawReply r;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  const timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  for (size_t off = 0; off < bytes.size();) {
+    const ssize_t n = send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) {
+      r.closed = n == 0;
+      break;
+    }
+    r.text.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  if (r.text.rfind("HTTP/1.1 ", 0) == 0) r.status = std::atoi(r.text.c_str() + 9);
+  return r;
+}
+
 int RedisPid(RedisServer& redis) {
   RedisReply r = redis.Command({"INFO", "server"});
   const size_t at = r.str.find("process_id:");
@@ -313,6 +355,25 @@ TEST_CASE("serve: unseen items for known users (single and batch) and bad reques
   CHECK(Metric(m.body, "exposure_filter_serve_failed_open_total") == 0);
   CHECK(Metric(m.body, "exposure_filter_serve_redis_errors_total") == 0);
   CHECK(Metric(m.body, "exposure_filter_serve_ready") == 1);
+
+  // A chunked body (no Content-Length) is refused from its headers with a 411,
+  // before any of it is read: cpp-httplib 0.11 reads a chunked body whole,
+  // ignoring the payload limit, so serve.max_body_bytes would only apply after
+  // the memory was spent. Here the body never ends: httplib would wait for it
+  // and answer 400 after its 5 s read timeout.
+  {
+    const std::string head =
+        "POST /v1/filter HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n";
+    const std::string chunk = std::string(R"({"user_id": "u", "pad": ")") + std::string(20000, 'p');
+    char size[32];
+    std::snprintf(size, sizeof size, "%zx\r\n", chunk.size());
+    RawReply r = RawExchange(port, head + size + chunk + "\r\n");
+    INFO(r.text);
+    CHECK(r.status == 411);
+    CHECK_THAT(r.text, Catch::Contains("Content-Length"));
+    CHECK(r.closed);  // the unread body is not taken for a next request
+  }
 
   // SIGTERM: stops and exits 0 (the idle keep-alive connection does not hold it).
   CHECK(serve->Stop(SIGTERM, 20s) == 0);

@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -37,6 +38,10 @@ class TestServer {
     http_.Get("/big", [](const httplib::Request& req, httplib::Response& res) {
       res.set_content(Pattern(std::stoul(req.get_param_value("n"))), "text/plain");
     });
+    http_.Get("/close", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("closing", "text/plain");
+      ConnectionStream::CloseAfterResponse();
+    });
     http_.Get("/addr", [](const httplib::Request& req, httplib::Response& res) {
       res.set_content(req.remote_addr + ":" + std::to_string(req.remote_port) + " " +
                           req.local_addr + ":" + std::to_string(req.local_port),
@@ -47,6 +52,8 @@ class TestServer {
     port_ = http_.bind_to_any_port("127.0.0.1");
     REQUIRE(port_ > 0);
     thread_ = std::thread([this] { http_.listen_after_bind(); });
+    // stop() is a no-op until the listen loop runs.
+    while (!http_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ~TestServer() { Stop(); }
   void Stop() {
@@ -77,12 +84,14 @@ class Conn {
     setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     const timeval tv{10, 0};  // a test that would hang fails instead
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   }
   ~Conn() { Close(); }
   void Close() {
     if (fd_ >= 0) close(fd_);
     fd_ = -1;
   }
+  void ShutdownWrite() { shutdown(fd_, SHUT_WR); }
   void Send(const std::string& s) {
     size_t off = 0;
     while (off < s.size()) {
@@ -154,7 +163,7 @@ std::string PostEcho(const std::string& body, const std::string& extra_headers =
          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
-TEST_CASE("HttpServer: keep-alive requests, pipelined requests and addresses", "[serve-http]") {
+TEST_CASE("HttpServer: keep-alive requests and pipelined requests and addresses", "[serve-http]") {
   TestServer server;
   Conn c(server.port());
   for (int i = 0; i < 50; ++i) {
@@ -172,9 +181,17 @@ TEST_CASE("HttpServer: keep-alive requests, pipelined requests and addresses", "
   c.Send("GET /addr HTTP/1.1\r\nHost: t\r\n\r\n");
   Conn::Response a = c.Read();
   CHECK(a.body == c.LocalAddress() + " 127.0.0.1:" + std::to_string(server.port()));
+  // Pipelined requests, then the client's end of stream: both are answered
+  // (httplib's own stream answered neither), then the server closes.
+  Conn h(server.port());
+  h.Send(PostEcho("first") + PostEcho("second"));
+  h.ShutdownWrite();
+  CHECK(h.Read().body == "first");
+  CHECK(h.Read().body == "second");
+  CHECK(h.ServerClosed());
 }
 
-TEST_CASE("HttpServer: bodies larger than the buffers, both ways", "[serve-http]") {
+TEST_CASE("HttpServer: bodies larger than the buffers both ways", "[serve-http]") {
   TestServer server([](HttpServer& h) { h.set_payload_max_length(8u << 20); });
   Conn c(server.port());
   for (size_t n :
@@ -186,11 +203,16 @@ TEST_CASE("HttpServer: bodies larger than the buffers, both ways", "[serve-http]
     CHECK(r.body.size() == n);
     CHECK(r.body == body);
   }
-  // A response that cannot fit the socket buffers: partial sends resume.
   c.Send("GET /big?n=" + std::to_string(size_t{5} << 20) + " HTTP/1.1\r\nHost: t\r\n\r\n");
   Conn::Response big = c.Read();
   REQUIRE(big.status == 200);
   CHECK(big.body == Pattern(size_t{5} << 20));
+  // A chunked request body is assembled (httplib decodes it from the stream).
+  const std::string chunked =
+      "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5\r\nhello\r\n1\r\n,\r\n6\r\n world\r\n0\r\n\r\n";
+  c.Send(chunked);
+  CHECK(c.Read().body == "hello, world");
 }
 
 TEST_CASE("HttpServer: Expect 100-continue is answered before the body is read", "[serve-http]") {
@@ -208,11 +230,8 @@ TEST_CASE("HttpServer: Expect 100-continue is answered before the body is read",
   CHECK(r.body == body);
 }
 
-TEST_CASE("HttpServer: a request in pieces is assembled, a stalled one times out", "[serve-http]") {
-  TestServer server([](HttpServer& h) {
-    h.set_read_timeout(0, 300'000);
-    h.set_keep_alive_timeout(1);
-  });
+TEST_CASE("HttpServer: a request in pieces is assembled", "[serve-http]") {
+  TestServer server;
   Conn c(server.port());
   const std::string request = PostEcho(Pattern(5000));
   // Pieces: inside the request line, inside a header, inside the body. The
@@ -228,21 +247,29 @@ TEST_CASE("HttpServer: a request in pieces is assembled, a stalled one times out
   Conn::Response r = c.Read();
   REQUIRE(r.status == 200);
   CHECK(r.body == Pattern(5000));
-
-  // Half a body, then nothing: the read times out (300 ms) and the server ends
-  // the connection instead of holding its worker.
-  Conn stalled(server.port());
-  stalled.Send(request.substr(0, request.size() - 100));
-  Conn::Response s = stalled.Read();
-  if (s.status != -1) CHECK(s.status == 400);  // httplib may answer before closing
-  CHECK(stalled.ServerClosed());
-  // Other connections are still served.
-  Conn d(server.port());
-  d.Send(PostEcho("still here"));
-  CHECK(d.Read().body == "still here");
 }
 
-TEST_CASE("HttpServer: the keep-alive count closes the connection after its last answer",
+TEST_CASE("HttpServer: a stalled request is answered 400 and its connection ended",
+          "[serve-http]") {
+  // A 300 ms read timeout, a 60 s keep-alive: the close below is the stall's.
+  TestServer server([](HttpServer& h) {
+    h.set_read_timeout(0, 300'000);
+    h.set_keep_alive_timeout(60);
+  });
+  const std::string request = PostEcho(Pattern(5000));
+  Conn stalled(server.port());
+  stalled.Send(request.substr(0, request.size() - 100));
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE(stalled.Read().status == 400);
+  // Not kept for a next request that would start mid-body.
+  CHECK(stalled.ServerClosed());
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+  Conn other(server.port());
+  other.Send(PostEcho("still here"));
+  CHECK(other.Read().body == "still here");
+}
+
+TEST_CASE("HttpServer: keep-alive count and Connection: close and HTTP/1.0 and CloseAfterResponse",
           "[serve-http]") {
   TestServer server([](HttpServer& h) { h.set_keep_alive_max_count(3); });
   Conn c(server.port());
@@ -254,30 +281,55 @@ TEST_CASE("HttpServer: the keep-alive count closes the connection after its last
     CHECK((r.head.find("Connection: close") != std::string::npos) == (i == 2));
   }
   CHECK(c.ServerClosed());
-  // "Connection: close" from the client: answered, then closed.
   Conn d(server.port());
   d.Send(PostEcho("bye", "Connection: close\r\n"));
   CHECK(d.Read().body == "bye");
   CHECK(d.ServerClosed());
+  Conn old(server.port());
+  old.Send("GET /big?n=3 HTTP/1.0\r\n\r\n");
+  CHECK(old.Read().body == Pattern(3));
+  CHECK(old.ServerClosed());
+  Conn e(server.port());
+  e.Send("GET /close HTTP/1.1\r\nHost: t\r\n\r\n" + PostEcho("never answered"));
+  CHECK(e.Read().body == "closing");
+  CHECK(e.ServerClosed());
 }
 
-TEST_CASE("HttpServer: clients that vanish mid-request or mid-response", "[serve-http]") {
-  TestServer server([](HttpServer& h) { h.set_payload_max_length(8u << 20); });
+TEST_CASE("HttpServer: a 413 leaves the connection usable", "[serve-http]") {
+  TestServer server([](HttpServer& h) { h.set_payload_max_length(100); });
+  Conn c(server.port());
+  c.Send(PostEcho(Pattern(101)));
+  CHECK(c.Read().status == 413);
+  c.Send(PostEcho("small"));
+  Conn::Response r = c.Read();  // httplib skipped the refused body
+  REQUIRE(r.status == 200);
+  CHECK(r.body == "small");
+}
+
+TEST_CASE("HttpServer: clients that vanish do not hold the only worker", "[serve-http]") {
+  TestServer server([](HttpServer& h) {
+    h.set_payload_max_length(8u << 20);
+    h.new_task_queue = [] { return new httplib::ThreadPool(1); };
+    h.set_write_timeout(5, 0);
+  });
   {
     Conn gone(server.port());
     gone.Send(PostEcho(Pattern(10'000)).substr(0, 5000));
   }
   for (int i = 0; i < 4; ++i) {
     // A response bigger than the socket buffers to a client that closed: the
-    // failed send ends that connection, and the server goes on.
+    // failed send ends that connection at once, not after the write timeout.
     Conn gone(server.port());
     gone.Send("GET /big?n=" + std::to_string(size_t{8} << 20) + " HTTP/1.1\r\nHost: t\r\n\r\n");
   }
+  const auto start = std::chrono::steady_clock::now();
   Conn c(server.port());
   c.Send(PostEcho("alive"));
   Conn::Response r = c.Read();
   REQUIRE(r.status == 200);
   CHECK(r.body == "alive");
+  // One 5 s write timeout alone would exceed this.
+  CHECK(std::chrono::steady_clock::now() - start < 4s);
 }
 
 TEST_CASE("HttpServer: Stop ends idle keep-alive connections without waiting their timeout",
@@ -290,10 +342,93 @@ TEST_CASE("HttpServer: Stop ends idle keep-alive connections without waiting the
   REQUIRE(b.Read().body == "b");
   const auto start = std::chrono::steady_clock::now();
   server.Stop();
-  // Bound far below the 60 s keep-alive (the check runs every 10 ms).
-  CHECK(std::chrono::steady_clock::now() - start < 10s);
+  // Far below the 60 s keep-alive and the 5 s read timeout (checked every 10 ms).
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
   CHECK(a.ServerClosed());
   CHECK(b.ServerClosed());
+}
+
+// A connected loopback pair: {accepted end, client end}.
+std::pair<int, int> LoopbackPair() {
+  const int l = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(l >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  REQUIRE(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(listen(l, 1) == 0);
+  REQUIRE(getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  const int client = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(connect(client, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  const int server = accept(l, nullptr, nullptr);
+  close(l);
+  REQUIRE(server >= 0);
+  return {server, client};
+}
+
+TEST_CASE("ConnectionStream: end of stream and timeout and partial sends and a failed send",
+          "[serve-http]") {
+  SECTION("read: 0 at the end of stream, -1 after the read timeout") {
+    auto [fd, peer] = LoopbackPair();
+    ConnectionStream s(fd, 50ms, 1s);
+    char b[16];
+    CHECK(s.read(b, 0) == 0);
+    CHECK(s.read(b, sizeof b) == -1);  // nothing within 50 ms
+    CHECK_FALSE(s.Reusable());
+    ::send(peer, "xy", 2, 0);
+    ::shutdown(peer, SHUT_WR);
+    CHECK(s.read(b, sizeof b) == 2);
+    CHECK(s.read(b, sizeof b) == 0);
+    close(fd);
+    close(peer);
+  }
+  SECTION("writes held and sent whole, across partial sends of both buffers") {
+    auto [fd, peer] = LoopbackPair();
+    // A send that waits 250 ms in all returns what it sent so far: the reader
+    // stops for 300 ms after 100 KB, so the first sendmsg ends part-way (through
+    // the second buffer) and the next one goes on from there.
+    ConnectionStream s(fd, 1s, 250ms);
+    const std::string small = Pattern(60'000), large = Pattern(size_t{8} << 20);
+    auto reader =
+        std::async(std::launch::async, [peer = peer, total = small.size() + large.size()] {
+          std::string got;
+          char b[65536];
+          bool paused = false;
+          while (got.size() < total) {
+            const ssize_t n = recv(peer, b, sizeof b, 0);
+            if (n <= 0) break;
+            got.append(b, static_cast<size_t>(n));
+            if (!paused && got.size() > 100'000) {
+              paused = true;
+              std::this_thread::sleep_for(300ms);
+            }
+          }
+          return got;
+        });
+    CHECK(s.write(small.data(), small.size()) == static_cast<ssize_t>(small.size()));
+    CHECK(s.write(large.data(), large.size()) == static_cast<ssize_t>(large.size()));
+    CHECK(s.Flush());
+    CHECK(reader.get() == small + large);
+    CHECK(s.Reusable());
+    close(fd);
+    close(peer);
+  }
+  SECTION("a failed send fails every later write") {
+    auto [fd, peer] = LoopbackPair();
+    ConnectionStream s(fd, 1s, 1s);
+    // The peer closes with unread data: its end answers with a reset.
+    ::send(fd, "x", 1, 0);
+    close(peer);
+    const std::string big = Pattern(size_t{4} << 20);
+    ssize_t w = 0;
+    for (int i = 0; i < 8 && w >= 0; ++i) w = s.write(big.data(), big.size());
+    CHECK(w == -1);
+    CHECK_FALSE(s.Reusable());
+    CHECK(s.write("y", 1) == -1);
+    CHECK_FALSE(s.Flush());
+    close(fd);
+  }
 }
 
 }  // namespace
