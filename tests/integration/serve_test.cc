@@ -2,9 +2,7 @@
 // real redis-server, then `serve` (a child process on a free port) answers
 // /v1/filter and /v1/filter:batch over HTTP (httplib::Client, keep-alive). Its
 // answers are compared with the client library's own, in process.
-#include <arpa/inet.h>
 #include <httplib.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,6 +17,7 @@
 
 #include "common/clock.h"
 #include "exposure_filter/client.h"
+#include "support/loopback.h"
 #include "support/process.h"
 #include "support/stack.h"
 #include "support/temp_dir.h"
@@ -176,16 +175,8 @@ struct RawReply {
 };
 RawReply RawExchange(int port, const std::string& bytes) {
   RawReply r;
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = ConnectLoopback(port);
   REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  const timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   for (size_t off = 0; off < bytes.size();) {
     const ssize_t n = send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
     if (n <= 0) break;

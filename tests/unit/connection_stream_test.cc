@@ -17,6 +17,8 @@
 #include <string>
 #include <thread>
 
+#include "support/loopback.h"
+
 namespace ef::serve {
 namespace {
 
@@ -72,20 +74,7 @@ class TestServer {
 // One raw client connection.
 class Conn {
  public:
-  explicit Conn(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd_ >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    const int one = 1;
-    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    const timeval tv{10, 0};  // a test that would hang fails instead
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  }
+  explicit Conn(int port) : fd_(ef::test::ConnectLoopback(port)) { REQUIRE(fd_ >= 0); }
   ~Conn() { Close(); }
   void Close() {
     if (fd_ >= 0) close(fd_);
