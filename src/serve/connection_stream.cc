@@ -63,8 +63,8 @@ ConnectionStream::ConnectionStream(int fd, std::chrono::microseconds read_timeou
   const timeval slice = ToTimeval(kReceiveSlice);
   const timeval send = ToTimeval(std::max(write_timeout, std::chrono::microseconds(1)));
   const int one = 1;
-  // Failures leave the socket blocking without timeouts' help only in theory:
-  // these options fail on a closed or non-TCP socket, which recv/send report.
+  // These fail only on a socket that is closed or not TCP, where recv and send
+  // fail too and end the connection.
   setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &slice, sizeof slice);
   setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &send, sizeof send);
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
