@@ -81,6 +81,7 @@ class Conn {
     fd_ = -1;
   }
   void ShutdownWrite() { shutdown(fd_, SHUT_WR); }
+  int fd() const { return fd_; }
   void Send(const std::string& s) {
     size_t off = 0;
     while (off < s.size()) {
@@ -319,6 +320,28 @@ TEST_CASE("HttpServer: clients that vanish do not hold the only worker", "[serve
   CHECK(r.body == "alive");
   // One 5 s write timeout alone would exceed this.
   CHECK(std::chrono::steady_clock::now() - start < 4s);
+}
+
+TEST_CASE("HttpServer: a client that never reads loses its connection after the write timeout",
+          "[serve-http]") {
+  TestServer server([](HttpServer& h) {
+    h.new_task_queue = [] { return new httplib::ThreadPool(1); };
+    h.set_write_timeout(0, 500'000);
+  });
+  // Asks for more than the socket buffers hold and reads nothing: the only
+  // worker's send waits, then fails after 500 ms without progress.
+  Conn stuck(server.port());
+  stuck.Send("GET /big?n=" + std::to_string(size_t{64} << 20) + " HTTP/1.1\r\nHost: t\r\n\r\n");
+  Conn c(server.port());
+  c.Send(PostEcho("next"));
+  Conn::Response r = c.Read();  // waits for the worker (Conn's 10 s receive timeout)
+  REQUIRE(r.status == 200);
+  CHECK(r.body == "next");
+  // The stuck connection was ended: what it holds ends before the 64 MiB.
+  size_t got = 0;
+  char b[65536];
+  for (ssize_t n; (n = recv(stuck.fd(), b, sizeof b, 0)) > 0;) got += static_cast<size_t>(n);
+  CHECK(got < (size_t{64} << 20));
 }
 
 TEST_CASE("HttpServer: Stop ends idle keep-alive connections without waiting their timeout",
