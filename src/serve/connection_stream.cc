@@ -170,6 +170,21 @@ void ConnectionStream::get_local_ip_and_port(std::string& ip, int& port) const {
   port = local_port_;
 }
 
+void HttpServer::ListenInBackground() {
+  listener_ = std::thread([this] {
+    listen_after_bind();
+    listen_returned_ = true;
+  });
+  while (!is_running() && !listen_returned_)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+void HttpServer::StopListening() {
+  if (!listener_.joinable()) return;
+  stop();
+  listener_.join();
+}
+
 bool HttpServer::process_and_close_socket(int sock) {
   // Closed however this ends (a handler or the logger may throw).
   struct Closer {

@@ -33,10 +33,12 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace ef::serve {
 
@@ -103,8 +105,20 @@ class ConnectionStream final : public httplib::Stream {
 // request is answered or its read times out. The logger runs before the
 // response leaves the buffer.
 class HttpServer : public httplib::Server {
+ public:
+  ~HttpServer() override { StopListening(); }
+  // After bind_to_port / bind_to_any_port: runs listen_after_bind() on a thread
+  // of its own and returns once the listen loop runs (httplib's stop() does
+  // nothing before it) or has already ended.
+  void ListenInBackground();
+  // stop(), then joins that thread. Idempotent; no-op if it never started.
+  void StopListening();
+
  private:
   bool process_and_close_socket(int sock) override;
+
+  std::thread listener_;
+  std::atomic<bool> listen_returned_{false};
 };
 
 }  // namespace ef::serve

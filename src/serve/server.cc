@@ -11,7 +11,6 @@
 #include <array>
 #include <atomic>
 #include <charconv>
-#include <thread>
 
 #include "exposure_filter/client.h"
 #include "serve/connection_stream.h"
@@ -181,8 +180,6 @@ struct Server::Impl {
   std::shared_ptr<pm::Registry> registry = std::make_shared<pm::Registry>();
   Metrics metrics{*registry};
   HttpServer http;
-  std::thread thread;
-  std::atomic<bool> listen_returned{false};
   int port = 0;
 
   void Filter(const httplib::Request& req, httplib::Response& res) {
@@ -338,9 +335,6 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Cl
   const int threads = std::max(1, options.threads);
   impl.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl.http.set_keep_alive_max_count(1'000'000);
-  // ConnectionStream sets TCP_NODELAY on each connection itself (a response is
-  // one send, but a 100 Continue is another).
-  impl.http.set_tcp_nodelay(true);
   impl.http.set_payload_max_length(options.limits.max_body_bytes);
   impl.Routes();
   int bound = port == 0 ? impl.http.bind_to_any_port(host.c_str())
@@ -349,23 +343,14 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Cl
     return InvalidArgument("serve.listen " + listen +
                            ": cannot listen (address in use or not local?)");
   impl.port = bound;
-  impl.thread = std::thread([&impl] {
-    impl.http.listen_after_bind();
-    impl.listen_returned = true;
-  });
-  // httplib's stop() does nothing before its listen loop runs: a Stop() right
-  // after Start() would wait forever in join().
-  while (!impl.http.is_running() && !impl.listen_returned)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  impl.http.ListenInBackground();
   return s;
 }
 
 int Server::port() const { return impl_->port; }
 
 void Server::Stop() {
-  if (!impl_ || !impl_->thread.joinable()) return;
-  impl_->http.stop();
-  impl_->thread.join();
+  if (impl_) impl_->http.StopListening();
 }
 
 Server::~Server() { Stop(); }

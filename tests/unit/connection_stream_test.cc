@@ -53,22 +53,14 @@ class TestServer {
     if (configure != nullptr) configure(http_);
     port_ = http_.bind_to_any_port("127.0.0.1");
     REQUIRE(port_ > 0);
-    thread_ = std::thread([this] { http_.listen_after_bind(); });
-    // stop() is a no-op until the listen loop runs.
-    while (!http_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    http_.ListenInBackground();
   }
-  ~TestServer() { Stop(); }
-  void Stop() {
-    if (!thread_.joinable()) return;
-    http_.stop();
-    thread_.join();
-  }
+  void Stop() { http_.StopListening(); }
   int port() const { return port_; }
 
  private:
   HttpServer http_;
   int port_ = -1;
-  std::thread thread_;
 };
 
 // One raw client connection.
