@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bloom/hash.h"
+#include "bloom/hash_batch.h"
 #include "bloom/layout.h"
 #include "bloom/positions.h"
 #include "common/status.h"
@@ -114,6 +115,63 @@ void BM_HashPositions_Integer(benchmark::State& state) {
   RunHashPositions(state, ids);
 }
 BENCHMARK(BM_HashPositions_Integer);
+
+// Hashing alone, 1,000 IDs per iteration (a read request's candidates):
+// HashItem one by one, and ItemHasher::HashAll on each of its paths.
+void RunHashAll(benchmark::State& state, const std::vector<std::string>& ids, int mode) {
+  constexpr size_t kBatch = 1000;
+  const Layout& layout = DefaultLayout();
+  const ItemHasher hasher(mode == 2 ? ItemHasher::Isa::kAvx512 : ItemHasher::Isa::kScalar);
+  if (mode == 2 && hasher.isa() != ItemHasher::Isa::kAvx512) {
+    state.SkipWithError("no AVX-512 F/DQ/BW/VL on this CPU");
+    return;
+  }
+  std::vector<Hash128> out(kBatch);
+  size_t first = 0;
+  for (auto _ : state) {
+    const std::string* batch = ids.data() + first;
+    first = first + 2 * kBatch <= ids.size() ? first + kBatch : 0;
+    if (mode == 0) {
+      for (size_t i = 0; i < kBatch; ++i) out[i] = HashItem(batch[i], layout.seed);
+    } else {
+      hasher.HashAll(
+          kBatch, [&](size_t i) { return std::string_view(batch[i]); }, layout.seed, out.data());
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kBatch));
+}
+
+void BM_HashAll_OneByOne(benchmark::State& state) {
+  static const std::vector<std::string> ids = ShortIds();
+  RunHashAll(state, ids, 0);
+}
+BENCHMARK(BM_HashAll_OneByOne)->Unit(benchmark::kMicrosecond);
+
+void BM_HashAll_Scalar(benchmark::State& state) {
+  static const std::vector<std::string> ids = ShortIds();
+  RunHashAll(state, ids, 1);
+}
+BENCHMARK(BM_HashAll_Scalar)->Unit(benchmark::kMicrosecond);
+
+void BM_HashAll_Avx512(benchmark::State& state) {
+  static const std::vector<std::string> ids = ShortIds();
+  RunHashAll(state, ids, 2);
+}
+BENCHMARK(BM_HashAll_Avx512)->Unit(benchmark::kMicrosecond);
+
+void BM_HashAll_Avx512LongHex(benchmark::State& state) {
+  static const std::vector<std::string> ids = LongHexIds();
+  RunHashAll(state, ids, 2);
+}
+BENCHMARK(BM_HashAll_Avx512LongHex)->Unit(benchmark::kMicrosecond);
+
+void BM_HashAll_OneByOneLongHex(benchmark::State& state) {
+  static const std::vector<std::string> ids = LongHexIds();
+  RunHashAll(state, ids, 0);
+}
+BENCHMARK(BM_HashAll_OneByOneLongHex)->Unit(benchmark::kMicrosecond);
 
 // One iteration = one payload: Decode, then hash and place every item of the event.
 void RunDecodeHash(benchmark::State& state, const std::vector<std::string>& payloads) {
