@@ -124,9 +124,7 @@ CheckResult TestItemsMasked(const Layout& layout,
   // newer bucket can change the answer, so a stage tests those alone.
   thread_local std::vector<int8_t> best;
   best.assign(items.size(), -1);
-  auto newer_than = [](int b) -> W {
-    return b < 0 ? ~W{0} : b == kWidth - 1 ? W{0} : static_cast<W>(~((W{2} << b) - 1));
-  };
+  auto newer_than = [](int b) { return ProbeRounds::NewerThan<W>(b); };
   auto newest = [](W alive) { return static_cast<int8_t>(kWidth - 1 - std::countl_zero(alive)); };
 
   // The work list of a sliced stage (redis/probe_rounds.h): the items with a
@@ -139,15 +137,7 @@ CheckResult TestItemsMasked(const Layout& layout,
     const Stage& st = stages[s];
     const FastMod mod(st.m);  // x % m without a division (exact)
     if (slice_at[s] != SIZE_MAX) {
-      size_t n = 0;
-      for (size_t i = 0; i < items.size(); ++i) {
-        const W alive = has[s] & newer_than(best[i]);
-        list.x[n] = hashes[i].h1;
-        list.h2[n] = hashes[i].h2;
-        list.alive[n] = alive;
-        list.item[n] = static_cast<uint32_t>(i);
-        n += alive != 0;
-      }
+      size_t n = rounds.Fill(hashes.data(), best.data(), items.size(), has[s], &list);
       n = rounds.Run(scratch.data() + slice_at[s], mod, st.k, n, &list);
       for (size_t j = 0; j < n; ++j) best[list.item[j]] = newest(list.alive[j]);
       continue;

@@ -34,6 +34,20 @@ size_t RunScalar(const W* sliced, const FastMod& mod, uint32_t k, size_t n, Prob
   return n;
 }
 
+template <typename W>
+size_t FillScalar(const Hash128* hashes, const int8_t* best, size_t first, size_t n, W has,
+                  size_t kept, ProbeList<W>* list) {
+  for (size_t i = first; i < n; ++i) {
+    const W alive = has & ProbeRounds::NewerThan<W>(best[i]);
+    list->x[kept] = hashes[i].h1;
+    list->h2[kept] = hashes[i].h2;
+    list->alive[kept] = alive;
+    list->item[kept] = static_cast<uint32_t>(i);
+    kept += alive != 0;
+  }
+  return kept;
+}
+
 #if defined(EF_PROBE_AVX512)
 #define EF_AVX512 __attribute__((target("avx512f,avx512vl,popcnt")))
 
@@ -130,6 +144,47 @@ EF_AVX512 size_t RunAvx512(const uint32_t* sliced, const FastMod& mod, uint32_t 
   return n;
 }
 
+constexpr uint64_t kEven[8] = {0, 2, 4, 6, 8, 10, 12, 14};
+constexpr uint64_t kOdd[8] = {1, 3, 5, 7, 9, 11, 13, 15};
+
+// FillScalar, eight items per step: NewerThan(b) is ~0 << (b + 1) for b in
+// [-1, 31] (a shift by 32 gives 0), and the entries kept are compress-stored
+// as RunAvx512 stores them.
+EF_AVX512 size_t FillAvx512(const Hash128* hashes, const int8_t* best, size_t n, uint32_t has,
+                            ProbeList<uint32_t>* list) {
+  uint64_t* xs = list->x.data();
+  uint64_t* h2s = list->h2.data();
+  uint32_t* alive = list->alive.data();
+  uint32_t* item = list->item.data();
+  const __m256i ones = _mm256_set1_epi32(-1);
+  const __m256i has8 = _mm256_set1_epi32(static_cast<int>(has));
+  const __m512i even = _mm512_loadu_si512(kEven);
+  const __m512i odd = _mm512_loadu_si512(kOdd);
+  __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  size_t kept = 0;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8, index = _mm256_add_epi32(index, _mm256_set1_epi32(8))) {
+    int64_t b8;
+    std::memcpy(&b8, best + i, sizeof b8);
+    const __m256i shift =
+        _mm256_add_epi32(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(b8)), _mm256_set1_epi32(1));
+    const __m256i a = _mm256_and_si256(has8, _mm256_sllv_epi32(ones, shift));
+    const __mmask8 keep = _mm256_test_epi32_mask(a, a);
+    const __m512i lo = _mm512_loadu_si512(hashes + i);
+    const __m512i hi = _mm512_loadu_si512(hashes + i + 4);
+    _mm512_storeu_si512(xs + kept,
+                        _mm512_maskz_compress_epi64(keep, _mm512_permutex2var_epi64(lo, even, hi)));
+    _mm512_storeu_si512(h2s + kept,
+                        _mm512_maskz_compress_epi64(keep, _mm512_permutex2var_epi64(lo, odd, hi)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(alive + kept),
+                        _mm256_maskz_compress_epi32(keep, a));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(item + kept),
+                        _mm256_maskz_compress_epi32(keep, index));
+    kept += static_cast<size_t>(_mm_popcnt_u32(keep));
+  }
+  return FillScalar(hashes, best, i, n, has, kept, list);
+}
+
 EF_AVX512 void ModEachAvx512(const FastMod& mod, const uint64_t* x, size_t n, uint32_t* out) {
   const ModX8 c = MakeModX8(mod);
   size_t i = 0;
@@ -167,6 +222,17 @@ size_t ProbeRounds::Run(const W* sliced, const FastMod& mod, uint32_t k, size_t 
   return RunScalar(sliced, mod, k, n, list);
 }
 
+template <typename W>
+size_t ProbeRounds::Fill(const Hash128* hashes, const int8_t* best, size_t n, W has,
+                         ProbeList<W>* list) const {
+#if defined(EF_PROBE_AVX512)
+  if constexpr (sizeof(W) == sizeof(uint32_t)) {
+    if (isa_ == Isa::kAvx512) return FillAvx512(hashes, best, n, has, list);
+  }
+#endif
+  return FillScalar(hashes, best, 0, n, has, 0, list);
+}
+
 void ProbeRounds::ModEach(const FastMod& mod, const uint64_t* x, size_t n, uint32_t* out) const {
 #if defined(EF_PROBE_AVX512)
   if (isa_ == Isa::kAvx512) return ModEachAvx512(mod, x, n, out);
@@ -178,5 +244,10 @@ template size_t ProbeRounds::Run<uint32_t>(const uint32_t*, const FastMod&, uint
                                            ProbeList<uint32_t>*) const;
 template size_t ProbeRounds::Run<uint64_t>(const uint64_t*, const FastMod&, uint32_t, size_t,
                                            ProbeList<uint64_t>*) const;
+
+template size_t ProbeRounds::Fill<uint32_t>(const Hash128*, const int8_t*, size_t, uint32_t,
+                                            ProbeList<uint32_t>*) const;
+template size_t ProbeRounds::Fill<uint64_t>(const Hash128*, const int8_t*, size_t, uint64_t,
+                                            ProbeList<uint64_t>*) const;
 
 }  // namespace ef

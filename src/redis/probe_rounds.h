@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bloom/fast_mod.h"
+#include "bloom/hash.h"
 
 namespace ef {
 
@@ -55,6 +56,21 @@ class ProbeRounds {
   // Thread-safe (no state but the ISA).
   template <typename W>
   size_t Run(const W* sliced, const FastMod& mod, uint32_t k, size_t n, ProbeList<W>* list) const;
+
+  // The work list of a stage: for each item i < n, alive = has & NewerThan(best[i])
+  // (the buckets of `has` newer than best[i]; best[i] < 0: all of them), and the
+  // items with alive != 0, in item order, become entries [0, returned) of *list
+  // with x = hashes[i].h1, h2 = hashes[i].h2, item = i. best[i] is in
+  // [-1, 8 * sizeof(W)). *list must have been Resize()d for n. Thread-safe.
+  template <typename W>
+  size_t Fill(const Hash128* hashes, const int8_t* best, size_t n, W has, ProbeList<W>* list) const;
+
+  // The buckets newer than bucket b (b < 0: every bucket).
+  template <typename W>
+  static W NewerThan(int b) {
+    constexpr int kWidth = 8 * sizeof(W);
+    return b < 0 ? ~W{0} : b == kWidth - 1 ? W{0} : static_cast<W>(~((W{2} << b) - 1));
+  }
 
   // out[i] = x[i] % mod.m() for i < n, by the path Run uses (for the test).
   void ModEach(const FastMod& mod, const uint64_t* x, size_t n, uint32_t* out) const;

@@ -132,3 +132,57 @@ TEST_CASE("ProbeRounds::ModEach equals x % m for edge and random divisors", "[pr
 
 }  // namespace
 }  // namespace ef
+
+namespace ef {
+namespace {
+
+// Fill against the rule written out, for both paths and both widths.
+template <typename W>
+void CheckFill(std::mt19937_64& rng, size_t* kept_total) {
+  constexpr int kWidth = 8 * sizeof(W);
+  const ProbeRounds best_isa;
+  const ProbeRounds scalar(ProbeRounds::Isa::kScalar);
+  for (int trial = 0; trial < 300; ++trial) {
+    const size_t n = static_cast<size_t>(rng() % 75);  // every length mod 8
+    std::vector<Hash128> hashes(n);
+    std::vector<int8_t> best(n);
+    for (size_t i = 0; i < n; ++i) {
+      hashes[i] = Hash128{rng(), rng()};
+      // Every bucket index and -1, the newest bucket included.
+      best[i] = static_cast<int8_t>(static_cast<int>(rng() % (kWidth + 1)) - 1);
+    }
+    W has = static_cast<W>(rng());
+    if (trial % 7 == 0) has = ~W{0};
+    if (trial % 11 == 0) has = W{1} << (kWidth - 1);
+    std::vector<Entry> want;
+    for (size_t i = 0; i < n; ++i) {
+      W alive = has;
+      for (int b = 0; b <= best[i]; ++b) alive &= static_cast<W>(~(W{1} << b));
+      if (alive != 0)
+        want.push_back(Entry{hashes[i].h1, hashes[i].h2, alive, static_cast<uint32_t>(i)});
+    }
+    for (const ProbeRounds* rounds : {&scalar, &best_isa}) {
+      ProbeList<W> list;
+      list.Resize(n);
+      const size_t got_n = rounds->Fill(hashes.data(), best.data(), n, has, &list);
+      std::vector<Entry> got;
+      for (size_t j = 0; j < got_n; ++j)
+        got.push_back(Entry{list.x[j], list.h2[j], list.alive[j], list.item[j]});
+      INFO("isa " << static_cast<int>(rounds->isa()) << " n " << n << " has " << has);
+      CHECK(got == want);
+    }
+    *kept_total += want.size();
+  }
+}
+
+TEST_CASE("ProbeRounds::Fill: both paths list exactly the items with a newer bucket in the stage",
+          "[probe_rounds]") {
+  std::mt19937_64 rng(23);
+  size_t kept = 0;
+  CheckFill<uint32_t>(rng, &kept);
+  CheckFill<uint64_t>(rng, &kept);
+  CHECK(kept > 1000);
+}
+
+}  // namespace
+}  // namespace ef
