@@ -197,36 +197,53 @@ void BitSlicer::SliceRange(const std::string_view* values, W rows, size_t first,
   constexpr size_t kMaxRows = 8 * sizeof(W);
   const size_t span = (bytes + kBlock - 1) / kBlock * kBlock;  // readable bytes per row
   if (zeros_.size() < span) zeros_.assign(span, 0);
-  // Rows shorter than `span` from `first` are copied, zero-padded, into padded_.
-  size_t n_padded = 0;
-  for (W a = rows; a != 0; a &= a - 1) {
-    const std::string_view v = values[std::countr_zero(a)];
-    n_padded += v.size() < first + span;
-  }
-  if (padded_.size() < n_padded * span) padded_.resize(n_padded * span);
-  std::array<const unsigned char*, kMaxRows> row{};
-  size_t next_pad = 0;
+  // Row r reads its value (from `first` on) for the blocks wholly inside it,
+  // zeros_ for the blocks past its end, and for the block it ends in a
+  // zero-padded copy of that block's bytes: the 64-byte-aligned piece
+  // [tail_at[r], tail_at[r] + 64) of the row, in padded_. (Blocks are 16 or 64
+  // bytes at multiples of their size, so a block that straddles the end lies
+  // inside that piece.) Rows not in `rows` read zeros_ throughout.
+  constexpr size_t kTail = 64;
+  if (padded_.size() < kMaxRows * kTail) padded_.resize(kMaxRows * kTail);
+  std::array<const unsigned char*, kMaxRows> row;
+  std::array<size_t, kMaxRows> valid;  // bytes the row has from `first` on
+  std::array<size_t, kMaxRows> tail_at{};
+  size_t direct_until = span;  // blocks ending here or before read rows directly
   for (size_t r = 0; r < kMaxRows; ++r) {
     row[r] = zeros_.data();
+    valid[r] = span;
     if (((rows >> r) & 1) == 0) continue;
     const std::string_view v = values[r];
-    if (v.size() >= first + span) {
-      row[r] = reinterpret_cast<const unsigned char*>(v.data()) + first;
-      continue;
-    }
-    unsigned char* p = padded_.data() + span * next_pad++;
-    const size_t have = v.size() > first ? std::min(v.size() - first, bytes) : 0;
-    std::memcpy(p, v.data() + first, have);
-    std::memset(p + have, 0, span - have);
-    row[r] = p;
+    if (v.size() > first) row[r] = reinterpret_cast<const unsigned char*>(v.data()) + first;
+    if (v.size() >= first + span) continue;
+    valid[r] = v.size() > first ? v.size() - first : 0;  // 0: zeros_ throughout
+    direct_until = std::min(direct_until, valid[r]);
+    tail_at[r] = valid[r] / kTail * kTail;
+    unsigned char* p = padded_.data() + kTail * r;
+    const size_t have = valid[r] - tail_at[r];
+    if (have > 0) std::memcpy(p, row[r] + tail_at[r], have);
+    std::memset(p + have, 0, kTail - have);
   }
+  // The rows [base, base + count) of the block at j0 of `size` bytes.
+  auto block_rows = [&](size_t j0, size_t size, int base, int count, const unsigned char** out) {
+    if (j0 + size <= direct_until) {
+      for (int i = 0; i < count; ++i) out[i] = row[base + i] + j0;
+      return;
+    }
+    for (int i = 0; i < count; ++i) {
+      const size_t r = static_cast<size_t>(base + i);
+      out[i] = j0 + size <= valid[r] ? row[r] + j0
+               : j0 >= valid[r]      ? zeros_.data()
+                                     : padded_.data() + kTail * r + (j0 - tail_at[r]);
+    }
+  };
 #if defined(EF_SLICE_AVX2)
   size_t j0 = 0;
   if constexpr (sizeof(W) == 4) {
     if (isa_ == Isa::kAvx512Gfni) {
       for (; j0 + 64 <= span; j0 += 64) {
         std::array<const unsigned char*, 32> block;
-        for (int i = 0; i < 32; ++i) block[i] = row[i] + j0;
+        block_rows(j0, 64, 0, 32, block.data());
         SliceBlock64x32(block.data(), out + 8 * j0);
       }
     }
@@ -236,7 +253,7 @@ void BitSlicer::SliceRange(const std::string_view* values, W rows, size_t first,
     for (; j0 < span; j0 += kBlock) {
       std::array<const unsigned char*, 32> block;
       for (int g = 0; g < groups; ++g) {
-        for (int i = 0; i < 32; ++i) block[i] = row[32 * g + i] + j0;
+        block_rows(j0, kBlock, 32 * g, 32, block.data());
         SliceBlock32<W>(block.data(), static_cast<unsigned>(32 * g), g == 0, out + 8 * j0);
       }
     }
@@ -247,7 +264,7 @@ void BitSlicer::SliceRange(const std::string_view* values, W rows, size_t first,
   for (size_t j0 = 0; j0 < span; j0 += kBlock) {
     std::array<const unsigned char*, 16> block;
     for (int g = 0; g < std::max(groups, 1); ++g) {
-      for (int i = 0; i < 16; ++i) block[i] = row[16 * g + i] + j0;
+      block_rows(j0, kBlock, 16 * g, 16, block.data());
       SliceBlock<W>(block.data(), static_cast<unsigned>(16 * g), g == 0, out + 8 * j0);
     }
   }

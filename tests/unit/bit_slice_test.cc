@@ -1,5 +1,5 @@
 // BitSlicer (redis/bit_slice.h): out[p] bit r is Redis bit 8*first + p of value r,
-// for every shape of input: 1 to 64 values, ranges of 1 to 300 bytes, values
+// for every shape of input: 1 to 64 values, ranges of 1 to 700 bytes, values
 // cut inside the range or shorter than its start, values not in the row mask.
 #include "redis/bit_slice.h"
 
@@ -18,9 +18,11 @@ bool Bit(const std::string& v, size_t pos) {
   return byte < v.size() && ((static_cast<unsigned char>(v[byte]) >> (7 - (pos & 7))) & 1);
 }
 
+// One slicer for every call, as TestItems keeps one per thread: what a call
+// leaves in its scratch buffers must not show in the next.
 template <typename W>
-void Check(std::mt19937_64& rng, size_t n_values, BitSlicer::Isa isa) {
-  for (size_t bytes : {1u, 15u, 16u, 17u, 63u, 64u, 65u, 100u, 128u, 300u}) {
+void Check(std::mt19937_64& rng, size_t n_values, BitSlicer& slicer) {
+  for (size_t bytes : {1u, 15u, 16u, 17u, 63u, 64u, 65u, 100u, 128u, 300u, 700u}) {
     const size_t first = rng() % 40;
     std::vector<std::string> values(n_values);
     W rows = 0;
@@ -32,7 +34,6 @@ void Check(std::mt19937_64& rng, size_t n_values, BitSlicer::Isa isa) {
     }
     std::vector<std::string_view> views(values.begin(), values.end());
     std::vector<W> out(BitSlicer::Words(bytes));
-    BitSlicer slicer(isa);
     slicer.SliceRange<W>(views.data(), rows, first, bytes, out.data());
     INFO("values " << n_values << ", first " << first << ", bytes " << bytes);
     for (size_t p = 0; p < 8 * bytes; ++p) {
@@ -54,8 +55,12 @@ TEST_CASE("BitSlicer transposes the range of each value in the row mask", "[bit_
     // A CPU without the instructions runs a lower path (say which, in a failure).
     INFO("isa allowed " << static_cast<int>(isa) << ", used "
                         << static_cast<int>(BitSlicer(isa).isa()));
-    for (size_t n : {1u, 2u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 32u}) Check<uint32_t>(rng, n, isa);
-    for (size_t n : {1u, 33u, 48u, 63u, 64u}) Check<uint64_t>(rng, n, isa);
+    BitSlicer slicer(isa);
+    for (int round = 0; round < 3; ++round) {
+      for (size_t n : {1u, 2u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 32u})
+        Check<uint32_t>(rng, n, slicer);
+      for (size_t n : {1u, 33u, 48u, 63u, 64u}) Check<uint64_t>(rng, n, slicer);
+    }
   }
 }
 
