@@ -33,6 +33,15 @@ EF_AVX512 inline U64x8 Rotl(U64x8 x) {
   return (x << R) | (x >> (64 - R));
 }
 
+// One 8-byte half of a block or tail mixed before it enters h1 (a = c1, b = c2,
+// R = 31) or h2 (a = c2, b = c1, R = 33).
+template <int R>
+EF_AVX512 inline U64x8 MixK(U64x8 k, U64x8 a, U64x8 b) {
+  k *= a;
+  k = Rotl<R>(k);
+  return k * b;
+}
+
 EF_AVX512 inline U64x8 Fmix(U64x8 k) {
   k ^= k >> 33;
   k *= Splat(0xff51afd7ed558ccdULL);
@@ -85,23 +94,13 @@ EF_AVX512 void HashX8Avx512(const char* const* ptr, const uint32_t* len, uint32_
     const __mmask8 active = _mm512_cmpgt_epu64_mask(reinterpret_cast<__m512i>(blocks),
                                                     reinterpret_cast<__m512i>(Splat(b)));
     if (active == 0) break;
-    U64x8 k1 = reinterpret_cast<U64x8>(_mm512_mask_i64gather_epi64(
+    const U64x8 k1 = reinterpret_cast<U64x8>(_mm512_mask_i64gather_epi64(
         _mm512_setzero_si512(), active, reinterpret_cast<__m512i>(addr), nullptr, 1));
-    U64x8 k2 = reinterpret_cast<U64x8>(_mm512_mask_i64gather_epi64(
+    const U64x8 k2 = reinterpret_cast<U64x8>(_mm512_mask_i64gather_epi64(
         _mm512_setzero_si512(), active, reinterpret_cast<__m512i>(addr + 8), nullptr, 1));
-    k1 *= c1;
-    k1 = Rotl<31>(k1);
-    k1 *= c2;
-    U64x8 n1 = h1 ^ k1;
-    n1 = Rotl<27>(n1);
-    n1 += h2;
+    U64x8 n1 = Rotl<27>(h1 ^ MixK<31>(k1, c1, c2)) + h2;
     n1 = n1 * 5 + 0x52dce729;
-    k2 *= c2;
-    k2 = Rotl<33>(k2);
-    k2 *= c1;
-    U64x8 n2 = h2 ^ k2;
-    n2 = Rotl<31>(n2);
-    n2 += n1;
+    U64x8 n2 = Rotl<31>(h2 ^ MixK<33>(k2, c2, c1)) + n1;
     n2 = n2 * 5 + 0x38495ab5;
     h1 = Blend(active, h1, n1);
     h2 = Blend(active, h2, n2);
@@ -117,16 +116,10 @@ EF_AVX512 void HashX8Avx512(const char* const* ptr, const uint32_t* len, uint32_
   hi = _mm512_inserti32x4(hi, LoadTail(ptr[5], len[5]), 1);
   hi = _mm512_inserti32x4(hi, LoadTail(ptr[6], len[6]), 2);
   hi = _mm512_inserti32x4(hi, LoadTail(ptr[7], len[7]), 3);
-  U64x8 k1 = Permute(reinterpret_cast<U64x8>(lo), kEven, reinterpret_cast<U64x8>(hi));
-  U64x8 k2 = Permute(reinterpret_cast<U64x8>(lo), kOdd, reinterpret_cast<U64x8>(hi));
-  k2 *= c2;
-  k2 = Rotl<33>(k2);
-  k2 *= c1;
-  h2 ^= k2;
-  k1 *= c1;
-  k1 = Rotl<31>(k1);
-  k1 *= c2;
-  h1 ^= k1;
+  const U64x8 k1 = Permute(reinterpret_cast<U64x8>(lo), kEven, reinterpret_cast<U64x8>(hi));
+  const U64x8 k2 = Permute(reinterpret_cast<U64x8>(lo), kOdd, reinterpret_cast<U64x8>(hi));
+  h2 ^= MixK<33>(k2, c2, c1);
+  h1 ^= MixK<31>(k1, c1, c2);
   // Finalization.
   h1 ^= lens;
   h2 ^= lens;
