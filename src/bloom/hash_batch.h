@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 #include "bloom/hash.h"
 
@@ -37,12 +38,18 @@ class ItemHasher {
                   Hash128* out) const;
 
   // out[i] = HashItem(item(i), seed) for i < n; `item(i)` returns a
-  // std::string_view (or converts to one) whose size is below 2^32. The items'
+  // std::string_view (or a reference to a string: a string returned by value
+  // would be gone before it is read, which the static_assert refuses) whose
+  // size is below 2^32. The items'
   // addresses and sizes go through arrays on the stack, kChunk at a time: the
   // vector path loads eight of each at once, and they are stored long enough
   // before that for the loads to read the cache, not wait for the stores.
   template <typename ItemAt>
   void HashAll(size_t n, const ItemAt& item, uint32_t seed, Hash128* out) const {
+    using Returned = std::invoke_result_t<const ItemAt&, size_t>;
+    static_assert(std::is_same_v<std::remove_cv_t<Returned>, std::string_view> ||
+                      std::is_lvalue_reference_v<Returned>,
+                  "item(i) must return a std::string_view or a reference to a string");
     const char* ptr[kChunk];
     uint32_t len[kChunk];
     for (size_t first = 0; first < n; first += kChunk) {

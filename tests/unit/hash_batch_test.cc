@@ -1,17 +1,17 @@
 // ItemHasher (src/bloom/hash_batch.h): both paths against HashItem (which
 // tests/unit/bloom_test.cc checks against an independent MurmurHash3), lane by
-// lane, for every length up to 80 bytes, mixed in one batch, and for items that
-// end where an unmapped page begins (a read past an item's end would fault).
+// lane: every length up to 80 bytes, mixed in one batch; random lengths to 600
+// bytes with empty views that have no data; items that end where an unmapped
+// page begins (a read past an item's end would fault).
 #include "bloom/hash_batch.h"
-
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "support/guard_page.h"
 
 namespace ef {
 namespace {
@@ -78,13 +78,10 @@ TEST_CASE("ItemHasher: every length to 80 bytes and mixed lengths per batch equa
 
 TEST_CASE("ItemHasher: items ending at an unmapped page are read within their bytes",
           "[hash_batch]") {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  void* map = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  REQUIRE(map != MAP_FAILED);
-  char* base = static_cast<char*>(map);
-  REQUIRE(mprotect(base + page, page, PROT_NONE) == 0);
+  const test::GuardedBytes memory(4096);
   std::mt19937_64 rng(7);
-  for (size_t i = 0; i < page; ++i) base[i] = static_cast<char>(rng() & 0xff);
+  char* first = memory.EndingAtGuard(4096);
+  for (size_t i = 0; i < 4096; ++i) first[i] = static_cast<char>(rng() & 0xff);
   for (const ItemHasher& hasher : Hashers()) {
     for (uint32_t len = 0; len <= 48; ++len) {
       // Lane j: an item of len + j bytes ending at the guard page.
@@ -92,7 +89,7 @@ TEST_CASE("ItemHasher: items ending at an unmapped page are read within their by
       uint32_t lens[8];
       for (uint32_t j = 0; j < 8; ++j) {
         lens[j] = len + j;
-        ptr[j] = base + page - lens[j];
+        ptr[j] = memory.EndingAtGuard(lens[j]);
       }
       Hash128 out[8];
       hasher.HashArrays(ptr, lens, 8, 42, out);
@@ -104,7 +101,29 @@ TEST_CASE("ItemHasher: items ending at an unmapped page are read within their by
       }
     }
   }
-  munmap(map, 2 * page);
+}
+
+TEST_CASE("ItemHasher: long items with unequal block counts, and empty views with no data",
+          "[hash_batch]") {
+  std::mt19937_64 rng(31);
+  for (const ItemHasher& hasher : Hashers()) {
+    std::vector<std::string> storage;
+    for (int i = 0; i < 400; ++i) storage.push_back(RandomBytes(rng, rng() % 600));
+    // Views, a tenth of them std::string_view{} (data() == nullptr, size 0).
+    std::vector<std::string_view> views;
+    for (const std::string& s : storage)
+      views.push_back(rng() % 10 == 0 ? std::string_view{} : std::string_view(s));
+    std::vector<Hash128> got(views.size());
+    hasher.HashAll(
+        views.size(), [&](size_t i) { return views[i]; }, 99, got.data());
+    for (size_t i = 0; i < views.size(); ++i) {
+      const Hash128 want = HashItem(views[i], 99);
+      INFO("isa " << static_cast<int>(hasher.isa()) << " item " << i << " length "
+                  << views[i].size());
+      CHECK(got[i].h1 == want.h1);
+      CHECK(got[i].h2 == want.h2);
+    }
+  }
 }
 
 }  // namespace
