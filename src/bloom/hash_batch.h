@@ -2,8 +2,8 @@
 // MurmurHash3_x64_128 computations side by side in 64-bit vector lanes where
 // the CPU has AVX-512 (F, DQ, BW, VL), else the reference library item by item.
 // Both give HashItem's result bit for bit (tests/unit/hash_batch_test.cc checks
-// every length up to 80 bytes, mixed lengths in one batch, and items that end
-// at an unmapped page).
+// every length up to 80 bytes, mixed lengths in one batch, random lengths to 600
+// bytes, empty views without data, and items that end at an unmapped page).
 //
 // The read side hashes every candidate of a request (redis/bloom_reader.cc
 // TestItems); item by item, the reference code's tail switch (a jump on the
@@ -38,12 +38,12 @@ class ItemHasher {
                   Hash128* out) const;
 
   // out[i] = HashItem(item(i), seed) for i < n; `item(i)` returns a
-  // std::string_view (or a reference to a string: a string returned by value
-  // would be gone before it is read, which the static_assert refuses) whose
-  // size is below 2^32. The items'
-  // addresses and sizes go through arrays on the stack, kChunk at a time: the
-  // vector path loads eight of each at once, and they are stored long enough
-  // before that for the loads to read the cache, not wait for the stores.
+  // std::string_view or a reference to a string (a string returned by value
+  // would be gone before it is read: the static_assert refuses it), of a size
+  // below 2^32. The items' addresses and sizes go through arrays on the stack,
+  // kChunk at a time: the vector path loads eight of each at once, and they are
+  // stored long enough before that for the loads to read the cache, not wait
+  // for the stores.
   template <typename ItemAt>
   void HashAll(size_t n, const ItemAt& item, uint32_t seed, Hash128* out) const {
     using Returned = std::invoke_result_t<const ItemAt&, size_t>;

@@ -124,7 +124,6 @@ CheckResult TestItemsMasked(const Layout& layout,
   // newer bucket can change the answer, so a stage tests those alone.
   thread_local std::vector<int8_t> best;
   best.assign(items.size(), -1);
-  auto newer_than = [](int b) { return ProbeRounds::NewerThan<W>(b); };
   auto newest = [](W alive) { return static_cast<int8_t>(kWidth - 1 - std::countl_zero(alive)); };
 
   // The work list of a sliced stage (redis/probe_rounds.h): the items with a
@@ -144,7 +143,7 @@ CheckResult TestItemsMasked(const Layout& layout,
     }
     // Too large to slice: item by item, the bit in each bucket still in the running.
     for (size_t i = 0; i < items.size(); ++i) {
-      W alive = has[s] & newer_than(best[i]);
+      W alive = has[s] & ProbeRounds::NewerThan<W>(best[i]);
       uint64_t x = hashes[i].h1;
       for (uint32_t p = 0; p < st.k && alive != 0; ++p, x += hashes[i].h2) {
         const uint64_t pos = st.offset + mod.Mod(x);
