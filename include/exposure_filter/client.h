@@ -116,6 +116,12 @@ struct ClientOptions {
   // configured layout until a meta appears (it is looked for again on every new
   // connection and at most once a second); every candidate is unseen meanwhile.
   bool allow_missing_layout = false;
+  // How often the stored layout (`<prefix>meta`) is read again while the
+  // connections stay healthy, so that a `layout upgrade` (version 1 to 2) or a
+  // changed meta is followed (docs/FORMAT.md rule 7). It is also read again, before
+  // the call answers, whenever a bucket value is longer than the known layout
+  // allows (a writer of a newer layout wrote it). 0: only on a new connection.
+  std::chrono::milliseconds layout_recheck{10000};
 };
 
 // One user's candidates (for SeenBatch).
@@ -157,15 +163,17 @@ struct Result {
 // Counters since Create; monotonic; read with stats() (a consistent-enough
 // snapshot: each counter is read atomically).
 struct ClientStats {
-  uint64_t calls = 0;         // Seen/Unseen/SeenBatch calls
-  uint64_t users = 0;         // user queries (SeenBatch counts each query)
-  uint64_t candidates = 0;    // candidates checked
-  uint64_t seen = 0;          // candidates found seen
-  uint64_t failed_open = 0;   // user queries answered "all unseen" because of a failure
-  uint64_t errors = 0;        // user queries answered with ok == false
-  uint64_t redis_errors = 0;  // Redis failures (connect, I/O, timeout, error reply, layout)
-  uint64_t timeouts = 0;      // of redis_errors: deadline exceeded (pool wait or Redis)
-  uint64_t reconnects = 0;    // connections made after the first one
+  uint64_t calls = 0;          // Seen/Unseen/SeenBatch calls
+  uint64_t users = 0;          // user queries (SeenBatch counts each query)
+  uint64_t candidates = 0;     // candidates checked
+  uint64_t seen = 0;           // candidates found seen
+  uint64_t failed_open = 0;    // user queries answered "all unseen" because of a failure
+  uint64_t errors = 0;         // user queries answered with ok == false
+  uint64_t redis_errors = 0;   // Redis failures (connect, I/O, timeout, error reply, layout)
+  uint64_t timeouts = 0;       // of redis_errors: deadline exceeded (pool wait or Redis)
+  uint64_t reconnects = 0;     // connections made after the first one
+  uint64_t layout_reads = 0;   // stored layout read again on a healthy connection
+  uint64_t stale_retries = 0;  // calls retried once on a new connection (the pooled one was dead)
 };
 
 // Stored layout the client reads with.

@@ -25,6 +25,8 @@ using ef::StatusCode;
 
 // How often a client without a stored layout (allow_missing_layout) looks for one.
 constexpr auto kMissingLayoutRecheck = std::chrono::seconds(1);
+// Least time between two meta re-reads caused by values longer than the layout.
+constexpr auto kStaleLayoutRecheck = std::chrono::seconds(1);
 // Redis Cluster: least time between two meta re-reads of one router after a failure.
 constexpr auto kClusterMetaRecheck = std::chrono::seconds(1);
 
@@ -51,7 +53,7 @@ int64_t Millis(Clock::duration d) {
 
 struct Counters {
   std::atomic<uint64_t> calls{0}, users{0}, candidates{0}, seen{0}, failed_open{0}, errors{0},
-      redis_errors{0}, timeouts{0}, reconnects{0};
+      redis_errors{0}, timeouts{0}, reconnects{0}, layout_reads{0}, stale_retries{0};
 };
 
 void Add(std::atomic<uint64_t>& counter, uint64_t n) {
@@ -83,6 +85,30 @@ Status MgetReplyError(const std::string& where, std::string_view error) {
 
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
+// Standalone MGETs: kept per thread and reused from call to call; the values are
+// views into `received` (RedisConnection::ReadArrays: no copies).
+struct ThreadBuffers {
+  std::string request;
+  std::string received;
+  std::vector<ef::RedisConnection::ArrayReply> replies;
+
+  // Beyond these, a buffer is given back after the call: one huge batch must
+  // not pin its memory in every thread that ever served one.
+  static constexpr size_t kKeepBytes = 4 << 20;
+  static constexpr size_t kKeepReplies = 4096;
+  void Trim() {
+    if (request.capacity() > kKeepBytes) std::string().swap(request);
+    if (received.capacity() > kKeepBytes) std::string().swap(received);
+    if (replies.capacity() > kKeepReplies) {
+      std::vector<ef::RedisConnection::ArrayReply>().swap(replies);
+    } else {
+      for (auto& r : replies)
+        if (r.values.capacity() > kKeepReplies) std::vector<std::string_view>().swap(r.values);
+    }
+  }
+};
+thread_local ThreadBuffers thread_buffers;
+
 }  // namespace
 
 struct Client::Impl {
@@ -98,7 +124,11 @@ struct Client::Impl {
   mutable std::mutex layout_mu;
   std::shared_ptr<const ef::Layout> layout;  // guarded by layout_mu
   bool stored = false;                       // guarded by layout_mu
-  Clock::time_point layout_checked;          // guarded by layout_mu
+  // When the meta was last read, or a re-read was last claimed (LayoutRecheckDue).
+  Clock::time_point layout_checked;  // guarded by layout_mu
+  // A value longer than the layout allows was read: re-read the meta now.
+  std::atomic<bool> layout_stale{false};
+  Clock::time_point stale_reread{};  // guarded by layout_mu: when one last did so
 
   std::atomic<bool> ready{false};
   std::atomic<bool> meta_known{false};  // cluster: some router read the meta
@@ -118,10 +148,36 @@ struct Client::Impl {
     return layout;
   }
 
-  bool LayoutRecheckDue() const {
-    if (!options.allow_missing_layout) return false;
+  // True when the caller should read the meta again now: a value was longer than
+  // the layout allows, or the period ran out (options.layout_recheck; at most once
+  // a second while no meta is stored, with allow_missing_layout). Claims the
+  // re-read: until the next period, other callers go on with the current layout.
+  bool LayoutRecheckDue() {
+    const Clock::time_point now = Clock::now();
     std::lock_guard lock(layout_mu);
-    return !stored && Clock::now() - layout_checked >= kMissingLayoutRecheck;
+    bool due = layout_stale.exchange(false);
+    if (!stored && options.allow_missing_layout)
+      due = due || now - layout_checked >= kMissingLayoutRecheck;
+    else if (options.layout_recheck.count() > 0)
+      due = due || now - layout_checked >= options.layout_recheck;
+    if (due) layout_checked = now;
+    return due;
+  }
+
+  // Every value must fit the layout it is read with (a stage table ends at its
+  // last stage); a longer one was written under a newer layout.
+  // (A value that stays too long, not ours, costs a re-read at most once a second.)
+  bool NoteValueLength(size_t bytes, const ef::Layout& layout) {
+    const ef::Stage& last = layout.stage_table.back();
+    if (bytes <= (last.offset + last.m + 7) / 8) return false;
+    {
+      std::lock_guard lock(layout_mu);
+      const Clock::time_point now = Clock::now();
+      if (now - stale_reread < kStaleLayoutRecheck) return false;
+      stale_reread = now;
+    }
+    layout_stale.store(true);
+    return true;
   }
 
   // Reads the stored layout; a mismatch with the config is kFailedPrecondition.
@@ -160,24 +216,39 @@ struct Client::Impl {
     return Status::Ok();
   }
 
-  // A usable connection in *pc within the deadline.
+  // A usable connection in *pc within the deadline; *reused: it is a pooled one
+  // that was idle (it may have been closed by the server meanwhile).
   Status Prepare(ef::client::PooledConnection& pc, Clock::time_point start,
-                 Clock::time_point deadline) {
+                 Clock::time_point deadline, bool* reused) {
     if (!pc.Acquire(deadline))
       return DeadlineError(start, deadline, "waiting for a free Redis connection");
+    *reused = pc.conn() != nullptr;
+    if (*reused && LayoutRecheckDue()) {
+      bool found = false;
+      Add(counters.layout_reads, 1);
+      Status st = RefreshLayout(*pc.conn(), &found);
+      if (!st.ok()) {
+        const bool dead = DeadBeforeUse(*pc.conn(), deadline);
+        pc.Drop();
+        if (!dead) return st;
+        Add(counters.stale_retries, 1);  // connect anew below (which reads the meta)
+        *reused = false;
+      }
+    }
     if (!pc.conn()) {
       Status st = Connect(deadline, &pc.conn());
       if (!st.ok()) return st;
-    } else if (LayoutRecheckDue()) {
-      bool found = false;
-      Status st = RefreshLayout(*pc.conn(), &found);
-      if (!st.ok()) {
-        pc.Drop();
-        return st;
-      }
     }
     if (Clock::now() > deadline) return DeadlineError(start, deadline, "connecting to Redis");
     return Status::Ok();
+  }
+
+  // After a failed exchange on a pooled connection: true if the connection was
+  // closed (by the server's idle timeout, a proxy, a restart) rather than slow, so
+  // that one retry on a new connection may succeed within the deadline. MGET and
+  // HGETALL are reads: sending them again is harmless.
+  static bool DeadBeforeUse(const ef::RedisConnection& conn, Clock::time_point deadline) {
+    return conn.last_error_kind() == ef::RedisErrorKind::kIo && Clock::now() < deadline;
   }
 
   // Cluster: a router in *pr within the deadline, its deadline set to what is left.
@@ -214,6 +285,7 @@ struct Client::Impl {
     } else if ((slot.meta_due && now - slot.meta_attempt >= kClusterMetaRecheck) ||
                LayoutRecheckDue()) {
       bool found = false;
+      Add(counters.layout_reads, 1);
       slot.meta_attempt = now;
       // At most half of what is left: the meta's master may be the one that is
       // down, and this call's users may be elsewhere.
@@ -268,6 +340,10 @@ struct Client::Impl {
   }
 
   std::vector<Result> Run(const Work* work, size_t n, const CallOptions& call);
+  // One attempt of Run. With `first`, a value longer than the layout allows
+  // marks the layout stale and returns at once with *redo set (nothing tested).
+  std::vector<Result> RunOnce(const Work* work, size_t n, const CallOptions& call, bool first,
+                              bool* redo);
   Status SingleMget(const std::vector<std::vector<std::string>>& commands, Clock::time_point start,
                     Clock::time_point deadline,
                     std::vector<ef::RedisConnection::ArrayReply>** replies);
@@ -276,6 +352,17 @@ struct Client::Impl {
 };
 
 std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOptions& call) {
+  bool redo = false;
+  std::vector<Result> results = RunOnce(work, n, call, true, &redo);
+  // A value longer than the layout allows: the meta was re-read (or will be by
+  // the next call if that failed); answer with the layout it describes now.
+  if (redo) results = RunOnce(work, n, call, false, &redo);
+  thread_buffers.Trim();
+  return results;
+}
+
+std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const CallOptions& call,
+                                          bool first, bool* redo) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline =
       start + (call.deadline.count() > 0 ? call.deadline : options.timeout);
@@ -304,9 +391,11 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
     plans[i] = std::move(*plan);
     valid.push_back(i);
   }
-  Add(counters.calls, 1);
-  Add(counters.users, n);
-  Add(counters.candidates, candidates);
+  if (first) {
+    Add(counters.calls, 1);
+    Add(counters.users, n);
+    Add(counters.candidates, candidates);
+  }
   if (valid.empty()) return results;
 
   std::vector<std::vector<std::string>> commands(valid.size());
@@ -349,18 +438,29 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
 
   const std::shared_ptr<const ef::Layout> layout_now = CurrentLayout();
   std::vector<std::string_view> cluster_values;
+  auto values_of = [&](size_t v) -> const std::vector<std::string_view>& {
+    if (single_replies) return (*single_replies)[v].values;
+    cluster_values.clear();
+    for (const ef::RedisReply& e : cluster_replies[v].elements) cluster_values.emplace_back(e.str);
+    return cluster_values;
+  };
+  if (first) {
+    bool long_value = false;
+    for (size_t v = 0; v < valid.size() && !long_value; ++v) {
+      if (!user_status.empty() && !user_status[v].ok()) continue;
+      for (std::string_view value : values_of(v))
+        long_value = long_value || NoteValueLength(value.size(), *layout_now);
+    }
+    if (long_value) {
+      *redo = true;
+      return results;
+    }
+  }
   uint64_t seen_total = 0;
   for (size_t v = 0; v < valid.size(); ++v) {
     if (!user_status.empty() && !user_status[v].ok()) continue;  // failed above
     const size_t i = valid[v];
-    const std::vector<std::string_view>* values = &cluster_values;
-    if (single_replies) {
-      values = &(*single_replies)[v].values;
-    } else {
-      cluster_values.clear();
-      for (const ef::RedisReply& e : cluster_replies[v].elements)
-        cluster_values.emplace_back(e.str);
-    }
+    const std::vector<std::string_view>* values = &values_of(v);
     ef::CheckResult cr =
         ef::TestItems(*layout_now, *values, plans[i].bucket_starts, work[i].candidates);
     Result& r = results[i];
@@ -378,25 +478,33 @@ Status Client::Impl::SingleMget(const std::vector<std::vector<std::string>>& com
                                 Clock::time_point start, Clock::time_point deadline,
                                 std::vector<ef::RedisConnection::ArrayReply>** replies_out) {
   ef::client::PooledConnection pc(pool);
-  // Kept per thread: buffers are reused from call to call, and the values are
-  // views into `received` (RedisConnection::ReadArrays: no copies).
-  thread_local std::string request;
-  thread_local std::string received;
-  thread_local std::vector<ef::RedisConnection::ArrayReply> replies;
+  std::string& request = thread_buffers.request;
+  std::string& received = thread_buffers.received;
+  std::vector<ef::RedisConnection::ArrayReply>& replies = thread_buffers.replies;
   *replies_out = &replies;
-  Status st = Prepare(pc, start, deadline);
+  bool reused = false;
+  Status st = Prepare(pc, start, deadline, &reused);
   if (!st.ok()) return st;
   request.clear();
   for (const std::vector<std::string>& args : commands) {
     ef::AppendRespArrayHeader(args.size(), &request);
     for (const std::string& a : args) ef::AppendRespBulk(a, &request);
   }
-  // The socket waits no longer than what is left of this call's deadline.
-  pc.conn()->SetCommandTimeout(Millis(deadline - Clock::now()));
-  st = pc.conn()->ReadArrays(request.data(), request.size(), commands.size(), &received, &replies);
-  if (!st.ok()) {
+  for (;;) {
+    // The socket waits no longer than what is left of this call's deadline.
+    pc.conn()->SetCommandTimeout(std::max<int64_t>(1, Millis(deadline - Clock::now())));
+    st =
+        pc.conn()->ReadArrays(request.data(), request.size(), commands.size(), &received, &replies);
+    if (st.ok()) break;
+    const bool retry = reused && DeadBeforeUse(*pc.conn(), deadline);
     pc.Drop();  // broken: the next call connects again and re-reads the meta
-    return st;
+    if (!retry) return st;
+    // A pooled connection the server had closed while it was idle: once more
+    // on a new one, within the same deadline.
+    Add(counters.stale_retries, 1);
+    reused = false;
+    st = Connect(deadline, &pc.conn());
+    if (!st.ok()) return st;
   }
   for (size_t v = 0; v < replies.size() && st.ok(); ++v) {
     const ef::RedisConnection::ArrayReply& reply = replies[v];
@@ -507,10 +615,27 @@ bool Client::Impl::Ping(std::chrono::milliseconds deadline_in) {
     return st.ok();
   }
   ef::client::PooledConnection pc(pool);
-  Status st = Prepare(pc, start, deadline);
+  bool reused = false;
+  Status st = Prepare(pc, start, deadline, &reused);
+  auto ping_failed = [&] {
+    Add(counters.redis_errors, 1);
+    ready.store(false, std::memory_order_relaxed);
+    return false;
+  };
   if (st.ok()) {
-    pc.conn()->SetCommandTimeout(Millis(deadline - Clock::now()));
+    pc.conn()->SetCommandTimeout(std::max<int64_t>(1, Millis(deadline - Clock::now())));
     auto reply = pc.conn()->Command({"PING"});
+    if (!reply.ok() && reused && DeadBeforeUse(*pc.conn(), deadline)) {
+      // A pooled connection closed while idle: once more on a new one.
+      pc.Drop();
+      Add(counters.stale_retries, 1);
+      st = Connect(deadline, &pc.conn());
+      if (st.ok()) {
+        pc.conn()->SetCommandTimeout(std::max<int64_t>(1, Millis(deadline - Clock::now())));
+        reply = pc.conn()->Command({"PING"});
+      }
+    }
+    if (!st.ok()) return ping_failed();  // the new connection failed: st says why
     if (!reply.ok()) {
       pc.Drop();
       st = reply.status();
@@ -750,6 +875,8 @@ ClientStats Client::stats() const {
   s.redis_errors = get(c.redis_errors);
   s.timeouts = get(c.timeouts);
   s.reconnects = get(c.reconnects);
+  s.layout_reads = get(c.layout_reads);
+  s.stale_retries = get(c.stale_retries);
   return s;
 }
 

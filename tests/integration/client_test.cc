@@ -23,6 +23,7 @@
 #include "bloom/positions.h"
 #include "bloom/stages.h"
 #include "redis/bit_writer.h"
+#include "redis/meta.h"
 #include "support/items_key.h"
 #include "support/process.h"
 #include "support/redis_server.h"
@@ -544,6 +545,97 @@ TEST_CASE("client: no layout in Redis fails Create, unless allowed: then it is p
       10s));
   CHECK(client->Seen("heavy", Items("h", 100)).seen_count == 100);
   CHECK(client->layout().version == 2);
+}
+
+}  // namespace ef::test
+
+namespace ef::test {
+
+// Issue 26 item 1: a reader connected before `layout upgrade` kept reading stage 0
+// alone for as long as its connections stayed healthy (1,301 of 1,500 items
+// answered unseen, minutes later).
+TEST_CASE(
+    "client: after a layout upgrade, a value longer than the known layout makes the "
+    "client re-read the meta before it answers",
+    "[integration][client][v2][upgrade]") {
+  Fixture fx(10, 8);
+  REQUIRE(fx.layout.version() == 2);
+  auto admin = fx.redis.Connect();
+  Layout v1_effective;
+  REQUIRE(EnsureMeta(*admin, fx.layout.SingleStage(), &v1_effective).ok());
+  ClientOptions o = fx.Options();
+  o.layout_recheck = std::chrono::hours(1);  // only the long value can trigger it
+  auto client = fx.MakeClient(o);
+  REQUIRE(client->layout().version == 1);
+  // Warm the pooled connection: from here on it is healthy and reused.
+  REQUIRE(client->Seen("heavy", {"x"}).ok);
+
+  bool changed = false;
+  REQUIRE(UpgradeMeta(*admin, fx.layout, &changed).ok());
+  REQUIRE(changed);
+  fx.Write("heavy", 0, Items("h", 300));  // stages 0..3 of a v2 writer
+
+  const Result r = client->Seen("heavy", Items("h", 300));
+  REQUIRE(r.ok);
+  CHECK_FALSE(r.failed_open);
+  CHECK(r.seen_count == 300);
+  CHECK(client->layout().version == 2);
+}
+
+TEST_CASE("client: the stored layout is re-read periodically while connections are healthy",
+          "[integration][client][v2][upgrade]") {
+  Fixture fx(10, 8);
+  auto admin = fx.redis.Connect();
+  Layout v1_effective;
+  REQUIRE(EnsureMeta(*admin, fx.layout.SingleStage(), &v1_effective).ok());
+  ClientOptions o = fx.Options();
+  o.layout_recheck = 300ms;
+  auto client = fx.MakeClient(o);
+  REQUIRE(client->layout().version == 1);
+  REQUIRE(client->Seen("heavy", {"x"}).ok);
+  bool changed = false;
+  REQUIRE(UpgradeMeta(*admin, fx.layout, &changed).ok());
+  // No long value to hint at it: only the period brings the new layout in.
+  CHECK(WaitFor(
+      [&] {
+        (void)client->Seen("heavy", {"x"});
+        return client->layout().version == 2;
+      },
+      10s));
+  // And a meta changed to another layout fails calls instead of reading wrong bits.
+  REQUIRE(admin->Command({"HSET", MetaKey(fx.layout.prefix), "m", "1234"})->type !=
+          RedisReply::Type::kError);
+  CHECK(WaitFor([&] { return client->Seen("heavy", {"x"}).code == ErrorCode::kLayoutMismatch; },
+                10s));
+}
+
+}  // namespace ef::test
+
+namespace ef::test {
+
+// Issue 26 item 3: with `CONFIG SET timeout 2` and a 5 s idle gap the first call
+// answered every candidate unseen (failed_open) on the pooled connection the
+// server had closed; the next calls were right.
+TEST_CASE("client: a pooled connection the server closed while idle is replaced within the call",
+          "[integration][client][faults]") {
+  Fixture fx;
+  fx.Write("u1", 0, Items("a", 20));
+  auto client = fx.MakeClient(fx.Options());
+  REQUIRE(client->Seen("u1", Items("a", 20)).seen_count == 20);
+  fx.redis.Command({"CONFIG", "SET", "timeout", "1"});
+  // The server closes the client's idle connection: only the asking one is left.
+  REQUIRE(WaitFor(
+      [&] {
+        auto c = fx.redis.Connect();
+        return RedisServer::InfoField(*c, "clients", "connected_clients") == "1";
+      },
+      15s));
+  const Result r = client->Seen("u1", Items("a", 20));
+  INFO(r.error);
+  CHECK(r.ok);
+  CHECK_FALSE(r.failed_open);
+  CHECK(r.seen_count == 20);
+  CHECK(client->stats().stale_retries == 1);
 }
 
 }  // namespace ef::test
