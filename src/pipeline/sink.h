@@ -11,10 +11,13 @@
 namespace ef {
 
 struct WriteStats {
-  uint64_t commands = 0;         // Redis commands sent
-  uint64_t bits = 0;             // positions sent (after per-key dedupe)
-  uint64_t keys = 0;             // keys written
-  uint64_t skipped_keys = 0;     // keys Redis refused for good (e.g. WRONGTYPE): logged, counted
+  uint64_t commands = 0;      // Redis commands sent
+  uint64_t bits = 0;          // positions sent (after per-key dedupe)
+  uint64_t keys = 0;          // keys written
+  uint64_t skipped_keys = 0;  // keys Redis refused for good (e.g. WRONGTYPE): logged, counted
+  // Keys whose bucket had expired when written (EF.SETBITS refuses a past expiry;
+  // the other modes' EXPIREAT deletes such a key at once): dropped, counted.
+  uint64_t expired_keys = 0;
   uint64_t expires_skipped = 0;  // EXPIREATs not sent: the key already has that expiry
   uint64_t keys_read = 0;        // keys read first (layout v2: stage state unknown)
   uint64_t items_present = 0;    // items found already set by such a read (not written)
@@ -25,6 +28,7 @@ struct WriteStats {
     bits += o.bits;
     keys += o.keys;
     skipped_keys += o.skipped_keys;
+    expired_keys += o.expired_keys;
     expires_skipped += o.expires_skipped;
     keys_read += o.keys_read;
     items_present += o.items_present;

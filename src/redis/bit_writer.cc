@@ -6,6 +6,7 @@
 #include <climits>
 #include <ctime>
 #include <random>
+#include <string_view>
 
 #include "bloom/keys.h"
 #include "common/printable.h"
@@ -74,12 +75,14 @@ Status RedisBitWriter::ChooseMode(RedisConnection& conn) {
   auto probe = ProbeModule(conn, options_.redis);
   if (!probe.ok()) return probe.status();
   if (options_.mode == WriteMode::kModule) {
+    replicas_ = probe->replica_set;
     if (!probe->usable())
       return Unavailable(
           "redis " + conn.address() +
           ": redis.write_mode is module, but EF.SETBITS is not usable: " + probe->reason);
     return Status::Ok();
   }
+  replicas_ = probe->replica_set;
   const WriteMode chosen = probe->usable() ? WriteMode::kModule : WriteMode::kBitop;
   if (chosen != mode_) {
     if (chosen == WriteMode::kModule) {
@@ -217,19 +220,15 @@ size_t RedisBitWriter::AppendBits(const std::string& key, const uint32_t* p, siz
   return n;
 }
 
-// A temporary key in key's slot (Redis Cluster): under its hash tag, or, without
-// one, under a tag that is the whole key. False if no such name exists.
+// The temporary key of `key`: the key itself with the suffix appended, so that
+// it starts with the key prefix (an ACL written as `~<prefix>*` covers it) and
+// keeps the key's hash tag (`<prefix>{<user>}:...`: the same Redis Cluster slot,
+// since a tag is the first `{...}` of a key and the suffix comes after it).
+// False on a cluster node if the slots still differ (a key with no tag), and the
+// caller writes that key without one.
 static bool TmpKey(const std::string& key, const std::string& suffix, bool cluster,
                    std::string* tmp) {
-  const size_t open = key.find('{');
-  const size_t close = open == std::string::npos ? open : key.find('}', open + 1);
-  if (close != std::string::npos && close > open + 1) {
-    tmp->assign(key, open, close - open + 1);
-  } else {
-    tmp->assign("{");
-    tmp->append(key);
-    tmp->push_back('}');
-  }
+  tmp->assign(key);
   tmp->append(suffix);
   return !cluster || KeySlot(*tmp) == KeySlot(key);
 }
@@ -295,6 +294,13 @@ Status RedisBitWriter::Write(const BitBatch& batch, WriteStats* stats) {
     for (size_t i = 0; i < batch.size; ++i) expire_cache_.Forget(batch.keys[i].key);
   }
   return st;
+}
+
+// EF.SETBITS's answer to an expireat that is not in the future (every module
+// version says it so).
+static bool IsExpiredReply(std::string_view text) {
+  return text.find("EF.SETBITS expireat") != std::string_view::npos &&
+         text.find("is not in the future") != std::string_view::npos;
 }
 
 Status RedisBitWriter::Fail(RedisErrorKind kind, Status st) {
@@ -372,6 +378,56 @@ Status RedisBitWriter::WaitReplicas() {
                     std::to_string(options_.wait_timeout_ms) +
                     " ms (redis.wait_replicas); the batch is written again"));
   }
+  return Status::Ok();
+}
+
+// Copies a key's whole value and expiry to the replicas: a script's effects are
+// what replicates (SET, PEXPIREAT), not the script, so a replica that refused
+// the key's EF.SETBITS gets the value the master holds, atomically.
+static constexpr char kHealScript[] =
+    "redis.replicate_commands() "
+    "local v = redis.call('GET', KEYS[1]) "
+    "if not v then return 0 end "
+    "local t = redis.call('PTTL', KEYS[1]) "
+    "redis.call('SET', KEYS[1], v) "
+    "if t > 0 then redis.call('PEXPIRE', KEYS[1], t) end "
+    "return 1";
+
+Status RedisBitWriter::CheckReplicasUnchanged(const BitBatch& batch) {
+  auto now = ReadReplicaSet(*conn_);
+  if (!now.ok()) {
+    const RedisErrorKind kind = conn_->last_error_kind();
+    conn_.reset();
+    return Fail(kind == RedisErrorKind::kNone ? RedisErrorKind::kReply : kind, now.status());
+  }
+  if (*now == replicas_) return Status::Ok();
+  // A replica attached since the probe: it may have refused this batch's
+  // EF.SETBITS (an earlier batch was in its initial sync: this check follows
+  // every write, and a replica is listed before its sync starts).
+  spdlog::warn(
+      "redis {}: its replicas changed since the module was probed (were [{}], now [{}]) while "
+      "writing with EF.SETBITS: copying this batch's {} key(s) to them and probing every "
+      "replica again before the next write",
+      conn_->address(), replicas_, *now, batch.size);
+  std::vector<std::vector<std::string>> heal;
+  for (size_t k = 0; k < batch.size; ++k) {
+    const KeyState& ks = key_state_[k];
+    if (ks.failed || ks.redirected) continue;
+    heal.push_back({"EVAL", kHealScript, "1", batch.keys[k].key});
+  }
+  std::vector<RedisReply> replies;
+  Status st = heal.empty() ? Status::Ok() : conn_->Commands(heal, &replies);
+  for (size_t i = 0; st.ok() && i < replies.size(); ++i) {
+    if (replies[i].type == RedisReply::Type::kError)
+      st = Unavailable("redis " + conn_->address() + ": copying '" + Printable(heal[i][3]) +
+                       "' to the replicas: " + Printable(replies[i].str));
+  }
+  if (!st.ok()) {
+    conn_.reset();  // the next Write connects and probes; the batch is written again
+    return Fail(RedisErrorKind::kReply, st);
+  }
+  replicas_ = *now;
+  probe_due_ = true;
   return Status::Ok();
 }
 
@@ -501,10 +557,26 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
   WriteStats local;
   Status st = EnsureConnected();
   if (!st.ok()) return Fail(RedisErrorKind::kConnect, st);
+  if (probe_due_) {
+    probe_due_ = false;
+    st = ChooseMode(*conn_);
+    if (!st.ok()) {
+      probe_due_ = true;
+      return Fail(RedisErrorKind::kReply, st);
+    }
+  }
   const int64_t now_s = static_cast<int64_t>(std::time(nullptr));
   st = RecheckMeta(now_s);
   if (!st.ok()) return Fail(RedisErrorKind::kReply, st);
   key_state_.assign(batch.size, KeyState{});
+  // A key whose bucket has expired is not written (EXPIREAT would delete it at
+  // once; EF.SETBITS refuses it): a batch held through an outage or a replay at
+  // the window's edge. Dropped and counted, so the pipeline goes on.
+  for (size_t k = 0; k < batch.size; ++k) {
+    if (batch.keys[k].expire_at > now_s) continue;
+    key_state_[k].failed = key_state_[k].expired = true;
+    ++local.expired_keys;
+  }
   redirects_.clear();
   key_hash_.resize(batch.size);
   if (expire_cache_.enabled())
@@ -535,6 +607,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
         const KeyBits& kb = batch.keys[i];
         KeyState& ks = key_state_[i];
         ks.plain_retry = false;
+        if (ks.expired) continue;
         if (staged && plans_[i].n_groups == 0) {
           // Refused by its read (WRONGTYPE), redirected, or every item already present.
           ks.nothing_to_write = !ks.failed && !ks.redirected;
@@ -616,6 +689,16 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
         if (Redirect(key_index, e.text)) continue;
         // A MULTI with a redirected command ends in EXECABORT: that key's alone.
         if (key_state_[key_index].redirected) continue;
+        if (command_reply_[e.index] == Reply::kModule && IsExpiredReply(e.text)) {
+          // EF.SETBITS refuses an expiry that is not in the future (Redis's
+          // clock): the bucket has expired, as EXPIREAT would have deleted the
+          // key in the other modes. Dropped and counted; never retried.
+          if (!key_state_[key_index].failed) {
+            key_state_[key_index].failed = true;
+            ++local.expired_keys;
+          }
+          continue;
+        }
         if (e.kind == RedisErrorKind::kWrongType) {
           key_state_[key_index].failed = true;
           if (key_index != last_skipped) {
@@ -686,7 +769,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
   follow_up_.clear();
   for (size_t k = 0; k < batch.size; ++k) {
     const KeyState& ks = key_state_[k];
-    if (ks.expire_sent || ks.redirected) continue;
+    if (ks.expire_sent || ks.redirected || ks.expired) continue;
     // module: EF.SETBITS set any missing expiry itself (counted as skipped EXPIREATs).
     if (module || ks.failed || ks.old_bit_set || ks.nothing_to_write) {
       ++local.expires_skipped;
@@ -732,11 +815,13 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
       sentinel = groups_[plans_[k].first_group].p[0];
     expire_cache_.Remember(key_hash_[k], kb.expire_at, now_s, sentinel);
   }
+  if (module) EF_RETURN_IF_ERROR(CheckReplicasUnchanged(batch));
   if (options_.wait_replicas > 0 && redirects_.size() < batch.size) {
     Status ws = WaitReplicas();
     if (!ws.ok()) return ws;
   }
-  local.keys = batch.size - local.skipped_keys - redirects_.size();
+  local.keys = batch.size - local.skipped_keys - local.expired_keys - redirects_.size();
+  if (local.expired_keys) LogExpiredKeys(local.expired_keys, now_s);
   if (local.stages.limit_items) LogStageLimit(local.stages, now_s);
   last_error_ = RedisErrorKind::kNone;
   if (stats) *stats = local;
@@ -778,6 +863,18 @@ void RedisBitWriter::LogStageLimit(const StageStats& s, int64_t now_s) {
       limit_items_, limit_keys_, stages_.size());
   limit_items_ = limit_keys_ = 0;
   limit_logged_at_s_ = now_s;
+}
+
+void RedisBitWriter::LogExpiredKeys(uint64_t n, int64_t now_s) {
+  expired_unlogged_ += n;
+  if (now_s - expired_logged_at_s_ < 60) return;
+  spdlog::warn(
+      "redis: {} key write(s) dropped since the last report: their bucket had expired "
+      "(written after its end + filter.window, e.g. after an outage or a replay at the "
+      "window's edge); counted in exposure_filter_keys_expired_total",
+      expired_unlogged_);
+  expired_unlogged_ = 0;
+  expired_logged_at_s_ = now_s;
 }
 
 void RedisBitWriter::LogLostKeys(const BitBatch& batch, int64_t now_s) {

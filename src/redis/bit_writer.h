@@ -198,7 +198,8 @@ class RedisBitWriter : public BitSink {
     bool expire_sent = false;       // EXPIREAT went with the write (cache miss)
     bool expire_set = false;        // an EXPIREAT of this Write returned 1
     bool old_bit_set = false;       // a reply of the write showed an old bit 1
-    bool failed = false;            // the key's write was refused (WRONGTYPE)
+    bool failed = false;            // the key's write was refused (WRONGTYPE), or expired
+    bool expired = false;           // its bucket had expired (expire_at <= now): not sent
     bool redirected = false;        // cluster_node: MOVED/ASK; not written here
     bool plain_retry = false;       // cluster_node: bitop form got ASK/TRYAGAIN
   };
@@ -244,6 +245,9 @@ class RedisBitWriter : public BitSink {
   bool Redirect(size_t k, const std::string& text);
   Status WaitReplicas();
   void LogLostKeys(const BitBatch& batch, int64_t now_s);
+  // module mode, after a batch: see replicas_.
+  Status CheckReplicasUnchanged(const BitBatch& batch);
+  void LogExpiredKeys(uint64_t n, int64_t now_s);
   void LogStageLimit(const StageStats& s, int64_t now_s);
   void WorkerLoop();
 
@@ -256,7 +260,7 @@ class RedisBitWriter : public BitSink {
   enum class Reply : uint8_t { kBits, kExpire, kModule, kTxn, kExec, kCount };
   std::vector<Reply> command_reply_;
   WriteMode mode_;
-  std::string tmp_suffix_;           // bitop: ":ef-tmp:<random>", unique per writer
+  std::string tmp_suffix_;           // bitop: ":ef-tmp:<random>" after the key, unique per writer
   std::string mask_;                 // bitop: scratch
   std::vector<KeyState> key_state_;  // per key of the batch
   std::vector<uint64_t> key_hash_;   // per key of the batch: ExpireCache::KeyHash
@@ -294,6 +298,14 @@ class RedisBitWriter : public BitSink {
   Status fatal_;                          // set once the stored layout differs
   uint64_t lost_keys_ = 0;                // since the last log line about them
   int64_t lost_logged_at_s_ = 0;
+  // module: the replicas the module probe asked (ReplicaSet). A write that finds
+  // another set afterwards copies its keys to them (value and expiry) and sets
+  // probe_due_: the next write probes every replica first (auto may switch to
+  // bitop; module refuses while one lacks the module).
+  std::string replicas_;
+  bool probe_due_ = false;
+  int64_t expired_logged_at_s_ = 0;
+  uint64_t expired_unlogged_ = 0;              // expired keys dropped since the last log line
   uint64_t limit_items_ = 0, limit_keys_ = 0;  // since the last log line about them
   int64_t limit_logged_at_s_ = 0;
   RedisErrorKind last_error_ = RedisErrorKind::kNone;

@@ -271,6 +271,15 @@ Status ClusterRouter::ReadTopology(const std::vector<NodeAddress>& candidates) {
       continue;
     }
     if (reply->type == RedisReply::Type::kError &&
+        RedisConnection::ClassifyErrorReply(reply->str) == RedisErrorKind::kAuth) {
+      // Not "not a cluster": an ACL refusal says nothing about what the node is,
+      // and asking again will not change it.
+      return PermissionDenied(
+          "redis " + node.ToString() + ": CLUSTER SLOTS: " + reply->str +
+          " (redis.cluster: auto asks it to tell a Redis Cluster from a single node: grant "
+          "the ACL user '+cluster|slots', or set redis.cluster to false or true)");
+    }
+    if (reply->type == RedisReply::Type::kError &&
         reply->str.find("cluster support disabled") != std::string::npos) {
       not_a_cluster_ = true;
       return FailedPrecondition("redis " + node.ToString() +

@@ -1,7 +1,9 @@
 #include "redis/module_probe.h"
 
+#include <algorithm>
 #include <charconv>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -84,6 +86,24 @@ std::vector<std::pair<std::string, int>> ParseReplicas(std::string_view info) {
 
 }  // namespace
 
+std::string ReplicaSet(std::string_view info_replication) {
+  std::vector<std::string> names;
+  for (const auto& [host, port] : ParseReplicas(info_replication))
+    names.push_back(host + ":" + std::to_string(port));
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+StatusOr<std::string> ReadReplicaSet(RedisConnection& conn) {
+  auto info = conn.Command({"INFO", "replication"});
+  if (!info.ok()) return info.status();
+  if (info->type != RedisReply::Type::kString)
+    return Unavailable("redis " + conn.address() + ": INFO replication: " + info->str);
+  return ReplicaSet(info->str);
+}
+
 StatusOr<ModuleProbeResult> ProbeModule(RedisConnection& conn, const RedisOptions& options) {
   ModuleProbeResult result;
   const std::string node = conn.address();
@@ -105,6 +125,7 @@ StatusOr<ModuleProbeResult> ProbeModule(RedisConnection& conn, const RedisOption
         node + ": cannot list its replicas: INFO replication answered \"" + info->str + "\"";
     return result;
   }
+  result.replica_set = ReplicaSet(info->str);
   std::string first_fault;
   for (const auto& [host, port] : ParseReplicas(info->str)) {
     ++result.replicas_total;

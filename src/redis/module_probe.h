@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "redis/connection.h"
@@ -37,6 +38,8 @@ struct ModuleProbeResult {
   int64_t master_version = 0;     // its module version; 0 = none or unknown
   int replicas_total = 0;         // replicas listed by INFO replication (0 if not asked)
   int replicas_with_module = 0;   // of them: reached and have module ef >= kMinEfModuleVersion
+  // The replicas asked, as ReplicaSet spells them ("" if not asked).
+  std::string replica_set;
   // "" when the node and all its replicas have the module; else one line naming
   // the node (and the first replica) at fault and why.
   std::string reason;
@@ -48,5 +51,14 @@ struct ModuleProbeResult {
 // status only when `conn` itself fails (I/O, timeout: reconnect and probe again);
 // everything a node answers, errors included, ends up in the result.
 StatusOr<ModuleProbeResult> ProbeModule(RedisConnection& conn, const RedisOptions& options);
+
+// The replicas an `INFO replication` text lists: "host:port" of each slaveN line,
+// sorted, comma-separated ("" for none). Writers compare it from write to write:
+// a replica that attached since the probe has not been asked.
+std::string ReplicaSet(std::string_view info_replication);
+
+// ReplicaSet of the node behind `conn` (one round trip). A failed status when
+// `conn` fails, or kUnavailable naming the reply when INFO is refused.
+StatusOr<std::string> ReadReplicaSet(RedisConnection& conn);
 
 }  // namespace ef

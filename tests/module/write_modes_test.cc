@@ -260,6 +260,63 @@ TEST_CASE("write modes: module mode refuses to write while a replica lacks the m
   CHECK(Cmd(*conn, {"GET", "wr:{u}:1"}).str == std::string("\x70", 1));
 }
 
+// Issue 26 item 2: the replica check ran only when the writer connected. A
+// replica without the module attached later rejected every EF.SETBITS of its
+// master ("unknown command") and held none of those keys, while WAIT still
+// counted it. Now a change of the replica set is seen at the next write: auto
+// writes with plain Redis from then on (the batch again), module refuses.
+TEST_CASE(
+    "write modes: a replica without the module attached while writing with EF.SETBITS is "
+    "noticed at the next write",
+    "[module][write_mode]") {
+  for (WriteMode mode : {WriteMode::kAuto, WriteMode::kModule}) {
+    INFO("mode " << static_cast<int>(mode));
+    auto master = ServerWithModule();
+    BitWriterOptions o;
+    o.redis.port = master->port();
+    o.mode = mode;
+    RedisBitWriter writer(o);
+    auto batch_of = [](const std::string& key) {
+      BitBatch batch;
+      KeyBits kb;
+      kb.key = key;
+      kb.expire_at = kExpireAt;
+      kb.positions = {1, 2, 3};
+      batch.keys.push_back(kb);
+      batch.size = 1;
+      return batch;
+    };
+    REQUIRE(writer.Write(batch_of("wr:{u}:1"), nullptr).ok());
+    REQUIRE(writer.mode() == WriteMode::kModule);
+
+    RedisServer replica;  // no module
+    replica.ReplicaOf(master.get());
+    REQUIRE(replica.AwaitInSync(*master, std::chrono::seconds(20)));
+    // The write that finds the new replica copies its keys to it...
+    const Status second = writer.Write(batch_of("wr:{u}:2"), nullptr);
+    INFO(second.message());
+    REQUIRE(second.ok());
+    REQUIRE(replica.AwaitInSync(*master, std::chrono::seconds(20)));
+    auto replica_conn = replica.Connect();
+    CHECK(Cmd(*replica_conn, {"GET", "wr:{u}:1"}).str == std::string("\x70", 1));
+    CHECK(Cmd(*replica_conn, {"GET", "wr:{u}:2"}).str == std::string("\x70", 1));
+    CHECK(Cmd(*replica_conn, {"EXPIRETIME", "wr:{u}:2"}).integer == kExpireAt);
+    // ... and the next one probes it first.
+    const Status third = writer.Write(batch_of("wr:{u}:3"), nullptr);
+    INFO(third.message());
+    if (mode == WriteMode::kAuto) {
+      REQUIRE(third.ok());
+      CHECK(writer.mode() == WriteMode::kBitop);
+      REQUIRE(replica.AwaitInSync(*master, std::chrono::seconds(20)));
+      CHECK(Cmd(*replica_conn, {"GET", "wr:{u}:3"}).str == std::string("\x70", 1));
+    } else {
+      CHECK(third.code() == StatusCode::kUnavailable);
+      CHECK(third.message().find("replica") != std::string::npos);
+      CHECK(Cmd(*replica_conn, {"EXISTS", "wr:{u}:3"}).integer == 0);
+    }
+  }
+}
+
 TEST_CASE("write modes: module mode puts the meta back after a FLUSHALL behind its back",
           "[module][write_mode]") {
   auto redis = ServerWithModule();
@@ -284,6 +341,47 @@ TEST_CASE("write modes: module mode puts the meta back after a FLUSHALL behind i
   REQUIRE(writer.Write(batch, nullptr).ok());
   CHECK(Cmd(*conn, {"EXISTS", "wf:meta"}).integer == 1);
   CHECK(Cmd(*conn, {"EXPIRETIME", "wf:{u}:20400"}).integer == kExpireAt);
+}
+
+// Issue 26 item 4: EF.SETBITS refuses an expiry that is not in the future, and
+// the writer retried that error for ever: after an outage across a bucket's
+// expiry the pipeline never moved again. In every mode a key whose bucket has
+// expired is dropped (counted), and the rest of the batch is written.
+TEST_CASE(
+    "write modes: a key whose expiry has passed is dropped and counted in every mode, "
+    "never retried for ever",
+    "[module][write_mode]") {
+  FilterConfig f;
+  f.items_per_bucket = 10;
+  f.key_prefix = "wx:";
+  auto l = LayoutFromConfig(f);
+  REQUIRE(l.ok());
+  for (WriteMode mode : {WriteMode::kModule, WriteMode::kAuto, WriteMode::kBitfield,
+                         WriteMode::kBitop, WriteMode::kSetbit}) {
+    INFO("mode " << static_cast<int>(mode));
+    auto redis = ServerWithModule();
+    auto conn = redis->Connect();
+    BitWriterOptions o;
+    o.redis.port = redis->port();
+    o.mode = mode;
+    o.bitop_threshold = 0;  // bitop: every key through MULTI/BITOP
+    o.layout = *l;
+    RedisBitWriter writer(o);
+    const int64_t past = ServerNowMs(*conn) / 1000 - 5;
+    BitBatch batch;
+    batch.keys.push_back(ItemsKey(*l, "wx:{late}:20400", "a", 3, past));
+    batch.keys.push_back(ItemsKey(*l, "wx:{fresh}:20400", "b", 3));
+    batch.size = 2;
+    WriteStats stats;
+    const Status st = writer.Write(batch, &stats);
+    INFO(st.message());
+    REQUIRE(st.ok());
+    CHECK(stats.expired_keys == 1);
+    CHECK(Cmd(*conn, {"EXISTS", "wx:{late}:20400"}).integer == 0);
+    CHECK(Cmd(*conn, {"EXPIRETIME", "wx:{fresh}:20400"}).integer == kExpireAt);
+    // The same batch again (a redelivery): still written, still no error.
+    REQUIRE(writer.Write(batch, &stats).ok());
+  }
 }
 
 // Not a test (hidden, tag [.bench]): Redis CPU per event of each mode, the same

@@ -1,0 +1,239 @@
+// The Redis ACL that docs/CONFIG.md documents, applied verbatim (the test reads
+// the `ACL SETUSER` lines from the file), serves every write mode and every
+// command: run, replay, check, serve and layout (issue 26 item 6). Before, the
+// documented ACL (`~ef:* +@read +@write +@connection`) made `run` exit 3 with
+// NOPERM: EVAL, INFO, MULTI were outside it, and bitop's temporary keys were
+// named outside the key prefix (`{user}:ef-tmp:<id>`).
+#include <httplib.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "module/module_support.h"
+#include "support/process.h"
+#include "support/stack.h"
+#include "support/temp_dir.h"
+#include "support/wait.h"
+
+namespace ef::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr char kUser[] = "exposure-filter";
+constexpr char kPassword[] = "S3cret";  // as documented
+
+// The `ACL SETUSER` lines of docs/CONFIG.md, each split into words.
+std::vector<std::vector<std::string>> DocumentedAcl() {
+  std::ifstream in(std::string(EF_SOURCE_DIR) + "/docs/CONFIG.md");
+  REQUIRE(in);
+  std::vector<std::vector<std::string>> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("ACL SETUSER ", 0) != 0) continue;
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string s; words >> s;) w.push_back(s);
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+bool NamesModuleCommand(const std::vector<std::string>& acl) {
+  for (const auto& w : acl)
+    if (w.find("ef.") != std::string::npos) return true;
+  return false;
+}
+
+// Applies the documented lines; the module's line only where the module is loaded.
+void ApplyAcl(RedisConnection& admin, bool with_module) {
+  const auto lines = DocumentedAcl();
+  REQUIRE(lines.size() >= 2);  // the user, and the module's commands
+  size_t applied = 0;
+  for (const auto& acl : lines) {
+    if (NamesModuleCommand(acl) && !with_module) continue;
+    RedisReply r = Cmd(admin, acl);
+    INFO("ACL line: " << acl[2] << " ...: " << r.str);
+    REQUIRE(r.type == RedisReply::Type::kStatus);
+    ++applied;
+  }
+  REQUIRE(applied >= 1);
+  // The user exists, with the documented password and key pattern.
+  RedisOptions o = admin.options();
+  o.username = kUser;
+  o.password = kPassword;
+  REQUIRE(RedisConnection::Connect(o).ok());
+}
+
+std::vector<std::string> Env() {
+  return {std::string("EXPOSURE_FILTER_REDIS_USERNAME=") + kUser,
+          std::string("EXPOSURE_FILTER_REDIS_PASSWORD=") + kPassword};
+}
+
+SplitRunResult Ef(std::vector<std::string> args) {
+  args.insert(args.begin(), EF_BINARY);
+  return RunCommandWithEnv(args, Env(), "", 120s);
+}
+
+std::vector<std::string> WithSets(std::vector<std::string> args,
+                                  const std::vector<std::string>& sets) {
+  for (const auto& s : sets) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  return args;
+}
+
+// Users with many items in one bucket, so that every batch has keys above
+// redis.bitop_threshold (bitop's MULTI/SET tmp/BITOP path) and below it.
+std::vector<TestEvent> Events(int64_t now_ms) {
+  std::vector<TestEvent> events = MakeEvents("acl", 12, 3, 1, now_ms, 26);
+  for (int u = 0; u < 3; ++u) {
+    TestEvent e;
+    e.user = "dense-" + std::to_string(u);
+    for (int i = 0; i < 40; ++i)
+      e.items.push_back("d" + std::to_string(u) + "-" + std::to_string(i));
+    e.ts_ms = now_ms - 1000;
+    events.push_back(e);
+  }
+  return events;
+}
+
+Layout DefaultLayout() {
+  auto l = LayoutFromConfig(FilterConfig{});
+  REQUIRE(l.ok());
+  return l.value();
+}
+
+void ExpectOk(const SplitRunResult& r, const std::string& what) {
+  INFO(what << ": exit " << r.code << "\nstdout: " << r.out << "\nstderr: " << r.err);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("NOPERM") == std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("acl: the documented ACL serves run, replay in every write mode, check, serve and layout",
+          "[module][acl]") {
+  Stack stack(2);
+  auto with_module = ServerWithModule();
+  auto plain_admin = stack.redis().Connect();
+  auto module_admin = with_module->Connect();
+  ApplyAcl(*plain_admin, false);
+  ApplyAcl(*module_admin, true);
+
+  const int64_t now = SystemClock().NowMs();
+  const std::vector<TestEvent> events = Events(now);
+  stack.Produce(events);
+  const std::string config = stack.WriteConfig();
+  const Layout layout = DefaultLayout();
+
+  // run (write_mode auto: bitop without the module) as the ACL user.
+  {
+    std::vector<std::string> argv = {"env"};
+    for (const auto& e : Env()) argv.push_back(e);
+    for (const auto& a : WithSets({EF_BINARY, "run", "-c", config},
+                                  {"pipeline.commit_interval=200ms", "redis.bitop_threshold=8"}))
+      argv.push_back(a);
+    Process daemon(argv, stack.dir().File("run.log"));
+    const bool committed = stack.AwaitCommitted(daemon, 60s);
+    INFO("run log:\n" << daemon.Output());
+    CHECK(committed);
+    CHECK(daemon.Stop(SIGTERM, 30s) == 0);
+    CHECK(daemon.Output().find("NOPERM") == std::string::npos);
+    CHECK(MissingItems(*plain_admin, layout, events).empty());
+  }
+
+  // replay in every write mode, each into an empty Redis (the meta written anew).
+  struct Mode {
+    const char* mode;
+    RedisServer* server;
+    RedisConnection* admin;
+  };
+  const Mode modes[] = {{"auto", &stack.redis(), plain_admin.get()},
+                        {"bitop", &stack.redis(), plain_admin.get()},
+                        {"bitfield", &stack.redis(), plain_admin.get()},
+                        {"setbit", &stack.redis(), plain_admin.get()},
+                        {"module", with_module.get(), module_admin.get()},
+                        {"auto", with_module.get(), module_admin.get()}};
+  for (const Mode& m : modes) {
+    INFO("write_mode " << m.mode << " on " << m.server->address());
+    Cmd(*m.admin, {"FLUSHALL"});
+    ExpectOk(Ef(WithSets({"replay", "-c", config, "--since", "2d"},
+                         {"redis.address=" + m.server->address(),
+                          std::string("redis.write_mode=") + m.mode, "redis.bitop_threshold=8"})),
+             std::string("replay, write_mode ") + m.mode);
+    CHECK(MissingItems(*m.admin, layout, events).empty());
+  }
+
+  // check, layout show / stats / upgrade --dry-run.
+  const TestEvent& e = events.front();
+  const auto check = Ef({"check", "-c", config, "-u", e.user, "--json", e.items.front()});
+  ExpectOk(check, "check");
+  CHECK(check.out.find(e.items.front()) != std::string::npos);
+  ExpectOk(Ef({"layout", "show", "-c", config}), "layout show");
+  ExpectOk(Ef({"layout", "stats", "-c", config}), "layout stats");
+  ExpectOk(Ef({"layout", "upgrade", "--dry-run", "-c", config}), "layout upgrade --dry-run");
+
+  // serve: one /v1/filter request answered from Redis (not failed open).
+  const int port = FreePort();
+  std::vector<std::string> argv = {"env"};
+  for (const auto& x : Env()) argv.push_back(x);
+  for (const auto& a : WithSets({EF_BINARY, "serve", "-c", config},
+                                {"serve.listen=127.0.0.1:" + std::to_string(port)}))
+    argv.push_back(a);
+  Process serve(argv, stack.dir().File("serve.log"));
+  std::string body;
+  const bool answered = WaitFor(
+      [&] {
+        if (!serve.Running()) return true;
+        httplib::Client c("127.0.0.1", port);
+        auto r = c.Post("/v1/filter",
+                        R"({"user_id":")" + e.user + R"(","items":[")" + e.items.front() +
+                            R"(","never-seen"]})",
+                        "application/json");
+        if (!r || r->status != 200) return false;
+        body = r->body;
+        return true;
+      },
+      30s);
+  INFO("serve log:\n" << serve.Output() << "\nbody: " << body);
+  REQUIRE(answered);
+  CHECK(serve.Running());
+  const auto j = nlohmann::json::parse(body);
+  CHECK_FALSE(j.contains("failed_open"));
+  CHECK(j.at("seen_count") == 1);
+  CHECK(j.at("unseen") == nlohmann::json::array({"never-seen"}));
+  CHECK(serve.Stop(SIGTERM, 30s) == 0);
+}
+
+// Issue 26 item 5: with redis.cluster auto, an ACL without cluster|slots made the
+// daemon log "NOPERM ... 'cluster|slots'; retrying until it answers" and loop.
+TEST_CASE("acl: redis.cluster auto with an ACL that refuses CLUSTER SLOTS exits 3 naming the rule",
+          "[module][acl]") {
+  Stack stack(1);
+  auto admin = stack.redis().Connect();
+  RedisReply r = Cmd(*admin, {"ACL", "SETUSER", kUser, "on", std::string(">") + kPassword, "~*",
+                              "&*", "+@all", "-cluster|slots"});
+  REQUIRE(r.type == RedisReply::Type::kStatus);
+  std::vector<std::string> argv = {"env"};
+  for (const auto& e : Env()) argv.push_back(e);
+  const std::string config = stack.WriteConfig();
+  argv.insert(argv.end(), {EF_BINARY, "run", "-c", config});
+  Process daemon(argv, stack.dir().File("run.log"));
+  const auto code = daemon.Wait(30s);
+  INFO("run log:\n" << daemon.Output());
+  REQUIRE(code.has_value());
+  CHECK(*code == 3);
+  CHECK(daemon.Output().find("cluster|slots") != std::string::npos);
+  CHECK(daemon.Output().find("redis.cluster") != std::string::npos);
+}
+
+}  // namespace ef::test
