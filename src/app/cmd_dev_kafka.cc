@@ -34,16 +34,18 @@ int DevKafka(const DevKafkaArgs& a) {
     {
       std::ofstream f(tmp);
       f << bootstraps << "\n";
-      if (!f) return Fail(InvalidArgument("--bootstrap-file " + a.bootstrap_file + ": cannot write"));
+      if (!f)
+        return Fail(InvalidArgument("--bootstrap-file " + a.bootstrap_file + ": cannot write"));
     }
     std::rename(tmp.c_str(), a.bootstrap_file.c_str());  // readers never see half a file
   }
   std::printf("%s\n", bootstraps.c_str());
   std::fflush(stdout);
-  spdlog::info("dev-kafka: {} broker(s) at {}; topic(s) with {} partition(s) each. This is "
-               "librdkafka's mock cluster: data lives in memory (~5 MiB per partition), "
-               "offsets-by-time are not supported. Ctrl-C to stop.",
-               a.brokers, bootstraps, a.partitions);
+  spdlog::info(
+      "dev-kafka: {} broker(s) at {}; topic(s) with {} partition(s) each. This is "
+      "librdkafka's mock cluster: data lives in memory (~5 MiB per partition), "
+      "offsets-by-time are not supported. Ctrl-C to stop.",
+      a.brokers, bootstraps, a.partitions);
   while (!StopRequested()) SleepUnlessStopped(1000);
   if (!a.bootstrap_file.empty()) std::remove(a.bootstrap_file.c_str());
   spdlog::info("dev-kafka: stopped");
@@ -55,6 +57,11 @@ int DevKafka(const DevKafkaArgs& a) {
 Action AddDevKafkaCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "dev-kafka", "Run a development Kafka (librdkafka's mock cluster) in the foreground");
+  cmd->footer(
+      "In memory, for development and tests only. It keeps about 5 MiB of messages per "
+      "partition and deletes the oldest past that, as a topic's retention would: a consumer "
+      "further behind loses them (the daemon counts them in exposure_filter_messages_lost_total; "
+      "`lag` shows them as LOST). No offsets by time, no SASL/SSL. docs/DEV-KAFKA.md.");
   auto a = std::make_shared<DevKafkaArgs>();
   cmd->add_option("--brokers", a->brokers, "Number of brokers")->check(CLI::Range(1, 16));
   cmd->add_option("--topic", a->topics, "Topic to create (repeatable)")->capture_default_str();

@@ -149,21 +149,24 @@ std::string Seconds(double s) { return fmt::format("{:.1f}", s); }
 
 // `mode` describes the refresh and window in the title line.
 std::string RenderTable(const Refresh& r, const KafkaConfig& kafka, const std::string& mode) {
-  const std::vector<std::string> head = {"TOPIC", "PARTITION", "COMMITTED", "HIGH",  "LAG_MSGS",
-                                         "LAG_S", "RATE/S",    "STATUS",    "REASON"};
-  const std::vector<bool> right = {false, true, true, true, true, true, true, false, false};
+  const std::vector<std::string> head = {"TOPIC", "PARTITION", "COMMITTED", "HIGH",   "LAG_MSGS",
+                                         "LOST",  "LAG_S",     "RATE/S",    "STATUS", "REASON"};
+  const std::vector<bool> right = {false, true, true, true, true, true, true, true, false, false};
   std::vector<std::vector<std::string>> cells;
   int64_t total = 0;
+  int64_t lost = 0;
   double oldest = 0;
   size_t not_ok = 0;
   for (const auto& row : r.rows) {
     const auto& o = row.offsets;
-    cells.push_back(
-        {o.tp.topic, std::to_string(o.tp.partition),
-         o.committed >= 0 ? std::to_string(o.committed) : "-", std::to_string(o.high),
-         std::to_string(row.lag_messages), row.lag_seconds ? Seconds(*row.lag_seconds) : "?",
-         row.rate ? Seconds(*row.rate) : "-", PartitionStatusName(row.status), row.reason});
+    cells.push_back({o.tp.topic, std::to_string(o.tp.partition),
+                     o.committed >= 0 ? std::to_string(o.committed) : "-", std::to_string(o.high),
+                     std::to_string(row.lag_messages), std::to_string(o.LostMessages()),
+                     row.lag_seconds ? Seconds(*row.lag_seconds) : "?",
+                     row.rate ? Seconds(*row.rate) : "-", PartitionStatusName(row.status),
+                     row.reason});
     total += row.lag_messages;
+    lost += o.LostMessages();
     oldest = std::max(oldest, row.lag_seconds.value_or(0));
     not_ok += row.status != PartitionStatus::kOk;
   }
@@ -194,6 +197,12 @@ std::string RenderTable(const Refresh& r, const KafkaConfig& kafka, const std::s
       not_ok
           ? fmt::format("{} partition(s) not OK, worst {}", not_ok, PartitionStatusName(Worst(r)))
           : std::string("all OK"));
+  if (lost > 0)
+    out += fmt::format(
+        "LOST: {} message(s) were deleted by the topic's retention before the group read them "
+        "(committed offset below the low watermark): those exposures are gone, replay cannot "
+        "bring them back (docs/OPERATING.md)\n",
+        lost);
   if (!r.timestamp_error.empty())
     out += "note: lag in seconds unknown: " + r.timestamp_error + "\n";
   return out;
@@ -216,6 +225,7 @@ nlohmann::json RenderJson(const Refresh& r, const KafkaConfig& kafka, double int
   j["freshness_limit_seconds"] = rules.freshness_limit_seconds;
   j["status"] = PartitionStatusName(Worst(r));
   int64_t total = 0;
+  int64_t lost = 0;
   double oldest = 0;
   j["partitions"] = nlohmann::json::array();
   for (const auto& row : r.rows) {
@@ -228,6 +238,7 @@ nlohmann::json RenderJson(const Refresh& r, const KafkaConfig& kafka, double int
     p["low_watermark"] = o.low;
     p["high_watermark"] = o.high;
     p["lag_messages"] = row.lag_messages;
+    p["lost"] = o.LostMessages();
     p["lag_seconds"] = opt_num(row.lag_seconds);
     p["oldest_unwritten_ms"] = row.oldest_unwritten_ms > 0 ? nlohmann::json(row.oldest_unwritten_ms)
                                                            : nlohmann::json(nullptr);
@@ -241,9 +252,11 @@ nlohmann::json RenderJson(const Refresh& r, const KafkaConfig& kafka, double int
     p["reason"] = row.reason;
     j["partitions"].push_back(std::move(p));
     total += row.lag_messages;
+    lost += o.LostMessages();
     oldest = std::max(oldest, row.lag_seconds.value_or(0));
   }
   j["lag_messages"] = total;
+  j["lost_messages"] = lost;
   j["lag_seconds"] = std::round(oldest * 1000) / 1000;
   if (!r.timestamp_error.empty()) j["error"] = r.timestamp_error;
   return j;

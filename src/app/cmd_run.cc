@@ -96,6 +96,14 @@ int Run(const ConfigArgs& args) {
 
   auto consumer = KafkaConsumer::Create(config->kafka);
   if (!consumer.ok()) return Fail(consumer.status(), kExitUsage);
+  (*consumer)->SetLostHandler([&metrics](const TopicPartition& tp, int64_t from, int64_t to) {
+    metrics.AddLost(tp.topic, tp.partition, to - from);
+    spdlog::error(
+        "kafka: {}/{}: {} message(s) (offsets {}..{}) were deleted by the topic's retention "
+        "before this group read them: those exposures are lost, and replay cannot bring them "
+        "back; counted in exposure_filter_messages_lost_total (docs/OPERATING.md)",
+        tp.topic, tp.partition, to - from, from, to - 1);
+  });
   std::unique_ptr<DeadLetterSink> dead_letter;
   if (!config->kafka.dead_letter_topic.empty()) {
     DeadLetterOptions dlo;

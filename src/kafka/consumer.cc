@@ -7,12 +7,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "common/clock.h"
 #include "kafka/consumer_handle.h"
 #include "kafka/handles.h"
 #include "kafka/log.h"
+#include "kafka/watermark_poller.h"
 
 namespace ef {
 
@@ -41,11 +43,19 @@ struct KafkaConsumer::Impl {
   bool paused = false;
   bool closed = false;
   bool cooperative = false;  // the group's protocol, known from the first rebalance
-  // While paused, watermarks are asked from the broker; after a failed ask, the
-  // cached values serve until this time (so a Kafka outage costs one timeout per
-  // kWatermarkRetryMs, not one per partition per tick).
-  int64_t watermark_retry_at_ms = 0;
+  // While paused (no fetch keeps librdkafka's cached watermarks fresh), the
+  // assigned partitions' watermarks are asked by the poller, on a thread of its
+  // own: the ingest thread never waits for a broker. high_cache: the last high
+  // watermark known per partition.
+  std::unique_ptr<kafka::WatermarkPoller> poller;
+  std::mutex lost_mu;
+  KafkaConsumer::LostHandler lost_handler;  // guarded by lost_mu
   std::map<TopicPartition, int64_t> high_cache;
+  void WantWatermarks() {
+    if (poller)
+      poller->Want(paused ? std::vector<TopicPartition>(assigned.begin(), assigned.end())
+                          : std::vector<TopicPartition>{});
+  }
   // First time a subscribed topic was reported missing (0: not missing).
   int64_t topic_missing_since_ms = 0;
 
@@ -77,6 +87,7 @@ struct KafkaConsumer::Impl {
       if (!cooperative) assigned.clear();
       assigned.insert(tps.begin(), tps.end());
       if (paused && partitions->cnt > 0) rd_kafka_pause_partitions(rk.get(), partitions);
+      WantWatermarks();
       return;
     }
     const bool lost = rd_kafka_assignment_lost(rk.get());
@@ -108,6 +119,7 @@ struct KafkaConsumer::Impl {
       assigned.clear();
     }
     if (!st.ok()) spdlog::error("{}", st.message());
+    WantWatermarks();
   }
 
   static Status TakeError(rd_kafka_error_t* error, const char* what) {
@@ -145,10 +157,6 @@ Status CommitError(rd_kafka_resp_err_t err, const std::string& what) {
   }
   return kafka::FromKafkaError(err, what);
 }
-// Watermark queries of paused partitions: each waits at most this long, and
-// after one fails none is tried again for kWatermarkRetryMs.
-constexpr int kWatermarkQueryMs = 500;
-constexpr int64_t kWatermarkRetryMs = 10000;
 // A subscribed topic reported missing for this long is a fatal configuration
 // error (a topic being created gets this long to appear).
 constexpr int64_t kTopicMissingFatalMs = 10000;
@@ -222,6 +230,14 @@ StatusOr<std::unique_ptr<KafkaConsumer>> KafkaConsumer::Create(const KafkaConfig
   });
   if (!handle.ok()) return handle.status();
   impl->rk = std::move(handle.value());
+  auto poller = kafka::WatermarkPoller::Create(config, {});
+  if (!poller.ok()) return poller.status();
+  impl->poller = std::move(poller.value());
+  // Removed in Close, before the handle goes.
+  kafka::SetOffsetResetListener(impl->rk.get(), [p = impl.get()](const kafka::OffsetReset& r) {
+    std::lock_guard lock(p->lost_mu);
+    if (p->lost_handler && r.to > r.from) p->lost_handler({r.topic, r.partition}, r.from, r.to);
+  });
   rd_kafka_t* rk = impl->rk.get();
   rd_kafka_poll_set_consumer(rk);
   std::vector<TopicPartition> subs;
@@ -232,6 +248,11 @@ StatusOr<std::unique_ptr<KafkaConsumer>> KafkaConsumer::Create(const KafkaConfig
   spdlog::info("kafka: subscribed to {} as group '{}' at {}", Impl::Describe(subs).c_str(),
                config.group_id, config.bootstrap_servers);
   return std::unique_ptr<KafkaConsumer>(new KafkaConsumer(std::move(impl)));
+}
+
+void KafkaConsumer::SetLostHandler(LostHandler handler) {
+  std::lock_guard lock(impl_->lost_mu);
+  impl_->lost_handler = std::move(handler);
 }
 
 void KafkaConsumer::SetRevokeHandler(RevokeHandler handler) {
@@ -343,6 +364,7 @@ Status KafkaConsumer::Commit(const std::vector<PartitionOffset>& offsets, bool s
 
 Status KafkaConsumer::PauseAll() {
   impl_->paused = true;
+  impl_->WantWatermarks();
   auto list = Impl::ToList({impl_->assigned.begin(), impl_->assigned.end()});
   if (list->cnt == 0) return Status::Ok();
   return kafka::FromKafkaError(rd_kafka_pause_partitions(impl_->rk.get(), list.get()),
@@ -351,6 +373,7 @@ Status KafkaConsumer::PauseAll() {
 
 Status KafkaConsumer::ResumeAll() {
   impl_->paused = false;
+  impl_->WantWatermarks();
   auto list = Impl::ToList({impl_->assigned.begin(), impl_->assigned.end()});
   if (list->cnt == 0) return Status::Ok();
   return kafka::FromKafkaError(rd_kafka_resume_partitions(impl_->rk.get(), list.get()),
@@ -370,19 +393,17 @@ int64_t KafkaConsumer::HighWatermark(const TopicPartition& tp) {
         rd_kafka_get_watermark_offsets(rk, tp.topic.c_str(), tp.partition, &low, &high);
     return e == RD_KAFKA_RESP_ERR_NO_ERROR ? high : -1;
   }
-  // A paused partition is not fetched: ask the broker, so lag never goes stale;
-  // but while asking fails, answer from the cache without waiting.
-  auto cached = impl_->high_cache.find(tp);
-  const int64_t fallback = cached == impl_->high_cache.end() ? -1 : cached->second;
-  if (SteadyNowMs() < impl_->watermark_retry_at_ms) return fallback;
-  rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, tp.topic.c_str(), tp.partition, &low,
-                                                           &high, kWatermarkQueryMs);
-  if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    impl_->watermark_retry_at_ms = SteadyNowMs() + kWatermarkRetryMs;
-    return fallback;
+  // A paused partition is not fetched: the poller's last answer, so lag never
+  // goes stale; while it has none, the last value known, without waiting.
+  if (impl_->poller && impl_->poller->Get(tp, &low, &high)) {
+    impl_->high_cache[tp] = high;
+    return high;
   }
-  impl_->high_cache[tp] = high;
-  return high;
+  auto cached = impl_->high_cache.find(tp);
+  if (cached != impl_->high_cache.end()) return cached->second;
+  rd_kafka_resp_err_t e =
+      rd_kafka_get_watermark_offsets(rk, tp.topic.c_str(), tp.partition, &low, &high);
+  return e == RD_KAFKA_RESP_ERR_NO_ERROR ? high : -1;
 }
 
 int64_t KafkaConsumer::Position(const TopicPartition& tp) {
@@ -395,6 +416,8 @@ int64_t KafkaConsumer::Position(const TopicPartition& tp) {
 void KafkaConsumer::Close() {
   if (!impl_ || impl_->closed) return;
   impl_->closed = true;
+  kafka::SetOffsetResetListener(impl_->rk.get(), {});
+  impl_->poller.reset();  // at most its stop wait, even with the brokers gone
   impl_->held.clear();
   // rd_kafka_consumer_close waits for the group coordinator without limit: with
   // the brokers gone, shutdown would hang. Close through a queue of our own,

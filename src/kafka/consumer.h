@@ -27,6 +27,11 @@ class KafkaConsumer : public MessageSource {
   ~KafkaConsumer() override;
 
   void SetRevokeHandler(RevokeHandler handler) override;
+  // Called (on a librdkafka thread: must be thread-safe) when a partition's
+  // fetch position was deleted by the topic's retention before it was read, and
+  // fetching went on at `to`: the messages from `from` to `to` - 1 are lost.
+  using LostHandler = std::function<void(const TopicPartition& tp, int64_t from, int64_t to)>;
+  void SetLostHandler(LostHandler handler);
   Status Poll(size_t max_messages, int timeout_ms, int max_wait_ms,
               std::vector<Message>* out) override;
   Status Commit(const std::vector<PartitionOffset>& offsets, bool sync) override;

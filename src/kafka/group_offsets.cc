@@ -13,6 +13,10 @@ int64_t PartitionOffsets::LagMessages() const {
   return std::max<int64_t>(0, high - std::max<int64_t>(from, 0));
 }
 
+int64_t PartitionOffsets::LostMessages() const {
+  return committed >= 0 && low > committed ? low - committed : 0;
+}
+
 StatusOr<std::vector<PartitionOffsets>> ReadGroupOffsets(const KafkaConfig& config,
                                                          int timeout_ms) {
   auto handle = kafka::NewConsumerHandle(config);

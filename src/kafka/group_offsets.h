@@ -21,6 +21,10 @@ struct PartitionOffsets {
   std::string metadata;    // the commit's metadata string ("" if none)
   // Messages not yet committed: high - max(committed, low), never negative.
   int64_t LagMessages() const;
+  // Messages deleted by the topic's retention before the group read them:
+  // low - committed when the commit is below the low watermark, else 0. A
+  // consumer resumes at the low watermark; these exposures are gone for good.
+  int64_t LostMessages() const;
 };
 
 // For every partition of config.topics. Errors: kUnavailable when the cluster

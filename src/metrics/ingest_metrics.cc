@@ -51,6 +51,9 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
       counter("exposure_filter_keys_written_total", "Per-batch key writes sent to Redis");
   keys_skipped = counter("exposure_filter_keys_skipped_total",
                          "Key writes Redis refused for good (WRONGTYPE), skipped");
+  keys_expired = counter("exposure_filter_keys_expired_total",
+                         "Key writes dropped because the key's bucket had expired (an outage or "
+                         "a replay across the window's edge)");
   redis_commands = counter("exposure_filter_redis_commands_total", "Redis commands sent");
   expires_skipped = counter("exposure_filter_redis_expire_skipped_total",
                             "EXPIREAT commands not sent: the key already had that expiry "
@@ -116,6 +119,12 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
                              .Help("Layout v2: items written, by the stage they went to")
                              .Register(r);
   StageItems(0);
+  lost_family_ = &prometheus::BuildCounter()
+                      .Name("exposure_filter_messages_lost_total")
+                      .Help(
+                          "Messages deleted by the topic's retention before the daemon read "
+                          "them (its position was out of range): exposures lost for good")
+                      .Register(r);
   batch_events = &prometheus::BuildHistogram()
                       .Name("exposure_filter_batch_events")
                       .Help("Messages per batch")
@@ -139,6 +148,11 @@ prometheus::Counter& IngestMetrics::StageItems(size_t stage) {
   if (!stage_items_[stage])
     stage_items_[stage] = &stage_items_family_->Add({{"stage", std::to_string(stage)}});
   return *stage_items_[stage];
+}
+
+void IngestMetrics::AddLost(const std::string& topic, int32_t partition, int64_t messages) {
+  lost_family_->Add({{"topic", topic}, {"partition", std::to_string(partition)}})
+      .Increment(static_cast<double>(messages));
 }
 
 void IngestMetrics::AddStages(const StageStats& s) {

@@ -45,6 +45,7 @@ struct IngestMetrics {
   prometheus::Counter* bits_written;     // exposure_filter_positions_written_total
   prometheus::Counter* keys_written;     // exposure_filter_keys_written_total
   prometheus::Counter* keys_skipped;     // exposure_filter_keys_skipped_total
+  prometheus::Counter* keys_expired;     // exposure_filter_keys_expired_total
   prometheus::Counter* redis_commands;   // exposure_filter_redis_commands_total
   prometheus::Counter* expires_skipped;  // exposure_filter_redis_expire_skipped_total
   std::array<prometheus::Counter*, static_cast<size_t>(RedisErrorKind::kCount_)>
@@ -76,9 +77,13 @@ struct IngestMetrics {
 
   // Adds a batch's stage figures (from WriteStats) to the counters above.
   void AddStages(const StageStats& s);
+  // exposure_filter_messages_lost_total{topic,partition}: messages the topic's
+  // retention deleted before the daemon read them. Thread-safe.
+  void AddLost(const std::string& topic, int32_t partition, int64_t messages);
 
  private:
   prometheus::Family<prometheus::Counter>* stage_items_family_;
+  prometheus::Family<prometheus::Counter>* lost_family_;
   std::array<prometheus::Counter*, StageStats::kTrackedStages> stage_items_{};
 };
 

@@ -16,6 +16,25 @@ prometheus::Labels LabelsOf(const TopicPartition& tp) {
   return {{"topic", tp.topic}, {"partition", std::to_string(tp.partition)}};
 }
 
+// The age of what is behind, in seconds (see the header). The oldest event in
+// hand is exact. Otherwise what is behind was not fetched yet: it is newer than
+// the newest event written, and it arrived after the last time the partition
+// was seen caught up, so its age is at most either; on a quiet partition the
+// newest event written can be minutes old while what is behind arrived a second
+// ago.
+double LagSeconds(const PartitionSnapshot& p, int64_t lag, int64_t caught_up_ms, int64_t now_ms) {
+  if (lag <= 0) return 0.0;
+  int64_t since_ms = -1;
+  if (p.oldest_pending_ms > 0) {
+    since_ms = p.oldest_pending_ms;
+  } else {
+    if (p.newest_event_ms > 0) since_ms = p.newest_event_ms;
+    if (caught_up_ms >= 0) since_ms = std::max(since_ms, caught_up_ms);
+  }
+  if (since_ms < 0) return 0.0;
+  return std::max(0.0, static_cast<double>(now_ms - since_ms) / 1000.0);
+}
+
 constexpr PartitionStatus kAllStatuses[] = {PartitionStatus::kOk, PartitionStatus::kWarn,
                                             PartitionStatus::kStall, PartitionStatus::kStop,
                                             PartitionStatus::kErr};
@@ -34,7 +53,8 @@ PartitionMonitor::PartitionMonitor(prometheus::Registry& r, StatusRules rules,
       lag_messages_(Gauge(r, "exposure_filter_partition_lag_messages",
                           "High watermark minus committed offset")),
       lag_seconds_(Gauge(r, "exposure_filter_partition_lag_seconds",
-                         "Now minus the event time of the newest event written, while lagging")),
+                         "While lagging: now minus the event time of the oldest event not "
+                         "written (or an upper bound of it when it was not fetched yet)")),
       status_(Gauge(r, "exposure_filter_partition_status",
                     "1 for the partition's current status (OK, WARN, STALL, STOP, ERR)")) {}
 
@@ -103,10 +123,8 @@ void PartitionMonitor::Update(const std::vector<PartitionSnapshot>& parts, int64
     }
     const int64_t base = p.committed >= 0 ? p.committed : p.position;
     const int64_t lag = p.high >= 0 && base >= 0 ? std::max<int64_t>(0, p.high - base) : 0;
-    const double lag_s =
-        lag > 0 && p.newest_event_ms > 0
-            ? std::max(0.0, static_cast<double>(now_ms - p.newest_event_ms) / 1000.0)
-            : 0.0;
+    if (lag == 0) s.caught_up_ms = now_ms;
+    const double lag_s = LagSeconds(p, lag, s.caught_up_ms, now_ms);
     s.position->Set(static_cast<double>(p.position));
     s.committed->Set(static_cast<double>(p.committed));
     s.high->Set(static_cast<double>(p.high));

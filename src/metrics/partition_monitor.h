@@ -5,8 +5,11 @@
 //   exposure_filter_partition_committed_offset next offset committed (acknowledged by Redis)
 //   exposure_filter_partition_high_watermark   from the consumer's fetch responses
 //   exposure_filter_partition_lag_messages     high watermark - committed, never negative
-//   exposure_filter_partition_lag_seconds      now - event time of the newest event written,
-//                                              while lag > 0; 0 when caught up
+//   exposure_filter_partition_lag_seconds      while lag > 0: now - event time of the oldest
+//                                              event fetched and not yet written, if any is;
+//                                              else the smaller of now - the newest event
+//                                              written and now - when the partition was
+//                                              last seen caught up; 0 when caught up
 //   exposure_filter_partition_status{status}   1 for the current status (lag/status.h), else 0
 // Status changes are logged once each. Readiness (for /readyz) is false while any
 // partition is STALL, or its lag in seconds is above the freshness target, while
@@ -37,6 +40,9 @@ struct PartitionSnapshot {
   int64_t committed = -1;       // -1: nothing acknowledged yet
   int64_t high = -1;            // -1: not known yet
   int64_t newest_event_ms = 0;  // 0: nothing written yet
+  // Event time of the oldest event fetched (decoded) and not yet acknowledged by
+  // Redis; 0: none in hand (what is behind, if anything, was not fetched yet).
+  int64_t oldest_pending_ms = 0;
 };
 
 // What readiness needs from the pipeline besides the partitions.
@@ -66,6 +72,7 @@ class PartitionMonitor {
     PartitionStatus last = PartitionStatus::kOk;
     double last_lag_seconds = 0;
     int64_t assigned_at_ms = 0;  // first Update that saw the partition
+    int64_t caught_up_ms = -1;   // last Update with lag 0 (-1: none since assigned)
   };
   Series& Get(const TopicPartition& tp);
   void Remove(const TopicPartition& tp, Series& s);

@@ -105,6 +105,8 @@ void Ingest::DecodeMessages(bool all) {
     batch.coalescer.Add(event_);
     batch.event_ts_ms.push_back(event_.ts_ms);
     part->newest_event_ms = std::max(part->newest_event_ms, event_.ts_ms);
+    if (part->oldest_event_ms == 0 || event_.ts_ms < part->oldest_event_ms)
+      part->oldest_event_ms = event_.ts_ms;
     batch.items += event_.items.size();
     batch.positions += event_.items.size() * k_;
   }
@@ -127,6 +129,7 @@ void Ingest::RecordWritten(const Batch& batch, const WriteStats& stats, int64_t 
   metrics_->bits_written->Increment(static_cast<double>(stats.bits));
   metrics_->keys_written->Increment(static_cast<double>(stats.keys));
   metrics_->keys_skipped->Increment(static_cast<double>(stats.skipped_keys));
+  metrics_->keys_expired->Increment(static_cast<double>(stats.expired_keys));
   metrics_->redis_commands->Increment(static_cast<double>(stats.commands));
   metrics_->expires_skipped->Increment(static_cast<double>(stats.expires_skipped));
   if (stats.keys_read) metrics_->keys_read->Increment(static_cast<double>(stats.keys_read));
@@ -361,7 +364,11 @@ std::vector<PartitionSnapshot> Ingest::Snapshot() {
     s.position = s.committed;
     for (const Batch& b : batches_) {
       auto p = b.partitions.find(tp);
-      if (p != b.partitions.end()) s.position = std::max(s.position, p->second.next);
+      if (p == b.partitions.end()) continue;
+      s.position = std::max(s.position, p->second.next);
+      const int64_t oldest = p->second.oldest_event_ms;
+      if (oldest > 0 && (s.oldest_pending_ms == 0 || oldest < s.oldest_pending_ms))
+        s.oldest_pending_ms = oldest;
     }
     // Nothing in flight: the consumer's position also covers partitions idle
     // since they were assigned, and what the log skips.

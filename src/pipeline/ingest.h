@@ -142,6 +142,7 @@ class Ingest {
   struct PendingPartition {
     int64_t next = 0;             // next offset covered by the batch
     int64_t newest_event_ms = 0;  // newest event time in it
+    int64_t oldest_event_ms = 0;  // oldest event time in it (0: no good event)
   };
   // Messages consumed and decoded, not yet acknowledged.
   struct Batch {

@@ -29,7 +29,7 @@
 //    never returned by Poll. Position(tp) is the offset of the next record Poll
 //    would return (control records right after the last returned one are
 //    stepped over, like librdkafka), or the end of the log; -1 for a partition
-//    assigned but not polled since.
+//    assigned but not polled since. HighWatermark(tp) is the end of the log.
 //  - UnavailableOnNextPoll(): the next Poll returns kUnavailable with no messages.
 //  - on_poll: called at the start of every Poll (before anything else); tests use
 //    it to append messages "while the pipeline is busy" or to set a stop flag.
@@ -153,6 +153,8 @@ class FakeSource : public MessageSource {
   Status ResumeAll() override;
   std::vector<TopicPartition> Assignment() override;
   int64_t Position(const TopicPartition& tp) override;
+  // The end of tp's log (its next offset), as a broker's high watermark.
+  int64_t HighWatermark(const TopicPartition& tp) override { return EndOffset(tp.partition); }
   void Close() override { closed_ = true; }
 
  private:

@@ -265,7 +265,8 @@ class Harness {
       const CheckResult r = TestItems(layout, value, {x.bucket}, x.items);
       CHECK(std::count(r.seen.begin(), r.seen.end(), true) ==
             static_cast<std::ptrdiff_t>(x.items.size()));
-      const CheckResult never = TestItems(layout, value, {x.bucket}, std::vector<std::string>{"never-sent-item"});
+      const CheckResult never =
+          TestItems(layout, value, {x.bucket}, std::vector<std::string>{"never-sent-item"});
       CHECK_FALSE(never.seen[0]);
     }
   }
@@ -786,6 +787,35 @@ TEST_CASE("Ingest: internal sink errors are retried too", "[pipeline]") {
   h.StepOk();
   CHECK(h.sink.write_calls() == 2);
   h.CheckSinkHoldsEverySentEvent();
+}
+
+// Issue 26 item 9: a quiet partition whose last event was written 50 s ago, then
+// one new event that Redis does not take: its lag is the new event's age (5 s),
+// not the time since the last event written (55 s: a false ERR, /readyz 503).
+TEST_CASE(
+    "Ingest: the lag seconds of a quiet partition during a Redis outage are the age of the "
+    "oldest event not written",
+    "[pipeline][lag]") {
+  Harness h;
+  h.Start();
+  h.Good(0, "u1", "i1", kNowMs - 50000);
+  h.StepOk();
+  prometheus::Registry monitor_registry;
+  PartitionMonitor monitor(monitor_registry, StatusRules{}, 10.0, 30000);
+  monitor.Update(h.ingest->Snapshot(), kNowMs - 45000);  // caught up
+  h.Good(0, "u2", "i2", kNowMs - 5000);
+  std::vector<PartitionSnapshot> during;
+  h.sink.on_write = [&](uint64_t attempt) {
+    if (attempt == 3) during = h.ingest->Snapshot();  // the second failed attempt
+  };
+  h.sink.FailNextWrites(2);
+  h.StepOk();
+  REQUIRE_FALSE(during.empty());
+  monitor.Update(during, kNowMs);
+  const double lag_s = MetricValue(monitor_registry, "exposure_filter_partition_lag_seconds",
+                                   {{"topic", "exposures"}, {"partition", "0"}});
+  CHECK(lag_s == Approx(5.0).margin(0.01));
+  CHECK(monitor.Ready().ready);
 }
 
 // A layout changed in Redis while the writer was away (kFailedPrecondition) and

@@ -75,3 +75,59 @@ TEST_CASE("readiness: failing Redis writes make the daemon not ready at once, wi
 }
 
 }  // namespace ef
+
+namespace ef {
+namespace {
+
+double LagSeconds(prometheus::Registry& registry, int32_t partition) {
+  for (const auto& family : registry.Collect()) {
+    if (family.name != "exposure_filter_partition_lag_seconds") continue;
+    for (const auto& metric : family.metric) {
+      for (const auto& l : metric.label)
+        if (l.name == "partition" && l.value == std::to_string(partition))
+          return metric.gauge.value;
+    }
+  }
+  FAIL("no lag_seconds for partition " << partition);
+  return -1;
+}
+
+}  // namespace
+
+// Issue 26 item 9: about 5 s into a Redis outage /readyz said "lag 50 s" for a
+// quiet partition: lag seconds were now minus the newest event written, which
+// on a quiet partition is old long before anything is behind.
+TEST_CASE(
+    "lag seconds: a quiet partition that falls behind counts from when it was caught up, "
+    "not from its last event",
+    "[metrics][lag]") {
+  Monitor m;
+  PartitionSnapshot p = Part(0, 10, 10, 10);
+  p.newest_event_ms = kT0 - 50000;  // the last event, 50 s before
+  m.monitor.Update({p}, kT0);       // caught up at kT0
+  CHECK(LagSeconds(m.registry, 0) == 0);
+  p.high = 11;  // one new message, not written yet (Redis down, partition paused)
+  m.monitor.Update({p}, kT0 + 5000);
+  CHECK(LagSeconds(m.registry, 0) <= 5.0);
+  CHECK(LagSeconds(m.registry, 0) > 0);
+  CHECK(m.monitor.Ready().ready);  // 5 s is within the 10 s freshness target
+  m.monitor.Update({p}, kT0 + 12000);
+  CHECK(LagSeconds(m.registry, 0) == Approx(12.0).margin(0.01));
+  CHECK_FALSE(m.monitor.Ready().ready);  // now it is behind the target for real
+}
+
+TEST_CASE(
+    "lag seconds: a busy partition always behind by a few messages reads the age of its "
+    "newest event written",
+    "[metrics][lag]") {
+  Monitor m;
+  for (int i = 0; i < 20; ++i) {
+    PartitionSnapshot p = Part(0, 1000 + 100 * i, 1000 + 100 * i, 1050 + 100 * i);
+    p.newest_event_ms = kT0 + 1000 * i - 800;  // written 0.8 s after the event
+    m.monitor.Update({p}, kT0 + 1000 * i);
+    CHECK(LagSeconds(m.registry, 0) == Approx(0.8).margin(0.01));
+  }
+  CHECK(m.monitor.Ready().ready);
+}
+
+}  // namespace ef
