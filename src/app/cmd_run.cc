@@ -108,6 +108,7 @@ int Run(const ConfigArgs& args) {
   if (!config->kafka.dead_letter_topic.empty()) {
     DeadLetterOptions dlo;
     dlo.drop_on_permanent_failure = config->kafka.dead_letter_on_failure == "drop";
+    dlo.max_pending_bytes = static_cast<size_t>(config->kafka.dead_letter_max_pending_bytes);
     auto dl = DeadLetterSink::Create(config->kafka, dlo, &metrics);
     if (!dl.ok()) return Fail(dl.status(), kExitUsage);
     dead_letter = std::move(dl.value());

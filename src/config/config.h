@@ -23,6 +23,9 @@ struct KafkaConfig {
   // its partition's commits back until it is) | drop (a copy that fails for
   // good, e.g. too large, is counted as dropped and its offset committed).
   std::string dead_letter_on_failure = "retry";
+  // kafka.dead_letter_max_pending_bytes: memory the undelivered copies may hold;
+  // at the cap, consumption pauses until copies are delivered.
+  int64_t dead_letter_max_pending_bytes = 64 << 20;
 };
 
 struct RedisConfig {

@@ -300,6 +300,8 @@ std::vector<Field> BuildFields() {
                           AnyString));
   t.push_back(StringField("kafka.dead_letter_on_failure", &C::kafka,
                           &KafkaConfig::dead_letter_on_failure, OneOf({"retry", "drop"})));
+  t.push_back(IntField("kafka.dead_letter_max_pending_bytes", &C::kafka,
+                       &KafkaConfig::dead_letter_max_pending_bytes, 1024, int64_t{1} << 40));
 
   // redis
   t.push_back(StringField("redis.address", &C::redis, &RedisConfig::address, HostPortList));

@@ -57,6 +57,7 @@ void DeadLetterSink::Send(const Message& m, RejectReason reason) {
                 *m.topic + "/" + std::to_string(m.partition) + "/" + std::to_string(m.offset)}};
   c.backoff_ms = options_.retry_backoff_min_ms;
   undelivered_[c.tp].insert(c.offset);
+  pending_bytes_ += CopyBytes(c);
   Produce(token, c);
   producer_->Poll();
   UpdateGauge();
@@ -106,7 +107,24 @@ void DeadLetterSink::OnDelivery(uint64_t token, const Status& result, bool retri
   c.backoff_ms = std::min(c.backoff_ms * 2, options_.retry_backoff_max_ms);
 }
 
+bool DeadLetterSink::Full() {
+  if (pending_bytes_ >= options_.max_pending_bytes) {
+    full_ = true;
+  } else if (pending_bytes_ <= options_.max_pending_bytes / 2) {
+    full_ = false;
+  }
+  return full_;
+}
+
+size_t DeadLetterSink::CopyBytes(const Copy& c) {
+  size_t bytes = sizeof(Copy) + c.payload.size() + c.tp.topic.size();
+  for (const Header& h : c.headers) bytes += sizeof(Header) + h.name.size() + h.value.size();
+  // Nodes of copies_ and of undelivered_'s multiset, and allocator slack.
+  return bytes + 128;
+}
+
 void DeadLetterSink::Erase(std::map<uint64_t, Copy>::iterator it) {
+  pending_bytes_ -= CopyBytes(it->second);
   auto u = undelivered_.find(it->second.tp);
   if (u != undelivered_.end()) {
     auto o = u->second.find(it->second.offset);
@@ -146,6 +164,7 @@ int64_t DeadLetterSink::CommitLimit(const TopicPartition& tp) {
 void DeadLetterSink::Forget(const std::vector<TopicPartition>& tps) {
   for (auto it = copies_.begin(); it != copies_.end();) {
     if (std::find(tps.begin(), tps.end(), it->second.tp) != tps.end()) {
+      pending_bytes_ -= CopyBytes(it->second);
       it = copies_.erase(it);
     } else {
       ++it;
@@ -156,7 +175,9 @@ void DeadLetterSink::Forget(const std::vector<TopicPartition>& tps) {
 }
 
 void DeadLetterSink::UpdateGauge() {
-  if (metrics_) metrics_->dead_letter_outstanding->Set(static_cast<double>(copies_.size()));
+  if (!metrics_) return;
+  metrics_->dead_letter_outstanding->Set(static_cast<double>(copies_.size()));
+  metrics_->dead_letter_outstanding_bytes->Set(static_cast<double>(pending_bytes_));
 }
 
 }  // namespace ef

@@ -9,6 +9,13 @@
 // one that fails for good (too large, not authorized, ...) is retried as well
 // unless `drop_on_permanent_failure`: then it is counted as dropped
 // (exposure_filter_dead_letter_total{result="dropped"}) and logged as an error.
+// Memory: each undelivered copy counts CopyBytes (its payload, headers and a
+// fixed overhead) against max_pending_bytes; Full() turns true once they reach
+// it and stays true until deliveries (or Forget) bring them down to half of it,
+// so that a slow topic does not pause and resume ingest for every copy; Ingest
+// takes no new message meanwhile (pipeline/ingest.h). Send still keeps every
+// copy it is given, so the cap is passed by at most the copies of the Poll
+// under way.
 // Single-threaded (delivery reports are served inside Send and Flush).
 #pragma once
 
@@ -30,6 +37,9 @@ struct DeadLetterOptions {
   bool drop_on_permanent_failure = false;
   int64_t retry_backoff_min_ms = 100;
   int64_t retry_backoff_max_ms = 10000;
+  // kafka.dead_letter_max_pending_bytes: Full() once the undelivered copies
+  // count this much (CopyBytes each).
+  size_t max_pending_bytes = size_t{64} << 20;
 };
 
 class DeadLetterSink : public RejectSink {
@@ -43,8 +53,11 @@ class DeadLetterSink : public RejectSink {
   Status Flush(int timeout_ms) override;
   int64_t CommitLimit(const TopicPartition& tp) override;
   void Forget(const std::vector<TopicPartition>& tps) override;
+  bool Full() override;
 
   size_t outstanding() const { return copies_.size(); }
+  // Sum of CopyBytes over the undelivered copies.
+  size_t outstanding_bytes() const { return pending_bytes_; }
 
  private:
   struct Copy {
@@ -63,6 +76,9 @@ class DeadLetterSink : public RejectSink {
   void Produce(uint64_t token, Copy& copy);
   void OnDelivery(uint64_t token, const Status& result, bool retriable);
   void Erase(std::map<uint64_t, Copy>::iterator it);
+  // What a copy counts against max_pending_bytes: payload, headers, and the
+  // bookkeeping around them (map nodes, strings).
+  static size_t CopyBytes(const Copy& copy);
   void RetryDue();
   void UpdateGauge();
 
@@ -73,6 +89,10 @@ class DeadLetterSink : public RejectSink {
   uint64_t next_token_ = 1;
   std::map<uint64_t, Copy> copies_;                               // not yet delivered, by token
   std::map<TopicPartition, std::multiset<int64_t>> undelivered_;  // offsets of copies_
+  size_t pending_bytes_ = 0;  // sum of CopyBytes over copies_, always
+  // Set when pending_bytes_ reached max_pending_bytes, cleared when it is down
+  // to max_pending_bytes / 2 (by Full, which is what reads it).
+  bool full_ = false;
 };
 
 }  // namespace ef

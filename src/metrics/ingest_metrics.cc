@@ -94,6 +94,22 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
            .Help("Dead-letter copies not delivered yet (their offsets are not committed)")
            .Register(r)
            .Add({});
+  dead_letter_outstanding_bytes =
+      &prometheus::BuildGauge()
+           .Name("exposure_filter_dead_letter_outstanding_bytes")
+           .Help(
+               "Memory held by the dead-letter copies not delivered yet, as counted against "
+               "kafka.dead_letter_max_pending_bytes")
+           .Register(r)
+           .Add({});
+  dead_letter_full =
+      &prometheus::BuildGauge()
+           .Name("exposure_filter_dead_letter_full")
+           .Help(
+               "1 while consumption is paused because the undelivered dead-letter copies "
+               "reached kafka.dead_letter_max_pending_bytes")
+           .Register(r)
+           .Add({});
   stage_advances = counter("exposure_filter_stage_advances_total",
                            "Layout v2: stages started (a key's newest stage reached its fill)");
   stage_limit_items =

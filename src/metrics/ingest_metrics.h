@@ -59,6 +59,12 @@ struct IngestMetrics {
   prometheus::Counter* dead_letter_failed;
   prometheus::Counter* dead_letter_dropped;
   prometheus::Gauge* dead_letter_outstanding;  // exposure_filter_dead_letter_outstanding
+  // exposure_filter_dead_letter_outstanding_bytes: the memory they hold (as counted
+  // against kafka.dead_letter_max_pending_bytes).
+  prometheus::Gauge* dead_letter_outstanding_bytes;
+  // exposure_filter_dead_letter_full: 1 while consumption is paused because the
+  // undelivered copies reached that cap.
+  prometheus::Gauge* dead_letter_full;
   // Layout v2 (docs/OPERATING.md "Heavy users"):
   prometheus::Counter* stage_advances;     // exposure_filter_stage_advances_total
   prometheus::Counter* stage_limit_items;  // exposure_filter_stage_limit_items_total

@@ -55,6 +55,7 @@ void Ingest::Batch::Clear() {
 size_t Ingest::Room() {
   const Batch& b = building();
   if (b.positions >= options_.batch_max_positions) return 0;
+  if (rejects_ && rejects_->Full()) return 0;  // see HoldForRejects
   return options_.batch_max_events - std::min(b.messages, options_.batch_max_events);
 }
 
@@ -267,6 +268,11 @@ void Ingest::CommitIfDue() {
 
 Status Ingest::Step(const std::atomic<bool>& stop, size_t* got) {
   if (!failed_.ok()) return failed_;
+  bool held = false;
+  if (Status hs = HoldForRejects(got, &held); !hs.ok() || held) {
+    if (!hs.ok()) failed_ = hs;
+    return hs;
+  }
   // A batch decoded during the previous write is due now: only take what is
   // already fetched on top of it, without waiting.
   const bool due = !building().empty();
@@ -284,6 +290,50 @@ Status Ingest::Step(const std::atomic<bool>& stop, size_t* got) {
   st = WriteBuilding(stop, !stop.load(), got);
   if (!st.ok()) failed_ = st;
   return st;
+}
+
+Status Ingest::HoldForRejects(size_t* got, bool* held) {
+  *held = false;
+  if (!rejects_) return Status::Ok();
+  if (!rejects_->Full()) {
+    if (rejects_paused_) {
+      rejects_paused_ = false;
+      if (metrics_) metrics_->dead_letter_full->Set(0);
+      spdlog::info("dead letter: copies delivered after {:.1f} s; resuming consumption",
+                   static_cast<double>(SteadyNowMs() - rejects_full_since_) / 1000.0);
+      Status rs = source_.ResumeAll();
+      if (!rs.ok()) spdlog::warn("{}", rs.message());
+    }
+    return Status::Ok();
+  }
+  // What was taken is written first (Room() took nothing more meanwhile).
+  if (!rejects_paused_ && (!building().empty() || next_message_ < messages_.size()))
+    return Status::Ok();
+  if (!rejects_paused_) {
+    rejects_paused_ = true;
+    rejects_full_since_ = SteadyNowMs();
+    if (metrics_) metrics_->dead_letter_full->Set(1);
+    spdlog::error(
+        "dead letter: the copies not delivered yet fill kafka.dead_letter_max_pending_bytes; "
+        "pausing consumption until they are delivered (nothing is dropped; their offsets are "
+        "not committed)");
+    Status ps = source_.PauseAll();
+    if (!ps.ok()) spdlog::warn("{}", ps.message());
+  }
+  *held = true;
+  if (got) *got = 0;
+  // Serve the consumer (heartbeats, rebalances). What it still returns is decoded,
+  // over the batch limits if need be, because Poll releases it.
+  DecodeMessages(/*all=*/true);
+  messages_.clear();
+  next_message_ = 0;
+  Status ps = source_.Poll(options_.batch_max_events, options_.poll_timeout_ms, 0, &messages_);
+  if (got) *got += messages_.size();
+  DecodeMessages(/*all=*/true);
+  if (!ps.ok() && ps.code() != StatusCode::kUnavailable) return ps;
+  rejects_->Flush(0).IgnoreError();  // delivery reports and retries
+  CommitIfDue();
+  return Status::Ok();
 }
 
 Status Ingest::Flush(const std::atomic<bool>& stop) {

@@ -9,7 +9,12 @@
 //    backoff; the source is paused (and polled, so the group stays alive); any
 //    message that still arrives joins the pending batch: nothing is dropped;
 //  - bad events are counted by reason (and sent to the dead-letter sink when
-//    configured); they never stop the partition.
+//    configured); they never stop the partition;
+//  - while the reject sink is Full (its undelivered copies at their memory
+//    cap), no new message is taken: the batch under way is still written, then
+//    the source is paused (and polled) and the reject sink flushed until it has
+//    room: nothing is dropped, and the copies never grow past the cap by more
+//    than one Poll's messages.
 // Two batches overlap: while Redis acknowledges batch N (BitSink Send/Await),
 // the messages the consumer already fetched are decoded into batch N+1; batches
 // are acknowledged, and their offsets become committable, strictly in order.
@@ -32,6 +37,10 @@
 //  - A batch holds at most batch_max_events messages and batch_max_positions
 //    positions (items × k), plus at most one event: memory is bounded by
 //    positions, not by messages.
+//  - rejects_paused_: the source is paused because the reject sink was Full
+//    (set and cleared by HoldForRejects only). While it is set, Step polls
+//    nothing new, writes nothing and only serves the consumer and the reject
+//    sink; it is cleared, and the source resumed, once Full is false.
 #pragma once
 
 #include <atomic>
@@ -83,6 +92,12 @@ class RejectSink {
   // The partitions are no longer ours: their outstanding copies need not hold
   // back any commit (they are still delivered when possible).
   virtual void Forget(const std::vector<TopicPartition>& tps) = 0;
+  // True while the outstanding copies fill the sink's memory cap. Ingest then
+  // takes no new message (it pauses the source, keeps polling it and calls
+  // Flush) until Full is false again; Send must still keep every copy it is
+  // given meanwhile (the messages of a Poll already made), so a cap may be
+  // passed by at most one Poll's messages. false for a sink without a cap.
+  virtual bool Full() { return false; }
 };
 
 struct IngestTotals {
@@ -157,8 +172,13 @@ class Ingest {
     void Clear();
   };
   Batch& building() { return batches_[building_]; }
-  // Messages the building batch can still take (0 when full).
+  // Messages the building batch can still take (0 when full, or while the
+  // reject sink is Full).
   size_t Room();
+  // The reject sink is Full and nothing taken waits to be written: pauses the
+  // source (once), polls it once, flushes the reject sink, commits if due, and
+  // sets *held. Resumes the source once the sink has room again.
+  Status HoldForRejects(size_t* got, bool* held);
   // Polls (unless undecoded messages are left) and decodes into the building
   // batch as far as it has room.
   Status PollAndDecode(int timeout_ms, int max_wait_ms, size_t* got);
@@ -208,6 +228,8 @@ class Ingest {
   int64_t last_tick_ms_ = 0;
   bool sink_failing_ = false;
   std::string sink_error_;
+  bool rejects_paused_ = false;     // see the invariants above
+  int64_t rejects_full_since_ = 0;  // steady ms when rejects_paused_ was set
   LocalHistogram e2e_;
   IngestTotals totals_;
 };

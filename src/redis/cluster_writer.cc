@@ -43,6 +43,13 @@ Status ClusterBitWriter::EnsureMeta(const Layout& layout, Layout* effective) {
   return st;
 }
 
+std::vector<NodeAddress> ClusterBitWriter::node_writers() const {
+  std::lock_guard<std::mutex> lock(nodes_mu_);
+  std::vector<NodeAddress> out;
+  for (const auto& [addr, w] : nodes_) out.push_back(addr);
+  return out;
+}
+
 RedisBitWriter& ClusterBitWriter::Node(const NodeAddress& master) {
   std::lock_guard<std::mutex> lock(nodes_mu_);
   auto it = nodes_.find(master);
@@ -67,6 +74,44 @@ Status ClusterBitWriter::Fail(RedisErrorKind kind, Status st) {
 }
 
 Status ClusterBitWriter::Write(const BitBatch& batch, WriteStats* stats) {
+  Status st = WriteRounds(batch, stats);
+  // Every node write WriteRounds sent is awaited: none is in flight now.
+  RetireGoneNodes();
+  return st;
+}
+
+void ClusterBitWriter::RetireGoneNodes() {
+  const uint64_t reads = router_.stats().topology_reads;
+  if (reads == retired_at_reads_) return;
+  retired_at_reads_ = reads;
+  const auto& shards = router_.slot_map().shards();
+  std::vector<std::unique_ptr<RedisBitWriter>> gone;
+  std::string names;
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    for (auto it = nodes_.begin(); it != nodes_.end();) {
+      const bool master = std::any_of(shards.begin(), shards.end(), [&](const SlotMap::Shard& s) {
+        return s.master == it->first;
+      });
+      if (master) {
+        ++it;
+        continue;
+      }
+      names += (names.empty() ? "" : ", ") + it->first.ToString();
+      gone.push_back(std::move(it->second));
+      it = nodes_.erase(it);
+    }
+  }
+  if (gone.empty()) return;
+  // Destroyed outside the lock: each joins its thread and closes its connection.
+  gone.clear();
+  spdlog::info(
+      "redis cluster: {} no longer master(s) in the slot map; their writers (connection, "
+      "expire cache) released, {} left",
+      names, node_writers().size());
+}
+
+Status ClusterBitWriter::WriteRounds(const BitBatch& batch, WriteStats* stats) {
   WriteStats total;
   if (!discovered_) {
     Status st = router_.Discover();

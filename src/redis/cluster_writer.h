@@ -24,10 +24,17 @@
 // State (all on the thread that runs Write; Send/Await run Write on a helper
 // thread, one batch at a time, like RedisBitWriter):
 //   router_       the slot map and its refreshes;
-//   nodes_        one RedisBitWriter per master address ever written to (kept
-//                 across topology changes: a node that comes back keeps its
-//                 caches, which stay safe because its writer forgets them on
-//                 reconnect);
+//   nodes_        one RedisBitWriter per master address written to, each with a
+//                 thread, a connection and an expire cache. After a Write in
+//                 which the topology was read again, the writers of addresses
+//                 that are not a master of a slot range in the new map are
+//                 destroyed (RetireGoneNodes): failovers and re-addressed nodes
+//                 cannot make them grow without bound. Safe: a Write awaits every
+//                 node write it sent before it returns, so between Writes no node
+//                 writer has a batch in flight; an address that is a master again
+//                 later gets a new writer, with empty caches;
+//   retired_at_reads_  router_.stats().topology_reads when nodes_ was last
+//                 compared with the map;
 //   parts_        per round, the sub-batches in flight (a node's sub-batch must
 //                 outlive its Await).
 #pragma once
@@ -66,11 +73,20 @@ class ClusterBitWriter : public BitSink {
   // The layout in use after the last meta check (see RedisBitWriter).
   const Layout* effective_layout() const;
   const ClusterRouter::Stats& router_stats() const { return router_.stats(); }
+  // The master addresses that have a node writer now, in address order.
+  // Thread-safe.
+  std::vector<NodeAddress> node_writers() const;
 
   static constexpr int kMaxRounds = 8;
 
  private:
   RedisBitWriter& Node(const NodeAddress& master);
+  // The Write proper; Write adds RetireGoneNodes once it returned.
+  Status WriteRounds(const BitBatch& batch, WriteStats* stats);
+  // If the topology was read since the last call: destroys the node writers of
+  // addresses that are no longer a master in slot_map(). Only between the
+  // rounds of Writes (no node writer has a batch in flight).
+  void RetireGoneNodes();
   Status EnsureMeta(const Layout& layout, Layout* effective);
   Status Fail(RedisErrorKind kind, Status st);
   // Logs the redirections followed, at most every 10 s.
@@ -80,8 +96,9 @@ class ClusterBitWriter : public BitSink {
   ClusterRouter router_;
   bool discovered_ = false;
   // Guards nodes_ and observer_ (ForgetKeyStates comes from another thread).
-  std::mutex nodes_mu_;
+  mutable std::mutex nodes_mu_;
   std::map<NodeAddress, std::unique_ptr<RedisBitWriter>> nodes_;
+  uint64_t retired_at_reads_ = 0;
   std::function<void(RedisErrorKind)> observer_;
   // Per Write: each key's route, the keys still to write, the parts of a round.
   struct Route {

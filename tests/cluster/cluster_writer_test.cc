@@ -2,11 +2,15 @@
 // batch split per master, and a slot in the middle of a migration: keys still on
 // the source are written there, keys already moved (or new) follow the source's
 // ASK to the importing node with ASKING; afterwards every key holds exactly the
-// bits and the expiry a single-node writer would have set.
+// bits and the expiry a single-node writer would have set. And the node writers
+// (one per master, each with a thread and an expire cache) follow the topology:
+// an address that is no longer a master (failed over, or its slots moved away)
+// loses its writer at the next topology read, so IP churn cannot grow them.
 #include "redis/cluster_writer.h"
 
 #include <catch2/catch.hpp>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +52,25 @@ std::string Expected(size_t i) {
     v[p / 8] = static_cast<char>(static_cast<unsigned char>(v[p / 8]) | (0x80u >> (p % 8)));
   }
   return v;
+}
+
+// The masters that serve at least one slot now, as a fresh router reads them.
+std::vector<NodeAddress> SlotMasters(const LocalRedisCluster& cluster) {
+  ClusterRouter router(cluster.RouterOptions(10000));
+  REQUIRE(router.Discover().ok());
+  std::set<NodeAddress> masters;
+  for (int slot = 0; slot < kClusterSlots; ++slot) {
+    const NodeAddress* m = router.slot_map().MasterOf(static_cast<uint16_t>(slot));
+    REQUIRE(m != nullptr);
+    masters.insert(*m);
+  }
+  return {masters.begin(), masters.end()};
+}
+
+std::string Addresses(const std::vector<NodeAddress>& nodes) {
+  std::string out;
+  for (const auto& n : nodes) out += (out.empty() ? "" : ", ") + n.ToString();
+  return out;
 }
 
 Layout V1Layout() {
@@ -112,6 +135,79 @@ TEST_CASE("ClusterBitWriter: a slot half migrated - moved and new keys follow AS
   CHECK(meta->str == std::to_string(layout.m));
   // Keys on every master.
   for (int m : cluster.Masters()) CHECK(cluster.Command(m, {"DBSIZE"}).integer > 10);
+}
+
+// Issue 26 item 12: the writer kept one node writer (a thread, a connection, an
+// expire cache of up to ~64 MB) per master address ever written to, so every
+// failover or re-addressed node added one for good.
+TEST_CASE(
+    "ClusterBitWriter: node writers follow the masters - failovers and a master emptied of "
+    "its slots retire the old addresses' writers",
+    "[cluster][writer]") {
+  LocalRedisCluster cluster;
+  BitWriterOptions wo;
+  wo.layout = V1Layout();
+  ClusterBitWriter writer(wo, cluster.RouterOptions(20000));
+  std::vector<std::string> keys;
+  for (int u = 0; u < 300; ++u) keys.push_back("ef:{churn" + std::to_string(u) + "}:20261101");
+  const BitBatch batch = MakeBatch(keys, 4102444800);
+  auto write_all = [&] {
+    WriteStats stats;
+    Status st = writer.Write(batch, &stats);
+    INFO(st.ToString());
+    REQUIRE(st.ok());
+    CHECK(stats.keys == keys.size());
+  };
+  auto check_writers = [&](const char* when) {
+    const std::vector<NodeAddress> want = SlotMasters(cluster);
+    INFO(when << ": node writers " << Addresses(writer.node_writers()) << "; masters "
+              << Addresses(want));
+    CHECK(writer.node_writers() == want);
+  };
+
+  write_all();
+  check_writers("first write");
+  REQUIRE(writer.node_writers().size() == 3);
+
+  // Every master fails over to its replica in turn: six addresses were masters,
+  // three are now.
+  for (int m : std::vector<int>(cluster.Masters())) {
+    const int replica = cluster.ReplicaOf(m);
+    REQUIRE(replica >= 0);
+    cluster.FailoverTo(replica);
+    write_all();  // the old master answers MOVED: the topology is read again
+    check_writers("after a failover");
+  }
+  CHECK(writer.node_writers().size() == 3);
+
+  // A master gives all its slots to another: it is still a master, but of no slot.
+  const std::vector<int> masters = cluster.Masters();
+  REQUIRE(masters.size() == 3);
+  const int from = masters[0], to = masters[1];
+  {
+    ClusterRouter router(cluster.RouterOptions(10000));
+    REQUIRE(router.Discover().ok());
+    int slots = 0;
+    for (int slot = 0; slot < kClusterSlots; ++slot) {
+      const NodeAddress* m = router.slot_map().MasterOf(static_cast<uint16_t>(slot));
+      slots += m && m->port == cluster.port(from);
+    }
+    REQUIRE(slots > 0);
+    cluster.Reshard(from, to, slots);
+  }
+  write_all();
+  check_writers("after the reshard");
+  CHECK(writer.node_writers().size() == 2);
+
+  // Nothing was lost on the way: every key holds its bits on its master.
+  ClusterRouter router(cluster.RouterOptions(10000));
+  REQUIRE(router.Discover().ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    INFO("key " << keys[i]);
+    auto v = router.Command(keys[i], {"GET", keys[i]});
+    REQUIRE(v.ok());
+    CHECK(v->str == Expected(i));
+  }
 }
 
 }  // namespace ef

@@ -176,6 +176,7 @@ void FakeRejectSink::Send(const Message& m, RejectReason reason) {
   Sent s{TopicPartition{*m.topic, m.partition}, m.offset, reason};
   sent_.push_back(s);
   outstanding_.push_back(s);
+  peak_outstanding_ = std::max(peak_outstanding_, outstanding_.size());
 }
 
 Status FakeRejectSink::Flush(int /*timeout_ms*/) {

@@ -61,6 +61,8 @@
 //    With deliver_on_flush, Flush delivers everything outstanding.
 //  - CommitLimit(tp): the lowest outstanding offset of tp, INT64_MAX if none.
 //  - Forget(tps): drops their outstanding copies; forgotten() lists the calls.
+//  - max_outstanding: Full() is true while that many copies are outstanding
+//    (default: never); peak_outstanding() is the most there ever were.
 //
 // FakeClock (common/clock.h Clock): wall time the test sets: Set(ms), Advance(ms).
 #pragma once
@@ -239,16 +241,21 @@ class FakeRejectSink : public RejectSink {
     RejectReason reason = RejectReason::kNone;
   };
   bool deliver_on_flush = false;
+  // Full() once this many copies are outstanding.
+  size_t max_outstanding = SIZE_MAX;
 
   void Send(const Message& m, RejectReason reason) override;
   Status Flush(int timeout_ms) override;
   int64_t CommitLimit(const TopicPartition& tp) override;
   void Forget(const std::vector<TopicPartition>& tps) override;
+  bool Full() override { return outstanding_.size() >= max_outstanding; }
 
   void Deliver(size_t n);
   void DeliverAll() { Deliver(outstanding_.size()); }
   const std::vector<Sent>& sent() const { return sent_; }
   size_t outstanding() const { return outstanding_.size(); }
+  // The most copies ever outstanding at once.
+  size_t peak_outstanding() const { return peak_outstanding_; }
   const std::vector<std::vector<TopicPartition>>& forgotten() const { return forgotten_; }
   int flushes() const { return flushes_; }
 
@@ -256,6 +263,7 @@ class FakeRejectSink : public RejectSink {
   std::vector<Sent> sent_;
   std::deque<Sent> outstanding_;
   std::vector<std::vector<TopicPartition>> forgotten_;
+  size_t peak_outstanding_ = 0;
   int flushes_ = 0;
 };
 

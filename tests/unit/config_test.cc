@@ -42,6 +42,8 @@ void CheckSameConfig(const Config& a, const Config& b) {
   CHECK(a.kafka.auto_offset_reset == b.kafka.auto_offset_reset);
   CHECK(a.kafka.properties == b.kafka.properties);
   CHECK(a.kafka.dead_letter_topic == b.kafka.dead_letter_topic);
+  CHECK(a.kafka.dead_letter_on_failure == b.kafka.dead_letter_on_failure);
+  CHECK(a.kafka.dead_letter_max_pending_bytes == b.kafka.dead_letter_max_pending_bytes);
   CHECK(a.redis.address == b.redis.address);
   CHECK(a.redis.username == b.redis.username);
   CHECK(a.redis.password == b.redis.password);
@@ -135,6 +137,7 @@ Config NonDefaultConfig() {
                         {"enable.partition.eof", "true"},
                         {"client.id", "null"}};
   c.kafka.dead_letter_topic = "dlq";
+  c.kafka.dead_letter_max_pending_bytes = 1 << 20;
   c.redis.address = "[::1]:6380";
   c.redis.username = "ef";
   c.redis.db = 3;

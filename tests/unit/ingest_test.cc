@@ -1371,4 +1371,56 @@ TEST_CASE("Ingest: a rejected message is committed only once its dead-letter cop
   CHECK(h.source.committed().at(h.source.Tp(1)) == 2);
 }
 
+// Issue 26 item 13: while the dead-letter topic refused, the pipeline kept taking
+// messages and every bad one's copy stayed in memory: no cap.
+TEST_CASE(
+    "Ingest: at the dead-letter sink's cap no new message is taken (paused, still polled) "
+    "until copies are delivered, then everything is written and committed",
+    "[pipeline][dead_letter]") {
+  Harness h(2);
+  h.options.batch_max_events = 4;
+  ::ef::testing::FakeRejectSink dead_letters;
+  constexpr size_t kCap = 10;
+  dead_letters.max_outstanding = kCap;
+  h.rejects = &dead_letters;
+  h.Start();
+  constexpr int kPairs = 100;  // a bad and a good message each, over 2 partitions
+  for (int i = 0; i < kPairs; ++i) {
+    h.Bad(i % 2, "not json " + std::to_string(i));
+    h.Good(i % 2, "u" + std::to_string(i), "i" + std::to_string(i), kNowMs);
+  }
+
+  // The dead-letter topic delivers nothing: the copies reach the cap and stay
+  // there (passed by at most one Poll's messages), the source is paused and
+  // still polled, and nothing is committed past the first undelivered copy.
+  for (int i = 0; i < 200; ++i) h.StepOk();
+  CHECK(dead_letters.outstanding() >= kCap);
+  CHECK(dead_letters.peak_outstanding() <= kCap - 1 + h.options.batch_max_events);
+  CHECK(h.source.Unconsumed() > 0);
+  CHECK(h.source.paused());
+  const uint64_t polls_while_paused = h.source.polls_while_paused();
+  CHECK(polls_while_paused > 100);
+  REQUIRE(h.ingest->CommitAcked(false).ok());
+  REQUIRE(h.source.committed().count(h.source.Tp(0)) == 1);
+  for (const auto& [tp, offset] : h.source.committed()) {
+    INFO(Name(tp));
+    CHECK(offset == 0);  // each partition's first message is bad, its copy undelivered
+  }
+  CHECK(MetricValue(h.registry, "exposure_filter_dead_letter_full") == 1);
+
+  // The topic is back: copies are delivered as they are flushed, consumption
+  // resumes (and pauses again at the cap as often as needed), nothing is lost.
+  dead_letters.deliver_on_flush = true;
+  h.Drain();
+  REQUIRE(h.ingest->CommitAcked(true).ok());
+  CHECK(dead_letters.outstanding() == 0);
+  CHECK(dead_letters.sent().size() == static_cast<size_t>(kPairs));
+  CHECK(dead_letters.peak_outstanding() <= kCap - 1 + h.options.batch_max_events);
+  CHECK_FALSE(h.source.paused());
+  CHECK(h.source.resume_calls() >= 1);
+  h.CheckSinkHoldsEverySentEvent();
+  CHECK(ToOffsets(h.source.committed()) == h.EndOffsets());
+  CHECK(MetricValue(h.registry, "exposure_filter_dead_letter_full") == 0);
+}
+
 }  // namespace ef
