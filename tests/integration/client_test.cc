@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <span>
 #include <string>
 #include <string_view>
@@ -636,6 +637,50 @@ TEST_CASE("client: a pooled connection the server closed while idle is replaced 
   CHECK_FALSE(r.failed_open);
   CHECK(r.seen_count == 20);
   CHECK(client->stats().stale_retries == 1);
+}
+
+}  // namespace ef::test
+
+namespace ef::test {
+namespace {
+
+int64_t VmRssKb() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  return -1;
+}
+
+}  // namespace
+
+// Issue 26 item 11: the per-thread buffers of the MGET path grew to the largest
+// reply and kept it (a 380 KB batch body retained 46 MB in serve).
+TEST_CASE("client: a huge reply's buffers are released after the call", "[integration][client]") {
+  Fixture fx(200, 8);
+  const Stage& last = fx.layout.stage_table.back();
+  const std::string full((last.offset + last.m + 7) / 8, '\0');  // every stage present
+  auto admin = fx.redis.Connect();
+  Layout effective;
+  REQUIRE(EnsureMeta(*admin, fx.layout, &effective).ok());
+  std::vector<Query> queries;
+  for (int u = 0; u < 16; ++u) {
+    const std::string user = "huge-" + std::to_string(u);
+    for (int64_t s : ReadBuckets(Now(), fx.layout.window_seconds, kDay))
+      REQUIRE(admin->Command({"SET", MakeKey(fx.layout.prefix, user, s, kDay), full})->type ==
+              RedisReply::Type::kStatus);
+    queries.push_back({user, Items("c", 10)});
+  }
+  auto client = fx.MakeClient(fx.Options());
+  REQUIRE(client->SeenBatch({{"warm", {"x"}}}, 10s)[0].ok);
+  const int64_t before_kb = VmRssKb();
+  const auto results = client->SeenBatch(queries, 30s);
+  for (const auto& r : results) REQUIRE(r.ok);
+  const int64_t after_kb = VmRssKb();
+  const double reply_mb = 16.0 * 32 * static_cast<double>(full.size()) / (1 << 20);
+  std::printf("huge reply: %.1f MB; VmRSS %lld kB before, %lld kB after the call\n", reply_mb,
+              static_cast<long long>(before_kb), static_cast<long long>(after_kb));
+  REQUIRE(reply_mb > 32);
+  CHECK(after_kb - before_kb < 16 * 1024);
 }
 
 }  // namespace ef::test
