@@ -13,6 +13,7 @@
 #include <charconv>
 
 #include "exposure_filter/client.h"
+#include "net/listen_address.h"
 #include "serve/connection_stream.h"
 
 namespace ef::serve {
@@ -316,16 +317,10 @@ struct Server::Impl {
 };
 
 StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Client* client) {
-  const std::string& listen = options.listen;
-  size_t colon = listen.rfind(':');
-  int port = -1;
-  if (colon != std::string::npos)
-    std::from_chars(listen.data() + colon + 1, listen.data() + listen.size(), port);
-  if (colon == std::string::npos || port < 0 || port > 65535)
-    return InvalidArgument("serve.listen: expected host:port, got '" + listen + "'");
-  std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  if (host.empty()) host = "0.0.0.0";
+  auto address = net::ParseListen("serve.listen", options.listen);
+  if (!address.ok()) return address.status();
+  const std::string& host = address->host;
+  const int port = address->port;
 
   std::unique_ptr<Server> s(new Server());
   s->impl_ = std::make_unique<Impl>();
@@ -336,12 +331,12 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Cl
   impl.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl.http.set_keep_alive_max_count(1'000'000);
   impl.http.set_payload_max_length(options.limits.max_body_bytes);
+  impl.http.set_socket_options(net::SetListenSocketOptions);
   impl.Routes();
   int bound = port == 0 ? impl.http.bind_to_any_port(host.c_str())
                         : (impl.http.bind_to_port(host.c_str(), port) ? port : -1);
   if (bound < 0)
-    return InvalidArgument("serve.listen " + listen +
-                           ": cannot listen (address in use or not local?)");
+    return InvalidArgument("serve.listen " + options.listen + ": " + net::ListenError(*address));
   impl.port = bound;
   impl.http.ListenInBackground();
   return s;

@@ -39,7 +39,9 @@ struct ServerOptions {
 class Server {
  public:
   // Binds `options.listen` and starts serving on background threads. `client`
-  // must outlive the Server. Errors name serve.listen.
+  // must outlive the Server. Errors name serve.listen and why, e.g.
+  // "serve.listen 127.0.0.1:8090: address already in use" (another process
+  // holds it: no SO_REUSEPORT, net/listen_address.h).
   static StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options,
                                                  exposure_filter::Client* client);
   // Stop() then destroy.

@@ -366,6 +366,18 @@ TEST_CASE("serve: unseen items for known users (single and batch) and bad reques
     CHECK(r.closed);  // the unread body is not taken for a next request
   }
 
+  // Issue 26, item 8: a second serve on the same port started silently and
+  // shared it (httplib set SO_REUSEPORT). It exits 2 naming the address.
+  {
+    Process second({EF_BINARY, "serve", "-c", config, "--set",
+                    "serve.listen=127.0.0.1:" + std::to_string(port)},
+                   stack.dir().File("second.log"));
+    INFO("second serve:\n" << second.Output());
+    CHECK(second.Wait(30s) == std::optional<int>(2));
+    CHECK_THAT(second.Output(), Catch::Contains("serve.listen 127.0.0.1:" + std::to_string(port) +
+                                                ": address already in use"));
+  }
+
   // SIGTERM: stops and exits 0 (the idle keep-alive connection does not hold it).
   CHECK(serve->Stop(SIGTERM, 20s) == 0);
   CHECK_THAT(serve->Output(), Catch::Contains("serve: stopped"));
