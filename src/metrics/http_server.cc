@@ -3,14 +3,18 @@
 #include <httplib.h>
 #include <prometheus/text_serializer.h>
 
-#include <charconv>
+#include <atomic>
+#include <chrono>
 #include <thread>
+
+#include "net/listen_address.h"
 
 namespace ef {
 
 struct HttpServer::Impl {
   httplib::Server server;
   std::thread thread;
+  std::atomic<bool> listen_returned{false};
   ~Impl() {
     server.stop();
     if (thread.joinable()) thread.join();
@@ -18,20 +22,17 @@ struct HttpServer::Impl {
 };
 
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
-    const std::string& listen, std::shared_ptr<prometheus::Registry> registry, ReadinessFn readiness) {
-  size_t colon = listen.rfind(':');
-  int port = -1;
-  if (colon != std::string::npos)
-    std::from_chars(listen.data() + colon + 1, listen.data() + listen.size(), port);
-  if (colon == std::string::npos || port < 0 || port > 65535)
-    return InvalidArgument("metrics.listen: expected host:port, got '" + listen + "'");
-  std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  if (host.empty()) host = "0.0.0.0";
+    const std::string& listen, std::shared_ptr<prometheus::Registry> registry,
+    ReadinessFn readiness) {
+  auto address = net::ParseListen("metrics.listen", listen);
+  if (!address.ok()) return address.status();
+  const std::string& host = address->host;
+  const int port = address->port;
 
   std::unique_ptr<HttpServer> s(new HttpServer());
   s->impl_ = std::make_unique<Impl>();
   auto& srv = s->impl_->server;
+  srv.set_socket_options(net::SetListenSocketOptions);
   srv.Get("/metrics", [registry](const httplib::Request&, httplib::Response& res) {
     res.set_content(prometheus::TextSerializer().Serialize(registry->Collect()),
                     "text/plain; version=0.0.4; charset=utf-8");
@@ -44,11 +45,20 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     res.status = r.ready ? 200 : 503;
     res.set_content(r.ready ? "ready\n" : "not ready: " + r.reason + "\n", "text/plain");
   });
-  int bound = port == 0 ? srv.bind_to_any_port(host.c_str()) : (srv.bind_to_port(host.c_str(), port) ? port : -1);
+  int bound = port == 0 ? srv.bind_to_any_port(host.c_str())
+                        : (srv.bind_to_port(host.c_str(), port) ? port : -1);
   if (bound < 0)
-    return InvalidArgument("metrics.listen " + listen + ": cannot listen (address in use or not local?)");
+    return InvalidArgument("metrics.listen " + listen + ": " + net::ListenError(*address));
   s->port_ = bound;
-  s->impl_->thread = std::thread([&srv] { srv.listen_after_bind(); });
+  Impl* impl = s->impl_.get();
+  impl->thread = std::thread([impl] {
+    impl->server.listen_after_bind();
+    impl->listen_returned = true;
+  });
+  // httplib's stop() does nothing until the listen loop runs: a server
+  // destroyed before then would wait for that loop forever.
+  while (!srv.is_running() && !impl->listen_returned)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return s;
 }
 

@@ -5,11 +5,11 @@
 // Everything else is 404. Stopped and joined by the destructor.
 #pragma once
 
+#include <prometheus/registry.h>
+
 #include <functional>
 #include <memory>
 #include <string>
-
-#include <prometheus/registry.h>
 
 #include "common/status.h"
 
@@ -23,7 +23,9 @@ struct Readiness {
 class HttpServer {
  public:
   using ReadinessFn = std::function<Readiness()>;
-  // listen "host:port" (port 0 = any free port). Errors name metrics.listen.
+  // listen "host:port" (port 0 = any free port). Errors name metrics.listen and
+  // why, e.g. "metrics.listen 127.0.0.1:9100: address already in use" (another
+  // process holds it: no SO_REUSEPORT, net/listen_address.h).
   static StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& listen,
                                                      std::shared_ptr<prometheus::Registry> registry,
                                                      ReadinessFn readiness);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 namespace ef::serve {
 namespace {
@@ -74,11 +75,15 @@ ConnectionStream::~ConnectionStream() = default;
 
 ConnectionStream::Fill ConnectionStream::FillUntil(Clock::time_point deadline,
                                                    const std::function<bool()>* stopping) {
-  in_begin_ = in_end_ = 0;
+  if (in_begin_ > 0) {  // only a partial head is ever left unread here
+    std::memmove(in_.get(), in_.get() + in_begin_, in_end_ - in_begin_);
+    in_end_ -= in_begin_;
+    in_begin_ = 0;
+  }
   for (;;) {
-    const ssize_t n = recv(fd_, in_.get(), kReadBuffer, 0);
+    const ssize_t n = recv(fd_, in_.get() + in_end_, kReadBuffer - in_end_, 0);
     if (n > 0) {
-      in_end_ = static_cast<size_t>(n);
+      in_end_ += static_cast<size_t>(n);
       return Fill::kData;
     }
     if (n == 0) return Fill::kEnd;
@@ -91,9 +96,34 @@ ConnectionStream::Fill ConnectionStream::FillUntil(Clock::time_point deadline,
 
 bool ConnectionStream::AwaitRequest(std::chrono::microseconds keep_alive,
                                     const std::function<bool()>& stopping) {
+  in_request_ = false;
   if (stopping() || !Flush()) return false;
   if (in_begin_ < in_end_) return true;  // pipelined: already here
   return FillUntil(Clock::now() + keep_alive, &stopping) == Fill::kData;
+}
+
+ConnectionStream::Head ConnectionStream::BeginRequest() {
+  in_request_ = true;
+  timed_out_ = false;
+  deadline_ = Clock::now() + read_timeout_;
+  size_t searched = 0;  // head bytes already searched for the blank line
+  for (;;) {
+    const std::string_view head(in_.get() + in_begin_,
+                                std::min(in_end_ - in_begin_, kMaxHeadBytes));
+    const size_t blank = head.find("\r\n\r\n", searched < 3 ? 0 : searched - 3);
+    if (blank != std::string_view::npos) {
+      // Lines before the blank one: the request line, then the fields.
+      const auto lines = std::count(head.begin(), head.begin() + blank + 2, '\n');
+      return static_cast<size_t>(lines) > kMaxHeaderFields + 1 ? Head::kTooLarge : Head::kComplete;
+    }
+    if (head.size() == kMaxHeadBytes) return Head::kTooLarge;
+    searched = head.size();
+    const Fill got = FillUntil(deadline_, nullptr);
+    if (got == Fill::kData) continue;
+    read_failed_ = true;
+    timed_out_ = got == Fill::kTimeout;
+    return got == Fill::kTimeout ? Head::kTimeout : got == Fill::kEnd ? Head::kEnd : Head::kError;
+  }
 }
 
 bool ConnectionStream::SendAll(const char* data, size_t size) {
@@ -137,9 +167,11 @@ ssize_t ConnectionStream::read(char* ptr, size_t size) {
   if (size == 0) return 0;
   if (in_begin_ == in_end_) {
     // The peer may wait for what we wrote (100 Continue).
-    const Fill got = Flush() ? FillUntil(Clock::now() + read_timeout_, nullptr) : Fill::kError;
+    const Clock::time_point deadline = in_request_ ? deadline_ : Clock::now() + read_timeout_;
+    const Fill got = Flush() ? FillUntil(deadline, nullptr) : Fill::kError;
     if (got != Fill::kData) {
       read_failed_ = true;
+      timed_out_ = timed_out_ || (in_request_ && got == Fill::kTimeout);
       return got == Fill::kEnd ? 0 : -1;
     }
   }
@@ -168,6 +200,54 @@ void ConnectionStream::get_local_ip_and_port(std::string& ip, int& port) const {
   if (local_port_ < 0) AddressOf(fd_, false, local_ip_, local_port_);
   ip = local_ip_;
   port = local_port_;
+}
+
+HttpServer::HttpServer() {
+  httplib::Server::set_error_handler(
+      HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+        if (t_current != nullptr && !t_current->Reusable()) {
+          // httplib answers 400 to a body that stopped coming: it was its deadline.
+          if (res.status == 400 && t_current->TimedOut()) res.status = 408;
+          // Ended after this answer (httplib still adds its Keep-Alive header).
+          if (!res.has_header("Connection")) res.set_header("Connection", "close");
+        }
+        return error_handler_fn_ ? error_handler_fn_(req, res) : HandlerResponse::Unhandled;
+      }));
+}
+
+HttpServer& HttpServer::set_error_handler(HandlerWithResponse handler) {
+  error_handler_fn_ = std::move(handler);
+  return *this;
+}
+
+HttpServer& HttpServer::set_logger(httplib::Logger logger) {
+  logger_fn_ = logger;
+  httplib::Server::set_logger(std::move(logger));
+  return *this;
+}
+
+void HttpServer::Refuse(ConnectionStream& strm, int status) {
+  httplib::Request req;  // not parsed: method and path empty
+  strm.get_remote_ip_and_port(req.remote_addr, req.remote_port);
+  strm.get_local_ip_and_port(req.local_addr, req.local_port);
+  httplib::Response res;
+  res.version = "HTTP/1.1";
+  res.status = status;
+  if (error_handler_fn_) error_handler_fn_(req, res);
+  res.status = status;
+  if (!res.has_header("Connection")) res.set_header("Connection", "close");
+  if (!res.body.empty() && !res.has_header("Content-Type"))
+    res.set_header("Content-Type", "text/plain");
+  if (!res.has_header("Content-Length"))
+    res.set_header("Content-Length", std::to_string(res.body.size()));
+  std::string out = "HTTP/1.1 " + std::to_string(status) + " " +
+                    (status == 408 ? "Request Timeout" : "Request Header Fields Too Large") +
+                    "\r\n";
+  for (const auto& [name, value] : res.headers) out += name + ": " + value + "\r\n";
+  out += "\r\n";
+  out += res.body;
+  strm.write(out.data(), out.size());
+  if (logger_fn_) logger_fn_(req, res);
 }
 
 void HttpServer::ListenInBackground() {
@@ -208,6 +288,13 @@ bool HttpServer::process_and_close_socket(int sock) {
   bool ret = false;
   for (size_t left = keep_alive_max_count_; left > 0; --left) {
     if (!strm.AwaitRequest(keep_alive, stopping)) break;
+    const ConnectionStream::Head head = strm.BeginRequest();
+    if (head == ConnectionStream::Head::kTooLarge || head == ConnectionStream::Head::kTimeout) {
+      Refuse(strm, head == ConnectionStream::Head::kTimeout ? 408 : 431);
+      break;
+    }
+    // After an end of stream, httplib parses what came (400 if it is not whole).
+    if (head == ConnectionStream::Head::kError) break;
     bool connection_closed = false;
     ret = process_request(strm, left == 1, connection_closed, nullptr);
     if (!ret || connection_closed || !strm.Reusable()) break;

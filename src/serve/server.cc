@@ -8,11 +8,14 @@
 #include <prometheus/text_serializer.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <charconv>
+#include <string_view>
 
 #include "exposure_filter/client.h"
+#include "net/listen_address.h"
 #include "serve/connection_stream.h"
 
 namespace ef::serve {
@@ -167,6 +170,25 @@ void SetError(httplib::Response& res, int status, std::string_view message) {
   SetJson(res, ErrorResponse(message));
 }
 
+// The methods a known path answers ("" for an unknown path).
+std::string AllowedOn(const std::string& path) {
+  if (path == "/v1/filter" || path == "/v1/filter:batch") return "POST";
+  if (path == "/metrics" || path == "/healthz" || path == "/readyz") return "GET, HEAD";
+  return "";
+}
+
+void NotAllowed(const httplib::Request& req, httplib::Response& res, const std::string& allow) {
+  res.set_header("Allow", allow);
+  SetError(res, 405,
+           "method " + req.method + " not allowed on " + req.path + " (allowed: " + allow + ")");
+}
+
+// "5 s", or "1500 ms" when not whole seconds.
+std::string SecondsText(std::chrono::milliseconds d) {
+  return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + " s"
+                               : std::to_string(d.count()) + " ms";
+}
+
 // When the current request's headers were read (pre-routing): each worker thread
 // serves one request at a time.
 thread_local std::chrono::steady_clock::time_point t_request_start;
@@ -182,11 +204,11 @@ struct Server::Impl {
   HttpServer http;
   int port = 0;
 
-  void Filter(const httplib::Request& req, httplib::Response& res) {
+  void Filter(std::string_view body, httplib::Response& res) {
     thread_local RequestParser parser;
     ParsedQuery q;
     ParseError err;
-    if (!parser.ParseFilter(req.body, options.limits, &q, &err))
+    if (!parser.ParseFilter(body, options.limits, &q, &err))
       return SetError(res, err.status, err.message);
     Result r = client->SeenViews(q.user, q.items, options.timeout);
     metrics.Count(r, q.items.size());
@@ -194,11 +216,11 @@ struct Server::Impl {
     SetJson(res, FilterResponse(q, Answer{&r.seen, r.failed_open}));
   }
 
-  void Batch(const httplib::Request& req, httplib::Response& res) {
+  void Batch(std::string_view body, httplib::Response& res) {
     thread_local RequestParser parser;
     std::vector<ParsedQuery> parsed;
     ParseError err;
-    if (!parser.ParseBatch(req.body, options.limits, &parsed, &err))
+    if (!parser.ParseBatch(body, options.limits, &parsed, &err))
       return SetError(res, err.status, err.message);
     if (parsed.empty()) return SetJson(res, BatchResponse({}, {}));
     // The users and items are read in place (views into `parsed` and the parser).
@@ -217,6 +239,52 @@ struct Server::Impl {
       return SetError(res, failed->code == ErrorCode::kInvalidArgument ? 400 : 503, failed->error);
     }
     SetJson(res, BatchResponse(parsed, answers));
+  }
+
+  // Every request with a body (POST, PUT, PATCH, DELETE) comes here, read
+  // through httplib's content reader up to serve.max_body_bytes whatever its
+  // Content-Type. httplib's own read (into req.body) refuses a body typed
+  // application/x-www-form-urlencoded, as `curl -d` sends it, over 8 KiB and
+  // parses it as a form (CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH, fixed
+  // in Debian's compiled library).
+  void WithBody(const httplib::Request& req, httplib::Response& res,
+                const httplib::ContentReader& read) {
+    if (req.is_multipart_form_data()) {
+      // The content reader would hand it to its multipart parser; never JSON.
+      // The unread body ends the connection.
+      SetError(res, 415,
+               "Content-Type multipart/form-data is not accepted: send the JSON body as is "
+               "(any other Content-Type)");
+      res.set_header("Connection", "close");
+      ConnectionStream::CloseAfterResponse();
+      return;
+    }
+    const size_t max = options.limits.max_body_bytes;
+    std::string body;
+    body.reserve(
+        std::min(max, static_cast<size_t>(req.get_header_value<uint64_t>("Content-Length"))));
+    bool over = false;  // without a Content-Length, httplib reads to the end of stream
+    const bool whole = read([&](const char* data, size_t size) {
+      over = body.size() + size > max;
+      if (!over) body.append(data, size);
+      return !over;
+    });
+    if (!whole) {  // httplib set 413 (Content-Length over the limit) or 400 / 408 (cut short)
+      if (over) {
+        res.status = 413;
+        res.set_header("Connection", "close");
+        ConnectionStream::CloseAfterResponse();
+      }
+      return;
+    }
+    if (req.method == "POST" && req.path == "/v1/filter") return Filter(body, res);
+    if (req.method == "POST" && req.path == "/v1/filter:batch") return Batch(body, res);
+    const std::string allow = AllowedOn(req.path);
+    if (allow.empty()) {
+      res.status = 404;  // the error handler's message
+      return;
+    }
+    NotAllowed(req, res, allow);
   }
 
   void Log(const httplib::Request& req, const httplib::Response& res) {
@@ -247,8 +315,13 @@ struct Server::Impl {
       }
       return httplib::Server::HandlerResponse::Unhandled;
     });
-    http.Post("/v1/filter", [this](const auto& req, auto& res) { Filter(req, res); });
-    http.Post("/v1/filter:batch", [this](const auto& req, auto& res) { Batch(req, res); });
+    const httplib::Server::HandlerWithContentReader with_body =
+        [this](const httplib::Request& req, httplib::Response& res,
+               const httplib::ContentReader& read) { WithBody(req, res, read); };
+    http.Post(".*", with_body);
+    http.Put(".*", with_body);
+    http.Patch(".*", with_body);
+    http.Delete(".*", with_body);
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       std::vector<pm::MetricFamily> families = registry->Collect();
       AppendClientFamilies(*client, &families);
@@ -265,28 +338,13 @@ struct Server::Impl {
           ready ? "ready\n" : "not ready: Redis did not answer PING within serve.timeout\n",
           "text/plain");
     });
-    // The other methods on known paths: 405 with Allow. Registered as routes (not
-    // in pre-routing) so that httplib has read the body off the connection.
-    const std::vector<std::pair<std::string, std::string>> allowed = {{"/v1/filter", "POST"},
-                                                                      {"/v1/filter:batch", "POST"},
-                                                                      {"/metrics", "GET, HEAD"},
-                                                                      {"/healthz", "GET, HEAD"},
-                                                                      {"/readyz", "GET, HEAD"}};
-    for (const auto& [path, allow] : allowed) {
-      auto handler = [allow = allow](const httplib::Request& req, httplib::Response& res) {
-        res.set_header("Allow", allow);
-        SetError(
-            res, 405,
-            "method " + req.method + " not allowed on " + req.path + " (allowed: " + allow + ")");
+    // The other methods on known paths: 405 with Allow (with a body: WithBody).
+    for (const char* path : {"/v1/filter", "/v1/filter:batch", "/metrics", "/healthz", "/readyz"}) {
+      const std::string allow = AllowedOn(path);
+      auto handler = [allow](const httplib::Request& req, httplib::Response& res) {
+        NotAllowed(req, res, allow);
       };
-      if (allow == "POST") {
-        http.Get(path, handler);
-      } else {
-        http.Post(path, handler);
-      }
-      http.Put(path, handler);
-      http.Delete(path, handler);
-      http.Patch(path, handler);
+      if (allow == "POST") http.Get(path, handler);
       http.Options(path, handler);
     }
     // 404 and httplib's own errors (413 from the payload limit, 400 for a bad
@@ -300,9 +358,19 @@ struct Server::Impl {
           message = "no such path: " + req.path +
                     " (POST /v1/filter, POST /v1/filter:batch, GET /metrics, /healthz, /readyz)";
           break;
+        case 408:
+          message = "request not received within " + SecondsText(options.request_timeout) +
+                    " of its first byte (headers and body)";
+          break;
         case 413:
           message = "body larger than serve.max_body_bytes (" +
                     std::to_string(options.limits.max_body_bytes) + ")";
+          break;
+        case 431:
+          message = "request header fields too large: at most " +
+                    std::to_string(ConnectionStream::kMaxHeaderFields) + " fields and " +
+                    std::to_string(ConnectionStream::kMaxHeadBytes) +
+                    " bytes from the request line to the blank line";
           break;
         default:
           message = "HTTP " + std::to_string(res.status);
@@ -316,16 +384,10 @@ struct Server::Impl {
 };
 
 StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Client* client) {
-  const std::string& listen = options.listen;
-  size_t colon = listen.rfind(':');
-  int port = -1;
-  if (colon != std::string::npos)
-    std::from_chars(listen.data() + colon + 1, listen.data() + listen.size(), port);
-  if (colon == std::string::npos || port < 0 || port > 65535)
-    return InvalidArgument("serve.listen: expected host:port, got '" + listen + "'");
-  std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  if (host.empty()) host = "0.0.0.0";
+  auto address = net::ParseListen("serve.listen", options.listen);
+  if (!address.ok()) return address.status();
+  const std::string& host = address->host;
+  const int port = address->port;
 
   std::unique_ptr<Server> s(new Server());
   s->impl_ = std::make_unique<Impl>();
@@ -336,12 +398,13 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Cl
   impl.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl.http.set_keep_alive_max_count(1'000'000);
   impl.http.set_payload_max_length(options.limits.max_body_bytes);
+  impl.http.set_read_timeout(options.request_timeout);
+  impl.http.set_socket_options(net::SetListenSocketOptions);
   impl.Routes();
   int bound = port == 0 ? impl.http.bind_to_any_port(host.c_str())
                         : (impl.http.bind_to_port(host.c_str(), port) ? port : -1);
   if (bound < 0)
-    return InvalidArgument("serve.listen " + listen +
-                           ": cannot listen (address in use or not local?)");
+    return InvalidArgument("serve.listen " + options.listen + ": " + net::ListenError(*address));
   impl.port = bound;
   impl.http.ListenInBackground();
   return s;

@@ -6,10 +6,13 @@
 //   GET  /healthz   200 while the process runs
 //   GET  /readyz    200 when a Redis PING succeeds within serve.timeout, else 503
 // Errors are JSON {"error": "..."}: 400 bad request, 404 unknown path, 405 wrong
-// method (with Allow), 411 a chunked body (cpp-httplib 0.11 would read it whole,
-// past the limit), 413 over serve.max_body_bytes / serve.max_items, 503 Redis
-// failed under serve.fail_closed. Under fail-open (default) a Redis failure is a
-// 200 with every item unseen and "failed_open": true.
+// method (with Allow), 408 a request not whole within request_timeout of its
+// first byte, 411 a chunked body (cpp-httplib 0.11 would read it whole, past
+// the limit), 413 over serve.max_body_bytes / serve.max_items, 415 a
+// multipart/form-data body, 431 a head over 100 fields or 16 KiB
+// (serve/connection_stream.h), 503 Redis failed under serve.fail_closed. Under
+// fail-open (default) a Redis failure is a 200 with every item unseen and
+// "failed_open": true. A body is read whatever its Content-Type.
 //
 // Threads: httplib serves one connection at a time per worker thread (a
 // keep-alive connection holds its worker until it closes or idles 5 s), so
@@ -34,12 +37,18 @@ struct ServerOptions {
   Limits limits;
   int threads = 8;
   std::chrono::milliseconds timeout{50};  // per-request Redis deadline
+  // A request's headers and body must arrive within this of its first byte,
+  // else 408 and the connection is closed (the HTTP read timeout; not a config
+  // key).
+  std::chrono::milliseconds request_timeout{5000};
 };
 
 class Server {
  public:
   // Binds `options.listen` and starts serving on background threads. `client`
-  // must outlive the Server. Errors name serve.listen.
+  // must outlive the Server. Errors name serve.listen and why, e.g.
+  // "serve.listen 127.0.0.1:8090: address already in use" (another process
+  // holds it: no SO_REUSEPORT, net/listen_address.h).
   static StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options,
                                                  exposure_filter::Client* client);
   // Stop() then destroy.

@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -364,6 +365,115 @@ TEST_CASE("serve: unseen items for known users (single and batch) and bad reques
     CHECK(r.status == 411);
     CHECK_THAT(r.text, Catch::Contains("Content-Length"));
     CHECK(r.closed);  // the unread body is not taken for a next request
+  }
+
+  // Issue 26, item 11: a body sent as curl -d sends it (Content-Type
+  // application/x-www-form-urlencoded) over 8 KiB was refused as "larger than
+  // serve.max_body_bytes" (cpp-httplib's own form limit). Any Content-Type but
+  // multipart/form-data is read as JSON, up to serve.max_body_bytes.
+  {
+    std::vector<std::string> items;
+    for (int j = 0; j < kSeenPerUser; ++j) items.push_back(SeenItem(0, j));
+    for (int j = 0; items.size() < 200; ++j)
+      items.push_back("form-" + std::string(40, 'f') + std::to_string(j));
+    const std::string body = FilterBody(User(0), items).dump();
+    REQUIRE(body.size() > 8192);
+    REQUIRE(body.size() < 16384);
+    Http r = ToHttp(http->Post("/v1/filter", body, "application/x-www-form-urlencoded"));
+    INFO(r.body);
+    REQUIRE(r.status == 200);
+    json j = json::parse(r.body);
+    CHECK(j["unseen"].get<std::vector<std::string>>() == lib->Unseen(User(0), items));
+    CHECK(j["seen_count"].get<int>() >= kSeenPerUser);
+    json batch = {{"requests", {FilterBody(User(0), items)}}};
+    Http b =
+        ToHttp(http->Post("/v1/filter:batch", batch.dump(), "application/x-www-form-urlencoded"));
+    CHECK(b.status == 200);
+    // Past serve.max_body_bytes, whatever the Content-Type: 413.
+    json big = FilterBody("u", {"a"});
+    big["pad"] = std::string(20000, 'p');
+    CHECK_THAT(
+        ErrorOf(ToHttp(http->Post("/v1/filter", big.dump(), "application/x-www-form-urlencoded")),
+                413),
+        Catch::Contains("serve.max_body_bytes (16384)"));
+    // A multipart body is not JSON: 415 from the headers, then close.
+    RawReply m = RawExchange(port,
+                             "POST /v1/filter HTTP/1.1\r\nHost: t\r\n"
+                             "Content-Type: multipart/form-data; boundary=b\r\n"
+                             "Content-Length: 2\r\n\r\n{}");
+    INFO(m.text);
+    CHECK(m.status == 415);
+    CHECK_THAT(m.text, Catch::Contains("multipart/form-data"));
+    CHECK(m.closed);
+  }
+
+  // Issue 26, item 11: header fields were unbounded (3,000,000 lines took RSS
+  // from 65 to 342 MB). Over 100 fields or 16 KiB of head: 431, then close.
+  {
+    std::string fields;
+    for (int i = 0; i < 101; ++i) fields += "X-F" + std::to_string(i) + ": v\r\n";
+    RawReply r = RawExchange(
+        port, "POST /v1/filter HTTP/1.1\r\nHost: t\r\n" + fields + "Content-Length: 2\r\n\r\n{}");
+    INFO(r.text);
+    CHECK(r.status == 431);
+    CHECK_THAT(r.text, Catch::Contains(R"({"error":"request header fields too large)"));
+    CHECK(r.closed);
+    RawReply big = RawExchange(
+        port, "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: " + std::string(20000, 'b') + "\r\n\r\n");
+    CHECK(big.status == 431);
+    CHECK(big.closed);
+  }
+
+  // Issue 26, item 11: the read timeout restarted on every read, so slow
+  // clients held the workers for as long as they trickled (8 sockets sending a
+  // byte every 3 s delayed a normal request by 25 s). A request must arrive
+  // whole within 5 s of its first byte: here two slow clients take both
+  // workers (serve.threads=2), a byte every 500 ms for up to 15 s; a normal
+  // request is answered once their 5 s are up, and they get 408.
+  {
+    http->stop();  // its keep-alive connection would hold a worker
+    const std::string slow_request =
+        "POST /v1/filter HTTP/1.1\r\nHost: t\r\nContent-Length: 40\r\n\r\n" + std::string(40, ' ');
+    const int a = ConnectLoopback(port), b = ConnectLoopback(port);
+    REQUIRE(a >= 0);
+    REQUIRE(b >= 0);
+    auto trickle_a =
+        std::async(std::launch::async, [&] { return Trickle(a, slow_request, 500ms, 15s); });
+    auto trickle_b =
+        std::async(std::launch::async, [&] { return Trickle(b, slow_request, 500ms, 15s); });
+    const auto start = std::chrono::steady_clock::now();
+    auto normal = HttpClient(port);
+    Http r = Post(*normal, "/v1/filter", FilterBody(User(1), {"x"}).dump());
+    const auto waited = std::chrono::steady_clock::now() - start;
+    CHECK(r.status == 200);
+    CHECK(waited < 10s);
+    for (auto* t : {&trickle_a, &trickle_b}) {
+      const Trickled got = t->get();
+      INFO(got.reply);
+      CHECK(got.Status() == 408);
+      CHECK_THAT(got.reply, Catch::Contains(R"({"error":"request not received within 5 s)"));
+      CHECK(got.closed);
+    }
+    close(a);
+    close(b);
+    Http m = Get(*normal, "/metrics");
+    INFO(m.body);
+    CHECK(Metric(m.body, "exposure_filter_serve_requests_total{code=\"431\",endpoint=\"other\"}") ==
+          2);
+    CHECK(Metric(m.body, "exposure_filter_serve_requests_total{code=\"408\",endpoint=\"other\"}") ==
+          2);
+  }
+
+  // Issue 26, item 8: a second serve on the same port started silently and
+  // shared it (httplib set SO_REUSEPORT). It exits 2 naming the address.
+  {
+    Process second({EF_BINARY, "serve", "-c", config, "--set",
+                    "serve.listen=127.0.0.1:" + std::to_string(port)},
+                   stack.dir().File("second.log"));
+    INFO("second serve:\n" << second.Output());
+    CHECK(second.Wait(30s) == std::optional<int>(2));
+    CHECK_THAT(second.Output(), Catch::Contains("serve.listen 127.0.0.1:" + std::to_string(port) +
+                                                ": address already in use"));
   }
 
   // SIGTERM: stops and exits 0 (the idle keep-alive connection does not hold it).

@@ -3,10 +3,13 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 
 namespace ef::test {
 
@@ -27,6 +30,34 @@ int ConnectLoopback(int port) {
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   return fd;
+}
+
+int Trickled::Status() const {
+  return reply.rfind("HTTP/1.", 0) == 0 && reply.size() >= 12 ? std::atoi(reply.c_str() + 9) : -1;
+}
+
+Trickled Trickle(int fd, const std::string& bytes, std::chrono::milliseconds every,
+                 std::chrono::milliseconds at_most) {
+  Trickled t;
+  const auto end = std::chrono::steady_clock::now() + at_most;
+  while (t.sent < bytes.size() && std::chrono::steady_clock::now() < end) {
+    if (send(fd, bytes.data() + t.sent, 1, MSG_NOSIGNAL) != 1) break;
+    ++t.sent;
+    pollfd p{fd, POLLIN, 0};
+    // The pause paces the client; it returns early when the server answers.
+    if (poll(&p, 1, static_cast<int>(every.count())) != 0) break;
+  }
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      t.reply.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    t.closed = n == 0 || errno == ECONNRESET;
+    break;
+  }
+  return t;
 }
 
 }  // namespace ef::test

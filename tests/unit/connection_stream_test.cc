@@ -11,8 +11,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <string>
 #include <thread>
@@ -33,7 +35,7 @@ std::string Pattern(size_t n) {
 
 class TestServer {
  public:
-  explicit TestServer(void (*configure)(HttpServer&) = nullptr) {
+  explicit TestServer(const std::function<void(HttpServer&)>& configure = nullptr) {
     http_.Post("/echo", [](const httplib::Request& req, httplib::Response& res) {
       res.set_content(req.body, "text/plain");
     });
@@ -140,6 +142,14 @@ class Conn {
   std::string buf_;
 };
 
+// An error handler that answers "refused <status>".
+httplib::Server::HandlerWithResponse RefusedBody() {
+  return [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("refused " + std::to_string(res.status), "text/plain");
+    return httplib::Server::HandlerResponse::Handled;
+  };
+}
+
 std::string PostEcho(const std::string& body, const std::string& extra_headers = "") {
   return "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Type: text/plain\r\n" + extra_headers +
          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -231,24 +241,187 @@ TEST_CASE("HttpServer: a request in pieces is assembled", "[serve-http]") {
   CHECK(r.body == Pattern(5000));
 }
 
-TEST_CASE("HttpServer: a stalled request is answered 400 and its connection ended",
+TEST_CASE("HttpServer: a stalled request is answered 408 and its connection ended",
           "[serve-http]") {
   // A 300 ms read timeout, a 60 s keep-alive: the close below is the stall's.
-  TestServer server([](HttpServer& h) {
+  // httplib answers a body that does not come with 400; the error handler and
+  // the client see 408 (issue 26, item 11).
+  std::atomic<int> handled{0};
+  TestServer server([&handled](HttpServer& h) {
     h.set_read_timeout(0, 300'000);
     h.set_keep_alive_timeout(60);
+    h.set_error_handler(httplib::Server::HandlerWithResponse(
+        [&handled](const httplib::Request&, httplib::Response& res) {
+          handled = res.status;
+          return httplib::Server::HandlerResponse::Unhandled;
+        }));
   });
   const std::string request = PostEcho(Pattern(5000));
   Conn stalled(server.port());
   stalled.Send(request.substr(0, request.size() - 100));
   const auto start = std::chrono::steady_clock::now();
-  REQUIRE(stalled.Read().status == 400);
+  REQUIRE(stalled.Read().status == 408);
+  CHECK(handled == 408);
   // Not kept for a next request that would start mid-body.
   CHECK(stalled.ServerClosed());
   CHECK(std::chrono::steady_clock::now() - start < 10s);
   Conn other(server.port());
   other.Send(PostEcho("still here"));
   CHECK(other.Read().body == "still here");
+}
+
+// Issue 26, item 11: the read timeout restarted on every read, so a client that
+// sent one byte every few seconds held a worker for as long as it liked (8
+// such sockets delayed a normal request by 25 s). Now the whole request, head
+// and body, must arrive within the read timeout of its first byte.
+TEST_CASE(
+    "HttpServer: a request that trickles in is answered 408 within the read timeout and "
+    "does not hold the workers",
+    "[serve-http]") {
+  std::atomic<int> logged_408{0};
+  TestServer server([&logged_408](HttpServer& h) {
+    h.new_task_queue = [] { return new httplib::ThreadPool(2); };
+    h.set_read_timeout(0, 500'000);
+    h.set_keep_alive_timeout(60);
+    h.set_error_handler(RefusedBody());
+    h.set_logger([&logged_408](const httplib::Request&, const httplib::Response& res) {
+      if (res.status == 408) ++logged_408;
+    });
+  });
+  // Two slow clients, one per worker, accepted first: one byte every 100 ms of
+  // a head, and of a body, for up to 6 s.
+  const std::string head = PostEcho(Pattern(200));
+  const std::string with_body = PostEcho(Pattern(200));
+  Conn slow_head(server.port()), slow_body(server.port());
+  slow_body.Send(with_body.substr(0, with_body.size() - 200));
+  auto trickle_head = std::async(std::launch::async, [fd = slow_head.fd(), &head] {
+    return ef::test::Trickle(fd, head, 100ms, 6s);
+  });
+  auto trickle_body = std::async(std::launch::async, [fd = slow_body.fd(), &with_body] {
+    return ef::test::Trickle(fd, with_body.substr(with_body.size() - 200), 100ms, 6s);
+  });
+  // A normal request waits for a worker: one is free once a slow request's
+  // 500 ms are up (before: when the slow client stopped, after 6 s).
+  const auto start = std::chrono::steady_clock::now();
+  Conn c(server.port());
+  c.Send(PostEcho("on time"));
+  Conn::Response r = c.Read();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  REQUIRE(r.status == 200);
+  CHECK(r.body == "on time");
+  CHECK(waited < 3s);
+  for (auto* t : {&trickle_head, &trickle_body}) {
+    const ef::test::Trickled got = t->get();
+    INFO(got.reply);
+    CHECK(got.Status() == 408);
+    CHECK_THAT(got.reply, Catch::Contains("Connection: close"));
+    CHECK_THAT(got.reply, Catch::EndsWith("refused 408"));
+    CHECK(got.closed);
+    CHECK(got.sent < 40);  // answered after ~5 bytes, not when the client gave up
+  }
+  CHECK(logged_408 == 2);
+}
+
+TEST_CASE("HttpServer: a head that stops half-way is answered 408 and its connection closed",
+          "[serve-http]") {
+  TestServer server([](HttpServer& h) {
+    h.set_read_timeout(0, 300'000);
+    h.set_keep_alive_timeout(60);
+  });
+  Conn c(server.port());
+  c.Send("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Le");
+  Conn::Response r = c.Read();
+  CHECK(r.status == 408);
+  CHECK(c.ServerClosed());
+  // The end of stream in the middle of a head is not a timeout.
+  Conn d(server.port());
+  d.Send("POST /echo HTTP/1.1\r\nHost: t\r\n");
+  d.ShutdownWrite();
+  CHECK(d.Read().status != 408);
+  CHECK(d.ServerClosed());
+}
+
+// Issue 26, item 11: header fields were unbounded (3,000,000 header lines took
+// the process from 65 to 342 MB). A head (request line, fields, blank line) of
+// at most 16 KiB with at most 100 fields is read; more is a 431, then close.
+std::string WithFields(int fields) {
+  std::string extra;
+  // PostEcho sends 3 fields (Host, Content-Type, Content-Length).
+  for (int i = 3; i < fields; ++i) extra += "X-F" + std::to_string(i) + ": v\r\n";
+  return PostEcho("fields", extra);
+}
+
+// A request whose head is `size` bytes, padded with fields of at most 4 KiB
+// (httplib refuses a line over 8 KiB).
+std::string WithHeadOf(size_t size) {
+  const size_t base = PostEcho("").size();
+  std::string extra;
+  while (base + extra.size() < size) {
+    const size_t left = size - base - extra.size();  // a field is "X-P: " + value + CRLF
+    const size_t value = std::min<size_t>(4096, left - 7);
+    extra += "X-P: " + std::string(value, 'p') + "\r\n";
+  }
+  std::string request = PostEcho("fields", extra);
+  REQUIRE(request.size() - 6 == size);
+  return request;
+}
+
+TEST_CASE(
+    "HttpServer: more than 100 header fields or a head over 16 KiB is answered 431 and "
+    "its connection closed",
+    "[serve-http]") {
+  std::atomic<int> logged_431{0};
+  TestServer server([&logged_431](HttpServer& h) {
+    h.set_error_handler(RefusedBody());
+    h.set_logger([&logged_431](const httplib::Request&, const httplib::Response& res) {
+      if (res.status == 431) ++logged_431;
+    });
+  });
+  constexpr size_t kMaxHead = 16 * 1024;
+  {
+    Conn c(server.port());
+    c.Send(WithFields(100));
+    CHECK(c.Read().body == "fields");
+    c.Send(WithFields(101));
+    Conn::Response r = c.Read();
+    CHECK(r.status == 431);
+    CHECK(r.body == "refused 431");
+    CHECK_THAT(r.head, Catch::Contains("Connection: close"));
+    CHECK(c.ServerClosed());
+  }
+  {
+    // 16 KiB of head, blank line included; one byte more is refused.
+    Conn c(server.port());
+    c.Send(WithHeadOf(kMaxHead));
+    CHECK(c.Read().body == "fields");
+    c.Send(WithHeadOf(kMaxHead + 1));
+    CHECK(c.Read().status == 431);
+    CHECK(c.ServerClosed());
+  }
+  {
+    // A flood of header lines: refused once 16 KiB are in, not read on.
+    Conn c(server.port());
+    auto flood = std::async(std::launch::async, [fd = c.fd()] {
+      const std::string start = "POST /echo HTTP/1.1\r\nHost: t\r\n";
+      std::string lines;
+      for (int i = 0; i < 10'000; ++i) lines += "X-Flood: 1\r\n";
+      size_t sent = 0;
+      if (send(fd, start.data(), start.size(), MSG_NOSIGNAL) < 0) return false;
+      for (int i = 0; i < 300; ++i) {  // 3,000,000 lines, 36 MB
+        const ssize_t n = send(fd, lines.data(), lines.size(), MSG_NOSIGNAL);
+        if (n <= 0) break;
+        sent += static_cast<size_t>(n);
+      }
+      return sent == 300 * lines.size();
+    });
+    Conn::Response r = c.Read();
+    CHECK(r.status == 431);
+    CHECK_FALSE(flood.get());  // the server stopped reading: not all of it went out
+  }
+  CHECK(logged_431 == 3);
+  Conn c(server.port());  // still serving
+  c.Send(PostEcho("after"));
+  CHECK(c.Read().body == "after");
 }
 
 TEST_CASE("HttpServer: keep-alive count and Connection: close and HTTP/1.0 and CloseAfterResponse",
