@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "exposure_filter/client.h"
 #include "support/loopback.h"
+#include "support/proc_net.h"
 #include "support/process.h"
 #include "support/stack.h"
 #include "support/temp_dir.h"
@@ -152,18 +153,9 @@ exposure_filter::ClientOptions LibOptions(const std::string& config) {
 
 // Redis-side sockets (local port `port`) holding bytes Redis has not read.
 int UnreadRedisSockets(int port) {
-  std::ifstream f("/proc/net/tcp");
-  std::string line;
-  std::getline(f, line);
   int n = 0;
-  while (std::getline(f, line)) {
-    std::istringstream in(line);
-    std::string sl, local, remote, state, queues;
-    in >> sl >> local >> remote >> state >> queues;
-    const int local_port = std::stoi(local.substr(local.find(':') + 1), nullptr, 16);
-    const long rx = std::stol(queues.substr(queues.find(':') + 1), nullptr, 16);
-    if (local_port == port && state == "01" && rx > 0) ++n;
-  }
+  for (const ProcTcpSocket& s : ProcNetTcp())
+    n += s.local_port == port && s.state == "01" && s.rx_queue > 0;
   return n;
 }
 

@@ -10,6 +10,7 @@
 
 #include "metrics/http_server.h"
 #include "support/loopback.h"
+#include "support/proc_net.h"
 
 namespace ef {
 namespace {
@@ -23,16 +24,9 @@ std::unique_ptr<HttpServer> StartOn(const std::string& listen) {
 
 // Sockets in TIME_WAIT with local port `port` (/proc/net/tcp).
 int TimeWaitSockets(int port) {
-  std::ifstream f("/proc/net/tcp");
-  std::string line;
-  std::getline(f, line);
   int n = 0;
-  while (std::getline(f, line)) {
-    std::istringstream in(line);
-    std::string sl, local, remote, state;
-    in >> sl >> local >> remote >> state;
-    if (std::stoi(local.substr(local.find(':') + 1), nullptr, 16) == port && state == "06") ++n;
-  }
+  for (const test::ProcTcpSocket& s : test::ProcNetTcp())
+    n += s.local_port == port && s.state == "06";
   return n;
 }
 
