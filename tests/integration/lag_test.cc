@@ -172,20 +172,21 @@ TEST_CASE("lag without a daemon: messages from the watermarks, seconds from the 
     auto lines = Lines(t.out);
     REQUIRE(lines.size() == 7);  // title, header, 4 partitions, total
     CHECK(Words(lines[1]) == std::vector<std::string>{"TOPIC", "PARTITION", "COMMITTED", "HIGH",
-                                                      "LAG_MSGS", "LAG_S", "RATE/S", "STATUS",
-                                                      "REASON"});
+                                                      "LAG_MSGS", "LOST", "LAG_S", "RATE/S",
+                                                      "STATUS", "REASON"});
     for (int partition = 0; partition < 4; ++partition) {
       auto w = Words(lines[2 + partition]);
-      REQUIRE(w.size() >= 8);
+      REQUIRE(w.size() >= 9);
       CHECK(w[0] == stack.topic());
       CHECK(w[1] == std::to_string(partition));
       CHECK(w[2] == "-");
       CHECK(w[3] == std::to_string(produced.at(partition)));
       CHECK(w[4] == std::to_string(produced.at(partition)));
-      CHECK(w[6] == "-");
-      CHECK(w[7] == status.at(partition));
+      CHECK(w[5] == "0");  // no commit: nothing can have been lost
+      CHECK(w[7] == "-");
+      CHECK(w[8] == status.at(partition));
       // Right-aligned numbers: every LAG_S cell ends where its header does.
-      CHECK(lines[2 + partition].find(w[5] + "  ") + w[5].size() == lines[1].find("LAG_S") + 5);
+      CHECK(lines[2 + partition].find(w[6] + "  ") + w[6].size() == lines[1].find("LAG_S") + 5);
     }
     CHECK(lines[6].find("total lag 10 message(s)") == 0);
   }
