@@ -65,29 +65,6 @@ std::vector<std::string> Candidates(int u) {
   return out;
 }
 
-std::unique_ptr<Process> StartServe(Stack& stack, const std::string& config, int port,
-                                    const std::vector<std::string>& sets, const std::string& log) {
-  std::vector<std::string> argv = {
-      EF_BINARY, "serve", "-c", config, "--set", "serve.listen=127.0.0.1:" + std::to_string(port)};
-  for (const auto& s : sets) {
-    argv.push_back("--set");
-    argv.push_back(s);
-  }
-  auto p = std::make_unique<Process>(argv, stack.dir().File(log));
-  const bool up = WaitFor(
-      [&] {
-        if (!p->Running()) return true;
-        httplib::Client c("127.0.0.1", port);
-        auto r = c.Get("/healthz");
-        return r && r->status == 200;
-      },
-      30s);
-  INFO("serve output:\n" << p->Output());
-  REQUIRE(up);
-  REQUIRE(p->Running());
-  return p;
-}
-
 std::unique_ptr<httplib::Client> HttpClient(int port) {
   auto c = std::make_unique<httplib::Client>("127.0.0.1", port);
   c->set_keep_alive(true);

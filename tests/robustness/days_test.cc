@@ -76,26 +76,6 @@ Layout TestLayout(int64_t items_per_bucket, int64_t bucket_seconds = 86400,
   return l.value();
 }
 
-// `exposure-filter serve` on `port`, up (/healthz 200) or the test fails.
-std::unique_ptr<Process> StartServe(Stack& stack, const std::string& config, int port) {
-  auto p = std::make_unique<Process>(
-      std::vector<std::string>{EF_BINARY, "serve", "-c", config, "--set",
-                               "serve.listen=127.0.0.1:" + std::to_string(port)},
-      stack.dir().File("serve.log"));
-  const bool up = WaitFor(
-      [&] {
-        if (!p->Running()) return true;
-        httplib::Client c("127.0.0.1", port);
-        auto r = c.Get("/healthz");
-        return r && r->status == 200;
-      },
-      30s);
-  INFO("serve output:\n" << p->Output());
-  REQUIRE(up);
-  REQUIRE(p->Running());
-  return p;
-}
-
 // POST /v1/filter; the reply's "unseen", or nullopt on an HTTP failure.
 std::optional<std::vector<std::string>> Unseen(httplib::Client& c, const std::string& user,
                                                const std::vector<std::string>& items) {

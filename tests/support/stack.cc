@@ -1,7 +1,9 @@
 #include "support/stack.h"
 
+#include <httplib.h>
 #include <yaml-cpp/yaml.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -201,6 +203,29 @@ std::vector<TestEvent> MakeEvents(const std::string& tag, int users, int per_use
   }
   std::shuffle(out.begin(), out.end(), rng);
   return out;
+}
+
+std::unique_ptr<Process> StartServe(Stack& stack, const std::string& config, int port,
+                                    const std::vector<std::string>& sets, const std::string& log) {
+  std::vector<std::string> argv = {
+      EF_BINARY, "serve", "-c", config, "--set", "serve.listen=127.0.0.1:" + std::to_string(port)};
+  for (const auto& s : sets) {
+    argv.push_back("--set");
+    argv.push_back(s);
+  }
+  auto p = std::make_unique<Process>(argv, stack.dir().File(log));
+  const bool up = WaitFor(
+      [&] {
+        if (!p->Running()) return true;
+        httplib::Client c("127.0.0.1", port);
+        auto r = c.Get("/healthz");
+        return r && r->status == 200;
+      },
+      std::chrono::seconds(30));
+  INFO("serve output:\n" << p->Output());
+  REQUIRE(up);
+  REQUIRE(p->Running());
+  return p;
 }
 
 }  // namespace ef::test

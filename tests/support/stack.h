@@ -75,6 +75,13 @@ int AssignmentsWithPartitions(const std::string& log);
 // (range, roundrobin, cooperative-sticky) and the test's Kafka timings.
 std::string WriteAssignmentConfig(Stack& stack, const std::string& strategy);
 
+// `exposure-filter serve -c config` on 127.0.0.1:port with extra --set overrides,
+// output to <dir>/<log>; returns once /healthz answers 200 (the test fails if it
+// does not within 30 s, or serve exits).
+std::unique_ptr<Process> StartServe(Stack& stack, const std::string& config, int port,
+                                    const std::vector<std::string>& sets = {},
+                                    const std::string& log = "serve.log");
+
 // Items of `events` the filters do not report as seen now (false negatives),
 // as "user/item".
 std::vector<std::string> MissingItems(RedisConnection& conn, const Layout& layout,
