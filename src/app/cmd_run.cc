@@ -11,7 +11,9 @@
 #include "common/clock.h"
 #include "event/decoder.h"
 #include "kafka/consumer.h"
+#include "kafka/consumer_handle.h"
 #include "kafka/dead_letter.h"
+#include "metrics/build_info.h"
 #include "metrics/http_server.h"
 #include "metrics/ingest_metrics.h"
 #include "metrics/partition_monitor.h"
@@ -56,9 +58,14 @@ int Run(const ConfigArgs& args) {
   if (!layout.ok()) return Fail(layout.status(), kExitUsage);
   auto redis = RedisOptionsFromConfig(config->redis);
   if (!redis.ok()) return Fail(redis.status(), kExitUsage);
+  // kafka.properties that librdkafka refuses are a config error now, not after
+  // Redis answered (config check makes the same check).
+  if (Status kafka = kafka::CheckConsumerConfig(config->kafka); !kafka.ok())
+    return Fail(kafka, kExitUsage);
 
   auto registry = std::make_shared<prometheus::Registry>();
   IngestMetrics metrics(*registry);
+  RegisterBuildInfo(*registry);
   StatusRules rules;
   rules.window_samples = static_cast<size_t>(config->metrics.status_window);
   rules.freshness_target_seconds = static_cast<double>(config->metrics.freshness_target_ms) / 1000;

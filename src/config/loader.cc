@@ -366,6 +366,10 @@ Status Validate(const Config& config) {
         ") must be 0 with redis.cluster: true (Redis Cluster has database 0 only)");
   }
   const MetricsConfig& m = config.metrics;
+  if (!m.listen.empty() && config.serve.listen == m.listen) {
+    return InvalidArgument("serve.listen (" + config.serve.listen +
+                           ") must differ from metrics.listen: give serve its own port");
+  }
   if (m.freshness_target_ms > m.freshness_limit_ms) {
     return InvalidArgument("metrics.freshness_target (" + FormatDurationMs(m.freshness_target_ms) +
                            ") must be <= metrics.freshness_limit (" +

@@ -22,6 +22,14 @@ StatusOr<HandlePtr> NewConsumerHandle(
   return rk;
 }
 
+Status CheckConsumerConfig(const KafkaConfig& config) {
+  auto rk = NewConsumerHandle(config);
+  if (!rk.ok()) return rk.status();
+  // Never subscribed: nothing to leave, no coordinator to wait for.
+  rd_kafka_destroy_flags(rk->release(), RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+  return Status::Ok();
+}
+
 const std::string* TopicNames::Intern(const char* name) {
   for (const auto& t : names_)
     if (*t == name) return t.get();

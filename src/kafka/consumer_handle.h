@@ -21,6 +21,12 @@ StatusOr<HandlePtr> NewConsumerHandle(
     const KafkaConfig& config, const std::vector<std::pair<std::string, std::string>>& forced = {},
     const std::function<void(rd_kafka_conf_t*)>& customize = {});
 
+// Everything a consumer of `config` would refuse at start (librdkafka's own
+// checks of kafka.properties and of their combination, as rd_kafka_new makes
+// them), without connecting: the handle is made and destroyed at once. Errors
+// name the property, as NewConsumerHandle's.
+Status CheckConsumerConfig(const KafkaConfig& config);
+
 // Stable std::string storage for topic names, so Message::topic can point at it.
 class TopicNames {
  public:

@@ -780,3 +780,29 @@ TEST_CASE("cli: size --activity shows the distribution, and a bad one is a one-l
 }
 
 }  // namespace ef::test
+
+namespace ef::test {
+
+// Issue 27: `config check` passed what `run` and `serve` then refused.
+TEST_CASE("cli: config check rejects what run and serve reject, with the same line",
+          "[integration][cli]") {
+  // librdkafka's own validation of kafka.properties.
+  const auto check = Ef({"config", "check", "--set", "kafka.properties.security.protocol=bogus"});
+  ExpectOneLineError(check, {kUsage}, {"security.protocol", "bogus"});
+  const auto run = Ef({"run", "--set", "kafka.properties.security.protocol=bogus", "--set",
+                       "redis.address=127.0.0.1:1", "--set", "redis.connect_timeout=100ms"});
+  INFO("run: " << run.err);
+  CHECK(run.code == kUsage);
+  // Cross-key rules: serve.listen must differ from metrics.listen, for every command.
+  for (const std::string command : {"config check", "serve", "run"}) {
+    std::vector<std::string> argv;
+    std::istringstream words(command);
+    for (std::string w; words >> w;) argv.push_back(w);
+    argv.insert(argv.end(),
+                {"--set", "metrics.listen=127.0.0.1:9555", "--set", "serve.listen=127.0.0.1:9555"});
+    INFO(command);
+    ExpectOneLineError(Ef(argv), {kUsage}, {"serve.listen", "metrics.listen"});
+  }
+}
+
+}  // namespace ef::test
