@@ -44,12 +44,12 @@ names_and_exprs() {
   python3 - "$tmp/dashboard-rules.yml" <<'PY'
 import json, re, sys, glob
 
-# The metric names the daemon registers, from its source.
+# The metric names the daemon and serve register, from their source.
 known = set()
-for path in glob.glob("src/metrics/*.cc"):
+for path in glob.glob("src/metrics/*.cc") + glob.glob("src/serve/*.cc"):
     known |= set(re.findall(r'"(exposure_filter_[a-z0-9_]+)"', open(path, encoding="utf-8").read()))
 if not known:
-    sys.exit("no exposure_filter_* names found in src/metrics/*.cc")
+    sys.exit("no exposure_filter_* names found in src/metrics/*.cc, src/serve/*.cc")
 
 def base(name):
     m = re.fullmatch(r"(.+)_(bucket|sum|count)", name)

@@ -12,12 +12,7 @@ namespace {
 int Serve(const ConfigArgs& args) {
   auto config = LoadOrReport(args);
   if (!config.ok()) return kExitUsage;
-  const ServeConfig& sc = config->serve;
-  if (!config->metrics.listen.empty() && sc.listen == config->metrics.listen) {
-    return Fail(InvalidArgument("serve.listen " + sc.listen +
-                                " is the daemon's metrics.listen: give serve its own port"),
-                kExitUsage);
-  }
+  const ServeConfig& sc = config->serve;  // serve.listen != metrics.listen: config/loader.cc
   SetUpLogging(config->log.level);
   InstallStopSignals();
 
@@ -28,6 +23,9 @@ int Serve(const ConfigArgs& args) {
   options.timeout = std::chrono::milliseconds(sc.timeout_ms);
   options.on_error =
       sc.fail_closed ? exposure_filter::OnError::kFailClosed : exposure_filter::OnError::kFailOpen;
+  // No layout stored yet (a first start before the daemon wrote, a FLUSHDB): wait
+  // for it, not ready (/readyz 503), instead of exiting into a restart loop.
+  options.allow_missing_layout = true;
   std::string error;
   exposure_filter::ErrorCode code = exposure_filter::ErrorCode::kOk;
   auto client = exposure_filter::Client::Create(options, &error, &code);
@@ -51,6 +49,11 @@ int Serve(const ConfigArgs& args) {
       "prefix {}",
       (*server)->port(), sc.listen, sc.threads, sc.timeout_ms, sc.fail_closed ? "closed" : "open",
       layout.version, layout.prefix);
+  if (!layout.stored)
+    spdlog::warn(
+        "serve: no layout stored at {}meta yet: every candidate is unseen and /readyz answers "
+        "503 until the daemon stores it (with its first write)",
+        layout.prefix);
   while (!StopRequested()) SleepUnlessStopped(1000);
   spdlog::info("serve: stopping: no new connections, finishing requests in flight");
   (*server)->Stop();

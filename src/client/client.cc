@@ -732,7 +732,7 @@ std::unique_ptr<Client> Client::Create(const ClientOptions& options, std::string
                         "redis cluster " + impl->redis.addresses.front() +
                         "...: no layout stored at " + ef::MetaKey(impl->configured.prefix) +
                         ": nothing was written with this key prefix (check filter.key_prefix "
-                        "and redis.address, or set allow_missing_layout)"),
+                        "and redis.address, or set ClientOptions::allow_missing_layout)"),
                     ErrorCode::kLayoutMismatch);
       }
     }
@@ -756,7 +756,7 @@ std::unique_ptr<Client> Client::Create(const ClientOptions& options, std::string
                       "redis " + conn->address() + ": no layout stored at " +
                       ef::MetaKey(impl->configured.prefix) +
                       ": nothing was written with this key prefix (check filter.key_prefix and "
-                      "redis.address, or set allow_missing_layout)"),
+                      "redis.address, or set ClientOptions::allow_missing_layout)"),
                   ErrorCode::kLayoutMismatch);
     }
   }

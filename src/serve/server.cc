@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "exposure_filter/client.h"
+#include "metrics/build_info.h"
 #include "net/listen_address.h"
 #include "serve/connection_stream.h"
 
@@ -86,6 +87,7 @@ struct Metrics {
                                                     0.5,    1,       2.5,    10};
     for (int e = 0; e < kEndpointCount; ++e)
       latency[e] = &family.Add({{"endpoint", kEndpointNames[e]}}, bounds);
+    RegisterBuildInfo(r);
   }
 
   pm::Family<pm::Counter>& requests;
@@ -332,11 +334,17 @@ struct Server::Impl {
       res.set_content("ok\n", "text/plain");
     });
     http.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-      const bool ready = client->Ping(options.timeout);
-      res.status = ready ? 200 : 503;
-      res.set_content(
-          ready ? "ready\n" : "not ready: Redis did not answer PING within serve.timeout\n",
-          "text/plain");
+      // A PING also looks for a layout not stored yet (at most once a second).
+      const bool reached = client->Ping(options.timeout);
+      const exposure_filter::LayoutInfo layout = client->layout();
+      res.status = reached && layout.stored ? 200 : 503;
+      res.set_content(!reached ? "not ready: Redis did not answer PING within serve.timeout\n"
+                      : !layout.stored
+                          ? "not ready: no layout stored at " + layout.prefix +
+                                "meta yet (nothing written with this key prefix: the daemon "
+                                "stores it with its first write)\n"
+                          : std::string("ready\n"),
+                      "text/plain");
     });
     // The other methods on known paths: 405 with Allow (with a body: WithBody).
     for (const char* path : {"/v1/filter", "/v1/filter:batch", "/metrics", "/healthz", "/readyz"}) {

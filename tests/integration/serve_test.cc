@@ -18,6 +18,8 @@
 
 #include "common/clock.h"
 #include "exposure_filter/client.h"
+#include "redis/meta.h"
+#include "support/fault_stream.h"
 #include "support/loopback.h"
 #include "support/proc_net.h"
 #include "support/process.h"
@@ -575,6 +577,39 @@ TEST_CASE("serve: latency of one /v1/filter request with 1000 items", "[.][serve
                                         << q(0.99) << " us, p999 " << q(0.999) << " us, max "
                                         << us.back() << " us; body " << body.size() << " bytes");
   CHECK(serve->Stop(SIGTERM, 20s) == 0);
+}
+
+// Issue 27: with no layout stored yet (the compose stack's first `up`, a FLUSHDB)
+// serve exited 1 and its unit restarted it every 2 s. It waits, not ready.
+TEST_CASE("serve: with no layout stored yet it runs not ready, and is ready once one is stored",
+          "[integration][serve]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig();
+  const int port = FreePort();
+  auto serve = StartServe(stack, config, port, {}, "nolayout.log");
+  httplib::Client c("127.0.0.1", port);
+  auto r = c.Get("/readyz");
+  REQUIRE(r);
+  CHECK(r->status == 503);
+  CHECK(r->body.find("no layout stored at ef:meta") != std::string::npos);
+  // Meanwhile every candidate is unseen: nothing was written with this prefix.
+  auto f = c.Post("/v1/filter", R"({"user_id": "u", "items": ["a", "b"]})", "application/json");
+  REQUIRE(f);
+  CHECK(f->status == 200);
+  CHECK(nlohmann::json::parse(f->body).at("unseen") == nlohmann::json::array({"a", "b"}));
+
+  auto conn = stack.redis().Connect();
+  Layout effective;
+  REQUIRE(EnsureMeta(*conn, DefaultTestLayout(), &effective).ok());  // as the daemon's first write
+  CHECK(WaitFor(
+      [&] {
+        auto ready = c.Get("/readyz");
+        return ready && ready->status == 200;
+      },
+      10s));
+  CHECK(serve->Running());
+  CHECK(serve->Stop(SIGTERM, 30s) == 0);
+  CHECK(serve->Output().find("no layout stored at ef:meta yet") != std::string::npos);
 }
 
 }  // namespace ef::test
