@@ -1,5 +1,5 @@
 # exposure-filter on Debian 12, built with the project's own scripts.
-#   docker build -t exposure-filter .        (or: docker compose build)
+#   docker build -t exposure-filter:0.1.0 .  (the project version; or: docker compose build)
 #   docker run --rm exposure-filter --help
 # Two stages: the build stage has the compiler and the -dev packages
 # (scripts/install-deps.sh --build); the runtime image only the shared libraries
@@ -12,7 +12,11 @@ WORKDIR /src
 COPY scripts/install-deps.sh scripts/
 RUN scripts/install-deps.sh --build && rm -rf /var/lib/apt/lists/*
 COPY . .
+# The commit, for --version and exposure_filter_build_info (.git is not copied):
+#   docker build --build-arg EF_REVISION=$(git rev-parse --short=12 HEAD) .
+ARG EF_REVISION=unknown
 RUN BUILD_TYPE=Release BUILD_DIR=/build scripts/build.sh -DEF_BUILD_TESTS=OFF -DEF_BUILD_BENCH=OFF \
+    -DEF_REVISION=${EF_REVISION} \
     && strip -o /exposure-filter /build/exposure-filter
 
 FROM debian:12-slim AS runtime

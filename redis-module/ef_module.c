@@ -70,7 +70,11 @@ static int (*RedisModule_ReplicateVerbatim)(RedisModuleCtx *ctx);
 #define EF_MODULE_NAME "ef"
 /* Bumped whenever a command's contract changes; writers check it (MODULE LIST,
  * EF.VERSION). */
+/* The project version, major*10000 + minor*100 + patch (0.1.0 = 100), set by
+ * CMake; writers accept any version >= 1 (kMinEfModuleVersion). */
+#ifndef EF_MODULE_VERSION
 #define EF_MODULE_VERSION 1
+#endif
 #define EF_MIN_REDIS_VERSION 0x00070000 /* 7.0.0 */
 /* 9999-12-31T23:59:59Z: keeps expireat * 1000 far from overflow. */
 #define EF_MAX_EXPIREAT 253402300799LL

@@ -6,6 +6,7 @@
 
 #include "app/commands.h"
 #include "app/common.h"
+#include "metrics/build_info.h"
 
 namespace ef {
 
@@ -13,7 +14,7 @@ int RunCli(int argc, char** argv) {
   CLI::App app{
       "exposure-filter: per-user Bloom filters of seen items in Redis, fed from Kafka.\n"
       "Docs: README.md, docs/CONFIG.md, docs/FORMAT.md"};
-  app.set_version_flag("--version", std::string("exposure-filter ") + EF_VERSION);
+  app.set_version_flag("--version", BuildDescription());
   // At most one; "none" is reported after parsing so that an unknown word is
   // named as such rather than as a missing subcommand.
   app.require_subcommand(0, 1);
@@ -37,10 +38,9 @@ int RunCli(int argc, char** argv) {
     return app.exit(e) == 0 ? app::kExitOk : app::kExitUsage;
   }
   if (app.get_subcommands().empty()) {
-    std::fprintf(
-        stderr,
-        "exposure-filter: a subcommand is required (run, check, serve, lag, replay, size, "
-        "layout, config, dev-kafka, loadgen, bench-redis); see --help\n");
+    std::fprintf(stderr,
+                 "exposure-filter: a subcommand is required (run, check, serve, lag, replay, size, "
+                 "layout, config, dev-kafka, loadgen, bench-redis); see --help\n");
     return app::kExitUsage;
   }
   for (const auto& [name, action] : actions) {

@@ -1020,3 +1020,24 @@ TEST_CASE(
 
 }  // namespace
 }  // namespace ef::test
+
+namespace ef::test {
+
+// Issue 27: one version, from CMakeLists.txt's project() to --version, the
+// Docker image tag and /metrics' build_info.
+TEST_CASE("stack: one version - CMake's project version is --version's and the image tag",
+          "[stack][version]") {
+  const std::string cmake = ReadText(Source("CMakeLists.txt"));
+  std::smatch m;
+  REQUIRE(std::regex_search(cmake, m, std::regex(R"(project\(exposure_filter VERSION ([0-9.]+))")));
+  const std::string version = m[1];
+  CHECK(version == EF_VERSION);
+  const RunResult v = RunCommand({EF_BINARY, "--version"});
+  CHECK(v.code == 0);
+  CHECK(v.out.rfind("exposure-filter " + version + " (revision ", 0) == 0);
+  const std::string compose = ReadText(Source("docker-compose.yml"));
+  CHECK(compose.find("image: exposure-filter:" + version + "\n") != std::string::npos);
+  CHECK(compose.find("image: exposure-filter:local") == std::string::npos);
+}
+
+}  // namespace ef::test

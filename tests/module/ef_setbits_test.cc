@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "module/module_support.h"
+#include "redis/module_probe.h"
 #include "support/wait.h"
 
 namespace ef::test {
@@ -308,4 +310,18 @@ TEST_CASE("the module loads at runtime, refuses arguments and a second load", "[
 }
 
 }  // namespace
+// Issue 27: the module's version is the project's (major*10000 + minor*100 +
+// patch), as CMake passes it to both.
+TEST_CASE("EF.VERSION is the project version as an integer", "[module][version]") {
+  auto redis = ServerWithModule();
+  auto conn = redis->Connect();
+  const RedisReply v = Cmd(*conn, {"EF.VERSION"});
+  REQUIRE(v.type == RedisReply::Type::kInteger);
+  CHECK(v.integer == EF_MODULE_VERSION);
+  int major = 0, minor = 0, patch = 0;
+  REQUIRE(std::sscanf(EF_VERSION, "%d.%d.%d", &major, &minor, &patch) == 3);
+  CHECK(v.integer == major * 10000 + minor * 100 + patch);
+  CHECK(v.integer >= kMinEfModuleVersion);
+}
+
 }  // namespace ef::test
