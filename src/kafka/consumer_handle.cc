@@ -23,7 +23,13 @@ StatusOr<HandlePtr> NewConsumerHandle(
 }
 
 Status CheckConsumerConfig(const KafkaConfig& config) {
-  auto rk = NewConsumerHandle(config);
+  // Silent: a check prints its verdict, not what the broker threads said in
+  // the moment the handle lived (an unresolvable host, logged to stdout by the
+  // default logger, once broke config check's YAML).
+  auto rk = NewConsumerHandle(config, {}, [](rd_kafka_conf_t* conf) {
+    rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t*, int, const char*, const char*) {});
+    rd_kafka_conf_set_error_cb(conf, [](rd_kafka_t*, int, const char*, void*) {});
+  });
   if (!rk.ok()) return rk.status();
   // Never subscribed: nothing to leave, no coordinator to wait for.
   rd_kafka_destroy_flags(rk->release(), RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);

@@ -288,7 +288,8 @@ TEST_CASE("the module loads at runtime, refuses arguments and a second load", "[
 
   RedisReply loaded = Cmd(*conn, {"MODULE", "LOAD", ModulePath()});
   REQUIRE(loaded.str == "OK");
-  CHECK(redis.Log().find("<ef> version 1 loaded") != std::string::npos);
+  CHECK(redis.Log().find("<ef> version " + std::to_string(EF_MODULE_VERSION) + " loaded") !=
+        std::string::npos);
   RedisReply list = Cmd(*conn, {"MODULE", "LIST"});
   REQUIRE(list.elements.size() == 1);
   CHECK(list.elements[0].elements[1].str == "ef");
