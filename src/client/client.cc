@@ -251,6 +251,25 @@ struct Client::Impl {
     return conn.last_error_kind() == ef::RedisErrorKind::kIo && Clock::now() < deadline;
   }
 
+  // Runs exchange(connection) with the socket timeout set to what is left of the
+  // deadline. A failed exchange drops the connection; on a reused one that the
+  // server had closed while idle (DeadBeforeUse) it runs once more on a new one.
+  template <typename Exchange>
+  Status ExchangeOnce(ef::client::PooledConnection& pc, bool reused, Clock::time_point deadline,
+                      Exchange exchange) {
+    for (;;) {
+      pc.conn()->SetCommandTimeout(std::max<int64_t>(1, Millis(deadline - Clock::now())));
+      Status st = exchange(*pc.conn());
+      if (st.ok()) return st;
+      const bool retry = reused && DeadBeforeUse(*pc.conn(), deadline);
+      pc.Drop();  // broken: the next call connects again and re-reads the meta
+      if (!retry) return st;
+      Add(counters.stale_retries, 1);
+      reused = false;
+      EF_RETURN_IF_ERROR(Connect(deadline, &pc.conn()));
+    }
+  }
+
   // Cluster: a router in *pr within the deadline, its deadline set to what is left.
   // A new router discovers the topology and reads the meta (failing the call if
   // it cannot); a router whose last call failed re-reads the meta at most once a
@@ -490,22 +509,10 @@ Status Client::Impl::SingleMget(const std::vector<std::vector<std::string>>& com
     ef::AppendRespArrayHeader(args.size(), &request);
     for (const std::string& a : args) ef::AppendRespBulk(a, &request);
   }
-  for (;;) {
-    // The socket waits no longer than what is left of this call's deadline.
-    pc.conn()->SetCommandTimeout(std::max<int64_t>(1, Millis(deadline - Clock::now())));
-    st =
-        pc.conn()->ReadArrays(request.data(), request.size(), commands.size(), &received, &replies);
-    if (st.ok()) break;
-    const bool retry = reused && DeadBeforeUse(*pc.conn(), deadline);
-    pc.Drop();  // broken: the next call connects again and re-reads the meta
-    if (!retry) return st;
-    // A pooled connection the server had closed while it was idle: once more
-    // on a new one, within the same deadline.
-    Add(counters.stale_retries, 1);
-    reused = false;
-    st = Connect(deadline, &pc.conn());
-    if (!st.ok()) return st;
-  }
+  st = ExchangeOnce(pc, reused, deadline, [&](ef::RedisConnection& conn) {
+    return conn.ReadArrays(request.data(), request.size(), commands.size(), &received, &replies);
+  });
+  if (!st.ok()) return st;
   for (size_t v = 0; v < replies.size() && st.ok(); ++v) {
     const ef::RedisConnection::ArrayReply& reply = replies[v];
     if (!reply.error.empty()) {
@@ -617,32 +624,19 @@ bool Client::Impl::Ping(std::chrono::milliseconds deadline_in) {
   ef::client::PooledConnection pc(pool);
   bool reused = false;
   Status st = Prepare(pc, start, deadline, &reused);
-  auto ping_failed = [&] {
-    Add(counters.redis_errors, 1);
-    ready.store(false, std::memory_order_relaxed);
-    return false;
-  };
   if (st.ok()) {
-    pc.conn()->SetCommandTimeout(std::max<int64_t>(1, Millis(deadline - Clock::now())));
-    auto reply = pc.conn()->Command({"PING"});
-    if (!reply.ok() && reused && DeadBeforeUse(*pc.conn(), deadline)) {
-      // A pooled connection closed while idle: once more on a new one.
-      pc.Drop();
-      Add(counters.stale_retries, 1);
-      st = Connect(deadline, &pc.conn());
-      if (st.ok()) {
-        pc.conn()->SetCommandTimeout(std::max<int64_t>(1, Millis(deadline - Clock::now())));
-        reply = pc.conn()->Command({"PING"});
-      }
-    }
-    if (!st.ok()) return ping_failed();  // the new connection failed: st says why
-    if (!reply.ok()) {
-      pc.Drop();
-      st = reply.status();
-    } else if (reply->type == ef::RedisReply::Type::kError) {
-      st = ef::Unavailable("redis " + pc.conn()->address() + ": PING: " + reply->str);
-      if (ef::RedisConnection::CallsForReconnect(reply->str)) pc.Drop();
-    } else if (Clock::now() > deadline) {
+    ef::RedisReply reply;
+    st = ExchangeOnce(pc, reused, deadline, [&reply](ef::RedisConnection& conn) {
+      auto r = conn.Command({"PING"});
+      if (!r.ok()) return r.status();
+      reply = std::move(*r);
+      return Status::Ok();
+    });
+    // A failed exchange dropped the connection (or a new one failed): st says why.
+    if (st.ok() && reply.type == ef::RedisReply::Type::kError) {
+      st = ef::Unavailable("redis " + pc.conn()->address() + ": PING: " + reply.str);
+      if (ef::RedisConnection::CallsForReconnect(reply.str)) pc.Drop();
+    } else if (st.ok() && Clock::now() > deadline) {
       st = DeadlineError(start, deadline, "waiting for Redis");
     }
   }
