@@ -1,8 +1,10 @@
 #include "bloom/layout.h"
 
 #include <charconv>
+#include <cstdint>
 
 #include "bloom/sizing.h"
+#include "common/printable.h"
 
 namespace ef {
 
@@ -65,44 +67,81 @@ StatusOr<Layout> LayoutFromConfig(const FilterConfig& filter) {
 
 namespace {
 
+constexpr uint64_t kU32Max = 0xffffffffu;
+constexpr uint64_t kI64Max = 0x7fffffffffffffffu;
+
+// Every field FORMAT.md rule 7 names, of any version: the others are ignored.
+bool IsMetaField(const std::string& name) {
+  static const char* const kNames[] = {
+      "version",        "m",      "k",      "seed",   "prefix",  "bucket_seconds",
+      "window_seconds", "growth", "k_step", "stages", "fill_ppm"};
+  for (const char* n : kNames)
+    if (name == n) return true;
+  return false;
+}
+
+// Rule 7: the field holds a canonical decimal integer ("0", or 1-9 followed by
+// digits: no sign, space or leading zero) in [lo, hi]. Errors name the field.
 template <typename T>
-bool ParseField(const std::map<std::string, std::string>& stored, const std::string& name, T* out) {
+Status ParseField(const std::map<std::string, std::string>& stored, const std::string& name,
+                  uint64_t lo, uint64_t hi, T* out) {
   auto it = stored.find(name);
-  if (it == stored.end()) return false;
+  if (it == stored.end()) return InvalidArgument("field " + name + ": missing");
   const std::string& s = it->second;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return ec == std::errc() && p == s.data() + s.size();
+  bool canonical = !s.empty() && (s.size() == 1 || s[0] != '0');
+  for (char c : s) canonical = canonical && c >= '0' && c <= '9';
+  if (!canonical) {
+    return InvalidArgument("field " + name + ": \"" + Printable(s, 40) +
+                           "\" is not a canonical decimal integer");
+  }
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v < lo || v > hi) {
+    return InvalidArgument("field " + name + ": " + Printable(s, 40) + " is out of range " +
+                           std::to_string(lo) + ".." + std::to_string(hi));
+  }
+  *out = static_cast<T>(v);
+  return Status::Ok();
+}
+
+Status ParseFields(const std::map<std::string, std::string>& stored, Layout* l) {
+  uint64_t version = 0;
+  EF_RETURN_IF_ERROR(ParseField(stored, "version", 1, UINT64_MAX, &version));
+  if (version > 2) {
+    return InvalidArgument("field version: " + std::to_string(version) +
+                           " is newer than this program knows (1 and 2): upgrade exposure-filter");
+  }
+  EF_RETURN_IF_ERROR(ParseField(stored, "m", 1, kU32Max, &l->m));
+  EF_RETURN_IF_ERROR(ParseField(stored, "k", 1, kU32Max, &l->k));
+  EF_RETURN_IF_ERROR(ParseField(stored, "seed", 0, kU32Max, &l->seed));
+  auto prefix = stored.find("prefix");
+  if (prefix == stored.end()) return InvalidArgument("field prefix: missing");
+  l->prefix = prefix->second;
+  EF_RETURN_IF_ERROR(ParseField(stored, "bucket_seconds", 1, kI64Max, &l->bucket_seconds));
+  EF_RETURN_IF_ERROR(ParseField(stored, "window_seconds", 1, kI64Max, &l->window_seconds));
+  if (l->window_seconds % l->bucket_seconds != 0) {
+    return InvalidArgument("field window_seconds: " + std::to_string(l->window_seconds) +
+                           " is not a multiple of bucket_seconds " +
+                           std::to_string(l->bucket_seconds));
+  }
+  l->stages = 1;  // version 1; the fields of version 2 mean nothing to it
+  if (version == 2) {
+    EF_RETURN_IF_ERROR(ParseField(stored, "growth", 1, 16, &l->growth));
+    EF_RETURN_IF_ERROR(ParseField(stored, "k_step", 0, 64, &l->k_step));
+    EF_RETURN_IF_ERROR(ParseField(stored, "stages", 2, 32, &l->stages));
+    EF_RETURN_IF_ERROR(ParseField(stored, "fill_ppm", 1, 999999, &l->fill_ppm));
+  }
+  return l->Finish();  // rule 8: names the stage past the 2^32-bit limit
 }
 
 }  // namespace
 
 StatusOr<Layout> LayoutFromFields(const std::map<std::string, std::string>& stored,
                                   const std::string& meta_key) {
-  auto bad = [&](const std::string& what) {
-    return FailedPrecondition("layout stored at " + meta_key + ": " + what);
-  };
-  int version = 0;
-  if (!ParseField(stored, "version", &version)) return bad("no valid version field");
-  if (version != 1 && version != 2) {
-    return bad("version " + std::to_string(version) +
-               " is newer than this program knows (1 and 2): upgrade exposure-filter");
-  }
   Layout l;
-  if (!ParseField(stored, "m", &l.m) || !ParseField(stored, "k", &l.k) ||
-      !ParseField(stored, "seed", &l.seed) ||
-      !ParseField(stored, "bucket_seconds", &l.bucket_seconds) ||
-      !ParseField(stored, "window_seconds", &l.window_seconds) || !stored.count("prefix"))
-    return bad("a field of version 1 is missing or not a number");
-  l.prefix = stored.at("prefix");
-  if (version == 2) {
-    if (!ParseField(stored, "growth", &l.growth) || !ParseField(stored, "k_step", &l.k_step) ||
-        !ParseField(stored, "stages", &l.stages) || !ParseField(stored, "fill_ppm", &l.fill_ppm))
-      return bad("a field of version 2 (growth, k_step, stages, fill_ppm) is missing or bad");
-    if (l.stages < 2) return bad("version 2 with stages < 2");
-  } else {
-    l.stages = 1;
+  if (Status st = ParseFields(stored, &l); !st.ok()) {
+    return FailedPrecondition("layout stored at " + meta_key + ": " + st.message());
   }
-  if (Status st = l.Finish(); !st.ok()) return bad(st.message());
   return l;
 }
 
@@ -118,9 +157,10 @@ Status CompareLayout(const std::map<std::string, std::string>& stored, const Lay
       diffs += field + ": stored " + have + ", configured " + value;
     }
   }
-  // Fields of a version this layout does not have (e.g. a v2 meta, v1 config).
+  // Fields of a version this layout does not have (e.g. a v2 meta, v1 config);
+  // fields rule 7 does not name are ignored.
   for (const auto& [field, value] : stored) {
-    if (fields.count(field) == 0) {
+    if (fields.count(field) == 0 && IsMetaField(field)) {
       if (!diffs.empty()) diffs += "; ";
       diffs += field + ": stored " + value + ", configured (none)";
     }

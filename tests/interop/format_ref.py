@@ -9,6 +9,9 @@ run time, so the text itself is what is tested) plus a minimal RESP client.
   format_ref.py check --port P [--prefix ef:] --user U --now S ITEM...
       prints "seen ITEM" or "unseen ITEM" per item: rule 6 (the live buckets and
       the next one) and rule 8 (every stage present), from GET of each key.
+  format_ref.py meta-vectors
+      checks the reference's read_meta against every row of FORMAT.md's table
+      "Meta hash: accept or refuse"; prints one line per row, exits 1 on a mismatch.
 """
 import argparse
 import os
@@ -83,35 +86,83 @@ def layout(ref, r, prefix):
     meta = {fields[i].decode(): fields[i + 1].decode() for i in range(0, len(fields), 2)}
     if not meta:
         raise SystemExit(f"format_ref: no {prefix}meta")
-    version = int(meta["version"])
-    m, k = int(meta["m"]), int(meta["k"])
-    if version == 1:
-        table = ref["v1_table"](m, k)
-    elif version == 2:
-        table = ref["stage_table"](m, k, int(meta["growth"]), int(meta["k_step"]),
-                                   int(meta["stages"]), int(meta["fill_ppm"]))
-    else:
-        raise SystemExit(f"format_ref: version {version} unknown")
-    return meta, table
+    try:
+        meta = ref["read_meta"](meta)
+    except ValueError as e:
+        raise SystemExit(f"format_ref: {prefix}meta refused: {e}")
+    if meta["version"] == 1:
+        return meta, ref["v1_table"](meta["m"], meta["k"])
+    return meta, ref["stage_table"](meta["m"], meta["k"], meta["growth"], meta["k_step"],
+                                    meta["stages"], meta["fill_ppm"])
+
+
+DEFAULT_V2_META = ("version 2 m 3345 k 12 seed 0 prefix ef: bucket_seconds 86400 "
+                   "window_seconds 2592000 growth 2 k_step 2 stages 8 fill_ppm 512024")
+
+
+def meta_vectors():
+    """The rows of FORMAT.md's table "Meta hash: accept or refuse":
+    [(change text, fields, None or the refused name)]."""
+    text = open(DOC, encoding="utf-8").read()
+    section = text.split("### Meta hash: accept or refuse", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 2 or cells[0] in ("change", "") or set(cells[0]) <= set("-"):
+            continue
+        words = DEFAULT_V2_META.split()
+        fields = dict(zip(words[::2], words[1::2]))
+        for change in re.findall(r"`([^`]*)`", cells[0]):
+            if change.startswith("-"):
+                fields.pop(change[1:])
+            else:
+                name, value = change.split("=", 1)
+                fields[name] = value
+        refused = re.fullmatch(r"refuses `([^`]*)`", cells[1])
+        if cells[1] != "accepts" and not refused:
+            raise SystemExit(f"format_ref: meta vector row not understood: {line}")
+        rows.append((cells[0], fields, refused.group(1) if refused else None))
+    if not rows:
+        raise SystemExit("format_ref: no rows under 'Meta hash: accept or refuse'")
+    return rows
+
+
+def check_meta_vectors(ref):
+    bad = 0
+    for change, fields, refused in meta_vectors():
+        try:
+            ref["read_meta"](fields)
+            got = None
+        except ValueError as e:
+            got = str(e)
+        ok = got is None if refused is None else (got or "").startswith(refused + " ") or \
+            (got or "").startswith(refused + ":")
+        bad += not ok
+        print(("ok   " if ok else "FAIL ") + change + " -> " + (got or "accepted"))
+    return bad
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["write", "check"])
-    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("mode", choices=["write", "check", "meta-vectors"])
+    ap.add_argument("--port", type=int)
     ap.add_argument("--prefix", default="ef:")
-    ap.add_argument("--user", required=True)
+    ap.add_argument("--user")
     ap.add_argument("--ts-ms", type=int)
     ap.add_argument("--now", type=int)
     ap.add_argument("--stage", type=int, default=0)
-    ap.add_argument("items", nargs="+")
+    ap.add_argument("items", nargs="*")
     a = ap.parse_args()
     ref = load_reference()
+    if a.mode == "meta-vectors":
+        sys.exit(1 if check_meta_vectors(ref) else 0)
+    if a.port is None or a.user is None or not a.items:
+        raise SystemExit(f"format_ref: {a.mode} needs --port, --user and at least one ITEM")
     r = Redis(a.port)
     meta, table = layout(ref, r, a.prefix)
-    seed = int(meta["seed"])
-    bucket_s, window_s = int(meta["bucket_seconds"]), int(meta["window_seconds"])
+    seed = meta["seed"]
+    bucket_s, window_s = meta["bucket_seconds"], meta["window_seconds"]
     if a.mode == "write":
         if a.ts_ms is None:
             raise SystemExit("format_ref: write needs --ts-ms")
