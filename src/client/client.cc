@@ -29,6 +29,8 @@ constexpr auto kMissingLayoutRecheck = std::chrono::seconds(1);
 constexpr auto kStaleLayoutRecheck = std::chrono::seconds(1);
 // Redis Cluster: least time between two meta re-reads of one router after a failure.
 constexpr auto kClusterMetaRecheck = std::chrono::seconds(1);
+// The name of the timeouts of calls, in messages (RedisOptions::*_timeout_name).
+constexpr const char* kLeftOfDeadline = "what was left of the call's deadline";
 
 ErrorCode CodeOf(const Status& st) {
   switch (st.code()) {
@@ -206,6 +208,7 @@ struct Client::Impl {
     o.connect_timeout_ms = std::max<int64_t>(1, Millis(deadline - Clock::now()));
     // The handshake (AUTH, SELECT, PING) and the meta read are part of the call.
     o.command_timeout_ms = o.connect_timeout_ms;
+    o.connect_timeout_name = o.command_timeout_name = kLeftOfDeadline;
     auto conn = ef::RedisConnection::Connect(o);
     if (!conn.ok()) return conn.status();
     if (connected_once.exchange(true)) Add(counters.reconnects, 1);
@@ -258,7 +261,8 @@ struct Client::Impl {
   Status ExchangeOnce(ef::client::PooledConnection& pc, bool reused, Clock::time_point deadline,
                       Exchange exchange) {
     for (;;) {
-      pc.conn()->SetCommandTimeout(std::max<int64_t>(1, Millis(deadline - Clock::now())));
+      pc.conn()->SetCommandTimeout(std::max<int64_t>(1, Millis(deadline - Clock::now())),
+                                   kLeftOfDeadline);
       Status st = exchange(*pc.conn());
       if (st.ok()) return st;
       const bool retry = reused && DeadBeforeUse(*pc.conn(), deadline);
@@ -291,7 +295,7 @@ struct Client::Impl {
       slot.meta_attempt = now;
       if (!st.ok()) {
         if (st.code() == StatusCode::kFailedPrecondition && slot.router.not_a_cluster())
-          st = ef::InvalidArgument("redis.cluster is true but " + st.message());
+          st = ef::InvalidArgument(st.message());  // it says to set redis.cluster=false
         // The meta's master unreachable, but another router read the layout
         // (Create did): go on with it, and read the meta again later.
         if (st.code() != StatusCode::kUnavailable || !meta_known.load()) return st;
@@ -704,9 +708,15 @@ std::unique_ptr<Client> Client::Create(const ClientOptions& options, std::string
   const Clock::time_point deadline =
       Clock::now() + std::chrono::milliseconds(std::max<int64_t>(impl->redis.connect_timeout_ms,
                                                                  Millis(options.timeout)));
-  // redis.cluster: auto asks the seeds; if none answers, the single-node path
-  // below names the connection error.
-  if (auto use = ef::UseCluster(impl->redis); use.ok() && *use) {
+  // redis.cluster: auto asks the seeds. If none answers, that is the error (it
+  // names each seed, the timeout that fired and the time waited): a second
+  // attempt on the single-node path would only have what was left of the
+  // deadline, and report that ("PING: timed out after 1 ms" after 5 s). Other
+  // failures of the question (an ACL without +cluster|slots) fall back to it.
+  auto use = ef::UseCluster(impl->redis);
+  if (!use.ok() && use.status().code() == StatusCode::kUnavailable)
+    return fail(use.status(), ErrorCode::kUnavailable);
+  if (use.ok() && *use) {
     auto router_options = ef::ClusterOptionsFrom(impl->redis);
     if (!router_options.ok()) return fail(router_options.status(), ErrorCode::kInvalidArgument);
     impl->cluster = true;

@@ -245,8 +245,13 @@ StatusOr<std::unique_ptr<KafkaConsumer>> KafkaConsumer::Create(const KafkaConfig
   auto list = Impl::ToList(subs);
   rd_kafka_resp_err_t e = rd_kafka_subscribe(rk, list.get());
   if (e) return kafka::FromKafkaError(e, "kafka: subscribe");
-  spdlog::info("kafka: subscribed to {} as group '{}' at {}", Impl::Describe(subs).c_str(),
-               config.group_id, config.bootstrap_servers);
+  // Topics, not "topic/partition": a subscription names no partition (its -1 is
+  // RD_KAFKA_PARTITION_UA); the assignment lines name them.
+  std::string topics;
+  for (const auto& t : config.topics) topics += (topics.empty() ? "" : ", ") + t;
+  spdlog::info("kafka: subscribed to topic{} {} as group '{}' at {}",
+               config.topics.size() == 1 ? "" : "s", topics, config.group_id,
+               config.bootstrap_servers);
   return std::unique_ptr<KafkaConsumer>(new KafkaConsumer(std::move(impl)));
 }
 

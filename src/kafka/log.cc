@@ -41,13 +41,16 @@ void NoteOffsetReset(const rd_kafka_t* rk, const char* fac, const char* buf) {
 void LogCb(const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
   NoteOffsetReset(rk, fac, buf);
   // syslog levels: 0..3 error, 4 warning, 5..6 info, 7 debug. librdkafka is
-  // chatty at info about its own retries: keep those at debug.
-  if (level <= 3) {
-    spdlog::error("librdkafka {}: {}", fac, buf);
-  } else if (level == 4) {
-    spdlog::warn("librdkafka {}: {}", fac, buf);
-  } else {
+  // chatty at info about its own retries: keep those at debug. A broker
+  // connection failure (facility FAIL) also reaches ErrorCb with the same text,
+  // which reports it throttled: here it is debug, else every failure showed
+  // twice (and once more per retry and per handle).
+  if (level > 4 || std::string_view(fac) == "FAIL") {
     spdlog::debug("librdkafka {}: {}", fac, buf);
+  } else if (level <= 3) {
+    spdlog::error("librdkafka {}: {}", fac, buf);
+  } else {
+    spdlog::warn("librdkafka {}: {}", fac, buf);
   }
 }
 

@@ -1,5 +1,7 @@
-// Routes librdkafka's log and error callbacks to spdlog, throttled so that a
-// broker that stays down is reported once per state change, not per retry.
+// Routes librdkafka's log and error callbacks to spdlog. A broker connection
+// failure is reported once, through the error callback (LogThrottled: once per
+// error code per 10 s, across handles), so that a broker that stays down is not
+// reported per retry; librdkafka's own log line of it (facility FAIL) is debug.
 #pragma once
 
 #include <librdkafka/rdkafka.h>

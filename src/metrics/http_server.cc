@@ -6,7 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
+#include "metrics/process_metrics.h"
 #include "net/listen_address.h"
 
 namespace ef {
@@ -34,7 +36,9 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   auto& srv = s->impl_->server;
   srv.set_socket_options(net::SetListenSocketOptions);
   srv.Get("/metrics", [registry](const httplib::Request&, httplib::Response& res) {
-    res.set_content(prometheus::TextSerializer().Serialize(registry->Collect()),
+    std::vector<prometheus::MetricFamily> families = registry->Collect();
+    AppendProcessFamilies(&families);
+    res.set_content(prometheus::TextSerializer().Serialize(families),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   srv.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {

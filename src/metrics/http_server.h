@@ -1,5 +1,6 @@
 // The daemon's HTTP endpoints (cpp-httplib, its own thread):
-//   GET /metrics  Prometheus text format 0.0.4 of the registry
+//   GET /metrics  Prometheus text format 0.0.4 of the registry and the process_*
+//                 metrics (metrics/process_metrics.h)
 //   GET /healthz  200 "ok" while the process runs
 //   GET /readyz   200 with "ready" or 503 with the reason, from the readiness callback
 // Everything else is 404. Stopped and joined by the destructor.

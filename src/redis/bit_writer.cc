@@ -591,6 +591,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
   // whose MULTI/BITOP form got ASK or TRYAGAIN: in a migrating slot the absent
   // temporary key is answered ASK even when the key itself is still here.
   plain_retry_.clear();
+  bool meta_gone = false;  // the first round's EXISTS <prefix>meta answered 0
   for (int pass = 0; pass < 2; ++pass) {
     const size_t count = pass == 0 ? batch.size : plain_retry_.size();
     size_t at = 0;
@@ -600,6 +601,14 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
       command_group_.clear();
       command_reply_.clear();
       const size_t first_at = at;
+      if (pass == 0 && first_at == 0 && options_.layout && !asking_) {
+        // Is the meta still there? (Answered with the writes: no extra round trip.)
+        buffer_.append("*2\r\n$6\r\nEXISTS\r\n");
+        AppendRespBulk(MetaKey(options_.layout->prefix), &buffer_);
+        command_key_.push_back(SIZE_MAX);
+        command_group_.push_back(SIZE_MAX);
+        command_reply_.push_back(Reply::kMeta);
+      }
       while (at < count &&
              (command_key_.size() < options_.max_commands_per_round || at == first_at)) {
         const size_t i = pass == 0 ? at : plain_retry_[at];
@@ -671,9 +680,13 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
       }
       if (command_key_.empty()) continue;
       EF_RETURN_IF_ERROR(Pipeline(command_key_.size()));
-      local.commands += command_key_.size();
+      // Writes only (not the meta's EXISTS).
+      local.commands += command_key_.size() - (command_reply_.front() == Reply::kMeta ? 1 : 0);
       size_t last_skipped = SIZE_MAX;
       for (const auto& e : errors_) {
+        // The meta's check alone: a cluster node that does not hold the meta
+        // answers MOVED (its holder's writer checks it).
+        if (command_reply_[e.index] == Reply::kMeta) continue;
         if (observer_) observer_(e.kind);
         size_t key_index = command_key_[e.index];
         KeyState& eks = key_state_[key_index];
@@ -714,6 +727,10 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
       // Which keys showed an old bit set (the key held data of an earlier write),
       // which EXPIREATs found their key, and (v2) how many bits each stage gained.
       for (size_t c = 0; c < command_key_.size(); ++c) {
+        if (command_reply_[c] == Reply::kMeta) {
+          meta_gone = ints_[c].count == 1 && ints_[c].first == 0;
+          continue;
+        }
         const size_t k = command_key_[c];
         KeyState& ks = key_state_[k];
         if (ks.plain_retry) continue;  // written again in pass 1
@@ -723,6 +740,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
             ks.expire_set = ints_[c].count == 1 && ints_[c].first == 1;
             continue;
           case Reply::kTxn:
+          case Reply::kMeta:  // (handled above)
             continue;
           case Reply::kExec:
             // [OK, BITOP's length, DEL's 1, EXPIREAT's 1]: the key exists after the
@@ -777,15 +795,21 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
       follow_up_.push_back(k);
     }
   }
-  if (!follow_up_.empty()) {
-    LogLostKeys(batch, now_s);
-    // Keys were lost behind our back (FLUSHALL, a restart, a resync): the meta
-    // may be gone with them.
+  if (!follow_up_.empty()) LogLostKeys(batch, now_s);
+  if (meta_gone || !follow_up_.empty()) {
+    // The meta is gone (FLUSHDB, FLUSHALL, a restart without persistence), or
+    // keys were lost behind our back and it may be gone with them: store it
+    // again before this Write succeeds.
+    if (meta_gone)
+      spdlog::warn("redis {}: {} was gone (FLUSHDB, FLUSHALL or DEL?): storing the layout again",
+                   conn_->address(), MetaKey(options_.layout->prefix));
     st = CheckMeta(*conn_);
     if (!st.ok()) {
       if (st.code() == StatusCode::kUnavailable) conn_.reset();
       return Fail(RedisErrorKind::kReply, st);
     }
+  }
+  if (!follow_up_.empty()) {
     for (size_t at = 0; at < follow_up_.size();) {
       const size_t end = std::min(follow_up_.size(), at + options_.max_commands_per_round);
       buffer_.clear();

@@ -80,10 +80,14 @@
 // Connections: a lost connection is re-established on the next Write; the
 // expire cache is then cleared and, if options.layout is set, `<prefix>meta` is
 // ensured (created if absent, else compared), as it is after a Write found keys
-// lost. A layout that differs from the stored one is final: that Write and every
-// later one return kFailedPrecondition, without reconnecting. READONLY and
-// MASTERDOWN replies drop the connection (redis/connection.h); other retriable
-// replies (LOADING, BUSY, OOM, ...) fail the Write (kUnavailable) and keep it.
+// lost. The meta itself is watched too: with options.layout set, the first round
+// of every Write carries `EXISTS <prefix>meta` (one small command per batch; on
+// a cluster node that does not hold the meta its MOVED is ignored), and a Write
+// that finds it gone (FLUSHDB, FLUSHALL, a DEL) ensures it before it returns OK,
+// whichever keys it wrote, so readers never wait for a key written before. A layout that differs
+// from the stored one is final: that Write and every later one return kFailedPrecondition, without
+// reconnecting. READONLY and MASTERDOWN replies drop the connection (redis/connection.h); other
+// retriable replies (LOADING, BUSY, OOM, ...) fail the Write (kUnavailable) and keep it.
 // NOAUTH/WRONGPASS/NOPERM replies fail it with kPermissionDenied. WRONGTYPE on a
 // key is that key's problem alone: it is logged, counted and skipped, so one bad
 // key cannot stall the stream. Keys in log lines and errors go through
@@ -257,7 +261,8 @@ class RedisBitWriter : public BitSink {
   std::string buffer_;
   std::vector<size_t> command_key_;  // for each command of the round: its key index
   // For each command of the round: what its reply says.
-  enum class Reply : uint8_t { kBits, kExpire, kModule, kTxn, kExec, kCount };
+  // kMeta: the `EXISTS <prefix>meta` of the Write's first round (not a key's).
+  enum class Reply : uint8_t { kBits, kExpire, kModule, kTxn, kExec, kCount, kMeta };
   std::vector<Reply> command_reply_;
   WriteMode mode_;
   std::string tmp_suffix_;           // bitop: ":ef-tmp:<random>" after the key, unique per writer

@@ -257,8 +257,14 @@ Status ClusterRouter::ReadTopology(const std::vector<NodeAddress>& candidates) {
       errors.push_back("deadline reached before " + node.ToString() + " was asked");
       break;
     }
-    o.connect_timeout_ms = std::min(o.connect_timeout_ms, left);
-    o.command_timeout_ms = std::min(o.command_timeout_ms, left);
+    if (left < o.connect_timeout_ms) {
+      o.connect_timeout_ms = left;
+      o.connect_timeout_name = "what was left of the call's deadline";
+    }
+    if (left < o.command_timeout_ms) {
+      o.command_timeout_ms = left;
+      o.command_timeout_name = "what was left of the call's deadline";
+    }
     auto conn = RedisConnection::Connect(o);
     if (!conn.ok()) {
       if (conn.status().code() == StatusCode::kPermissionDenied) return conn.status();
@@ -283,7 +289,8 @@ Status ClusterRouter::ReadTopology(const std::vector<NodeAddress>& candidates) {
         reply->str.find("cluster support disabled") != std::string::npos) {
       not_a_cluster_ = true;
       return FailedPrecondition("redis " + node.ToString() +
-                                " is not a cluster node (cluster support disabled)");
+                                " is not a cluster (cluster support disabled); set "
+                                "redis.cluster=false");
     }
     StatusOr<SlotMap> map = SlotMap::FromClusterSlots(*reply, node.host);
     if (!map.ok()) {
@@ -310,6 +317,7 @@ Status ClusterRouter::ReadTopology(const std::vector<NodeAddress>& candidates) {
     return Status::Ok();
   }
   last_read_ = Clock::now();
+  unanswered_ = errors;
   return Unavailable("redis cluster: no node answered CLUSTER SLOTS: " + Join(errors, "; "));
 }
 
@@ -547,6 +555,10 @@ StatusOr<bool> DetectCluster(const RedisOptions& options, const std::vector<Node
   Status st = router.Discover();
   if (st.ok()) return true;
   if (router.not_a_cluster()) return false;
+  // Not known to be a cluster: each seed's own error (it names the seed), not
+  // "redis cluster: ..." about what may well be a single Redis that is down.
+  if (st.code() == StatusCode::kUnavailable && !router.unanswered().empty())
+    return Unavailable(Join(router.unanswered(), "; "));
   return st;
 }
 

@@ -155,6 +155,9 @@ class ClusterRouter {
   // (slot_map().AllCovered() tells): commands for them retry until the deadline.
   Status Discover();
   bool not_a_cluster() const { return not_a_cluster_; }
+  // After a topology read that no node answered: each node's error, in the
+  // order asked (each names its node).
+  const std::vector<std::string>& unanswered() const { return unanswered_; }
   // Re-reads the topology, or, if it was read less than refresh_interval_ms ago,
   // marks it stale so that the first call after the interval re-reads it.
   Status Refresh();
@@ -197,8 +200,9 @@ class ClusterRouter {
   SlotMap map_;
   bool have_map_ = false;
   bool not_a_cluster_ = false;
-  bool stale_ = false;         // a refresh was wanted but rate-limited
-  NodeAddress last_answered_;  // the node of the last topology read
+  std::vector<std::string> unanswered_;  // see unanswered()
+  bool stale_ = false;                   // a refresh was wanted but rate-limited
+  NodeAddress last_answered_;            // the node of the last topology read
   Clock::time_point call_deadline_ = Clock::time_point::max();  // of the running call
   Clock::time_point last_read_{};
   std::map<NodeAddress, std::unique_ptr<RedisConnection>> connections_;
@@ -206,7 +210,9 @@ class ClusterRouter {
 };
 
 // For `redis.cluster: auto`: true if the first seed that answers is a cluster
-// node, false if it has cluster support disabled; kUnavailable if none answers.
+// node, false if it has cluster support disabled; kUnavailable if none answers,
+// with each seed's error ("redis 127.0.0.1:6379: cannot connect: Connection
+// refused"): it may be a single Redis that is down, so no "cluster" is said.
 StatusOr<bool> DetectCluster(const RedisOptions& options, const std::vector<NodeAddress>& seeds);
 
 // From redis.* (RedisOptionsFromConfig): the seeds are every redis.address entry;

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 
 #include "redis/reply_scanner.h"
@@ -74,6 +76,21 @@ RedisReply Convert(const redisReply* r) {
 
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
+using SteadyClock = std::chrono::steady_clock;
+
+// "5.09 s": the time since start.
+std::string Waited(SteadyClock::time_point start) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s",
+                std::chrono::duration<double>(SteadyClock::now() - start).count());
+  return buf;
+}
+
+// "no answer within redis.command_timeout (5000 ms); waited 5.00 s"
+std::string NoAnswer(const std::string& name, int64_t ms, SteadyClock::time_point start) {
+  return "no answer within " + name + " (" + std::to_string(ms) + " ms); waited " + Waited(start);
+}
+
 }  // namespace
 
 const char* RedisErrorKindName(RedisErrorKind k) {
@@ -129,13 +146,13 @@ std::string RedisConnection::address() const {
   return options_.host + ":" + std::to_string(options_.port);
 }
 
-Status RedisConnection::ConnectionError(const std::string& what) {
+Status RedisConnection::ConnectionError(const std::string& what, SteadyClock::time_point start) {
   redisContext* c = impl_->ctx;
   int err = c ? c->err : REDIS_ERR_OTHER;
   std::string text = c ? c->errstr : "cannot allocate context";
   if (err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT)) {
     last_error_ = RedisErrorKind::kTimeout;
-    text = "timed out after " + std::to_string(options_.command_timeout_ms) + " ms";
+    text = NoAnswer(options_.command_timeout_name, options_.command_timeout_ms, start);
   } else if (err == REDIS_ERR_PROTOCOL) {
     last_error_ = RedisErrorKind::kProtocol;
   } else {
@@ -149,11 +166,17 @@ Status RedisConnection::ConnectionError(const std::string& what) {
 
 StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(const RedisOptions& options) {
   std::unique_ptr<RedisConnection> conn(new RedisConnection(options));
+  const SteadyClock::time_point start = SteadyClock::now();
+  errno = 0;
   conn->impl_->ctx = redisConnectWithTimeout(options.host.c_str(), options.port,
                                              ToTimeval(options.connect_timeout_ms));
   if (!conn->impl_->ctx || conn->impl_->ctx->err) {
     conn->last_error_ = RedisErrorKind::kConnect;
     std::string why = conn->impl_->ctx ? conn->impl_->ctx->errstr : "out of memory";
+    // hiredis 0.14 reports its connect timeout as ETIMEDOUT ("Connection timed out").
+    if (errno == ETIMEDOUT || why == std::strerror(ETIMEDOUT))
+      why = "no connection within " + options.connect_timeout_name + " (" +
+            std::to_string(options.connect_timeout_ms) + " ms); waited " + Waited(start);
     return Unavailable("redis " + conn->address() + ": cannot connect: " + why);
   }
   redisSetTimeout(conn->impl_->ctx, ToTimeval(options.command_timeout_ms));
@@ -193,7 +216,8 @@ Status RedisConnection::Handshake() {
   return expect_ok({"PING"}, "PING");
 }
 
-void RedisConnection::SetCommandTimeout(int64_t ms) {
+void RedisConnection::SetCommandTimeout(int64_t ms, const std::string& name) {
+  if (!name.empty()) options_.command_timeout_name = name;
   ms = std::max<int64_t>(ms, 1);
   if (ms == options_.command_timeout_ms) return;
   options_.command_timeout_ms = ms;
@@ -209,8 +233,9 @@ StatusOr<RedisReply> RedisConnection::Command(const std::vector<std::string>& ar
     argv.push_back(a.data());
     lens.push_back(a.size());
   }
+  const SteadyClock::time_point start = SteadyClock::now();
   void* raw = redisCommandArgv(impl_->ctx, static_cast<int>(args.size()), argv.data(), lens.data());
-  if (!raw) return ConnectionError(args.empty() ? "command" : args[0]);
+  if (!raw) return ConnectionError(args.empty() ? "command" : args[0], start);
   RedisReply out = Convert(static_cast<redisReply*>(raw));
   freeReplyObject(raw);
   return out;
@@ -218,6 +243,7 @@ StatusOr<RedisReply> RedisConnection::Command(const std::vector<std::string>& ar
 
 Status RedisConnection::Commands(const std::vector<std::vector<std::string>>& commands,
                                  std::vector<RedisReply>* replies) {
+  const SteadyClock::time_point start = SteadyClock::now();
   std::vector<const char*> argv;
   std::vector<size_t> lens;
   for (const auto& args : commands) {
@@ -229,14 +255,14 @@ Status RedisConnection::Commands(const std::vector<std::vector<std::string>>& co
     }
     if (redisAppendCommandArgv(impl_->ctx, static_cast<int>(args.size()), argv.data(),
                                lens.data()) != REDIS_OK)
-      return ConnectionError(args.empty() ? "command" : args[0]);
+      return ConnectionError(args.empty() ? "command" : args[0], start);
   }
   replies->resize(commands.size());  // existing replies are reused (ConvertInto)
   for (size_t i = 0; i < commands.size(); ++i) {
     void* raw = nullptr;
     if (redisGetReply(impl_->ctx, &raw) != REDIS_OK || !raw) {
       replies->resize(i);
-      return ConnectionError(commands[i].empty() ? "command" : commands[i][0]);
+      return ConnectionError(commands[i].empty() ? "command" : commands[i][0], start);
     }
     ConvertInto(static_cast<redisReply*>(raw), &(*replies)[i]);
     freeReplyObject(raw);
@@ -252,6 +278,7 @@ template <typename NextReply>
 Status RedisConnection::Exchange(const char* data, size_t len, size_t count, const char* what,
                                  NextReply next) {
   const int fd = impl_->ctx->fd;
+  const SteadyClock::time_point start = SteadyClock::now();
   ReplyScanner& scanner = impl_->scanner;
   auto fail = [&](RedisErrorKind kind, const std::string& why) {
     last_error_ = kind;
@@ -282,10 +309,11 @@ Status RedisConnection::Exchange(const char* data, size_t len, size_t count, con
         return fail(RedisErrorKind::kIo, std::string("poll: ") + std::strerror(errno));
       }
       if (pr == 0) {
-        return fail(RedisErrorKind::kTimeout, "timed out after " +
-                                                  std::to_string(options_.command_timeout_ms) +
-                                                  " ms (" + std::to_string(replies) + " of " +
-                                                  std::to_string(count) + " replies received)");
+        // (The timeout runs from the last data received or sent, not from start.)
+        return fail(RedisErrorKind::kTimeout,
+                    NoAnswer(options_.command_timeout_name, options_.command_timeout_ms, start) +
+                        " (" + std::to_string(replies) + " of " + std::to_string(count) +
+                        " replies received)");
       }
     }
     readable = false;

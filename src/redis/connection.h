@@ -17,6 +17,7 @@
 //   comes up as a replica, its next answer is READONLY, which reconnects.)
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -56,14 +57,19 @@ struct RedisReply {
 class RedisConnection {
  public:
   // Connects, AUTHs (username + password, or password alone), SELECTs db and
-  // PINGs. Errors name the address; auth refused = kPermissionDenied.
+  // PINGs. Errors name the address; auth refused = kPermissionDenied. A timeout,
+  // here or in any command, is reported with the timeout that fired, its value
+  // and the time really waited, e.g. "redis 127.0.0.1:6379: PING: no answer
+  // within redis.command_timeout (5000 ms); waited 5.00 s" (options'
+  // *_timeout_name say where a timeout comes from).
   static StatusOr<std::unique_ptr<RedisConnection>> Connect(const RedisOptions& options);
   ~RedisConnection();
 
   const RedisOptions& options() const { return options_; }
   // The socket timeout of the next commands (ms > 0), e.g. what is left of a
   // caller's deadline. Pipeline() uses it too.
-  void SetCommandTimeout(int64_t ms);
+  // `name` (if not empty) replaces options().command_timeout_name in messages.
+  void SetCommandTimeout(int64_t ms, const std::string& name = {});
   std::string address() const;
 
   // One command, one round trip. An error reply is returned as a reply of type
@@ -122,7 +128,8 @@ class RedisConnection {
  private:
   explicit RedisConnection(RedisOptions options);
   Status Handshake();
-  Status ConnectionError(const std::string& what);
+  // `start`: when the failed exchange began (for the time waited).
+  Status ConnectionError(const std::string& what, std::chrono::steady_clock::time_point start);
   template <typename NextReply>
   Status Exchange(const char* data, size_t len, size_t count, const char* what, NextReply next);
   RedisOptions options_;

@@ -18,6 +18,11 @@ struct RedisOptions {
   int db = 0;
   int64_t connect_timeout_ms = 2000;
   int64_t command_timeout_ms = 5000;  // read/write timeout of a command round trip
+  // Where the two timeouts come from, for messages ("PING: no answer within
+  // redis.command_timeout (5000 ms); waited 5.00 s"): the config keys, or e.g.
+  // "what was left of the call's deadline" when a caller cut them short.
+  std::string connect_timeout_name = "redis.connect_timeout";
+  std::string command_timeout_name = "redis.command_timeout";
   // Every entry of redis.address ("host:port"; the first is host/port above):
   // Redis Cluster seed nodes when there are several.
   std::vector<std::string> addresses;

@@ -16,6 +16,7 @@
 
 #include "exposure_filter/client.h"
 #include "metrics/build_info.h"
+#include "metrics/process_metrics.h"
 #include "net/listen_address.h"
 #include "serve/connection_stream.h"
 
@@ -327,6 +328,7 @@ struct Server::Impl {
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       std::vector<pm::MetricFamily> families = registry->Collect();
       AppendClientFamilies(*client, &families);
+      AppendProcessFamilies(&families);
       res.set_content(pm::TextSerializer().Serialize(families),
                       "text/plain; version=0.0.4; charset=utf-8");
     });

@@ -2,7 +2,8 @@
 // exposure_filter::Client, with cpp-httplib (keep-alive, a pool of worker threads;
 // the sockets' I/O is serve/connection_stream.h's):
 //   POST /v1/filter, POST /v1/filter:batch   (request.h)
-//   GET  /metrics   Prometheus text format (names exposure_filter_serve_*)
+//   GET  /metrics   Prometheus text format (names exposure_filter_serve_*, and
+//                   process_*: metrics/process_metrics.h)
 //   GET  /healthz   200 while the process runs
 //   GET  /readyz    200 when a Redis PING succeeds within serve.timeout, else 503
 // Errors are JSON {"error": "..."}: 400 bad request, 404 unknown path, 405 wrong

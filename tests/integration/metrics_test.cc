@@ -1,8 +1,11 @@
 // The daemon's HTTP endpoints and per-partition status on real parts.
 #include <httplib.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <thread>
 
 #include "bloom/layout.h"
 #include "common/clock.h"
@@ -49,6 +52,49 @@ double Metric(const std::string& text, const std::string& name,
   return sum;
 }
 
+// The value of a /proc/<pid>/status field in kB ("VmRSS"), or -1.
+double StatusKb(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1));
+  return -1;
+}
+
+// The process_* families of one scrape of `pid`'s /metrics, checked for
+// plausibility against what the kernel says of that process and the test's clocks.
+void CheckProcessMetrics(const std::string& what, pid_t pid, const std::string& body,
+                         double started_after_s) {
+  INFO(what << " /metrics:\n" << body);
+  for (const char* name : {"process_cpu_seconds_total", "process_resident_memory_bytes",
+                           "process_virtual_memory_bytes", "process_open_fds", "process_max_fds",
+                           "process_start_time_seconds"})
+    CHECK_THAT(body, Catch::Contains(std::string("\n") + name + " "));
+  CHECK_THAT(body, Catch::Contains("# TYPE process_cpu_seconds_total counter"));
+  CHECK_THAT(body, Catch::Contains("# TYPE process_resident_memory_bytes gauge"));
+  const double now_s = static_cast<double>(SystemClock().NowMs()) / 1000;
+  const double start = Metric(body, "process_start_time_seconds");
+  CHECK(start >= started_after_s - 1);  // clock ticks: 10 ms resolution, btime whole seconds
+  CHECK(start <= now_s + 1);
+  const double cpu = Metric(body, "process_cpu_seconds_total");
+  CHECK(cpu >= 0);  // clock ticks: an idle serve may not have used one yet
+  CHECK(cpu <= (now_s - started_after_s + 1) * std::thread::hardware_concurrency());
+  // The child's limit is the one it inherited from this test.
+  rlimit lim{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &lim) == 0);
+  CHECK(Metric(body, "process_max_fds") == static_cast<double>(lim.rlim_cur));
+  const double fds = Metric(body, "process_open_fds");
+  CHECK(fds >= 4);  // stdin, stdout, stderr and the listening socket at least
+  CHECK(fds <= Metric(body, "process_max_fds"));
+  const double rss = Metric(body, "process_resident_memory_bytes");
+  const double vm_rss = StatusKb(pid, "VmRSS") * 1024;
+  CHECK(rss > 1 << 20);
+  CHECK(rss > vm_rss / 2);
+  CHECK(rss < vm_rss * 2);
+  const double vsize = Metric(body, "process_virtual_memory_bytes");
+  CHECK(vsize >= rss);
+  CHECK(vsize == Approx(StatusKb(pid, "VmSize") * 1024).epsilon(0.5));
+}
+
 }  // namespace
 
 TEST_CASE("metrics: valid Prometheus text, /healthz, and /readyz follows Redis going away and back",
@@ -58,9 +104,9 @@ TEST_CASE("metrics: valid Prometheus text, /healthz, and /readyz follows Redis g
   const int64_t now = SystemClock().NowMs();
   auto before = MakeEvents("m1", 20, 10, 0, now, 11);  // event time = now
   stack.Produce(before);
-  auto daemon = stack.StartDaemon(stack.WriteConfig(
-      "ef.yaml", "metrics:\n  listen: \"127.0.0.1:" + std::to_string(port) +
-                     "\"\n  refresh_interval: 100ms\n  status_window: 3\n"));
+  auto daemon = stack.StartDaemon(
+      stack.WriteConfig("ef.yaml", "metrics:\n  listen: \"127.0.0.1:" + std::to_string(port) +
+                                       "\"\n  refresh_interval: 100ms\n  status_window: 3\n"));
   REQUIRE(stack.AwaitCommitted(*daemon, 60s));
 
   // Valid exposition format, checked by Prometheus' own parser and linter.
@@ -135,8 +181,7 @@ TEST_CASE("metrics: /readyz is 503 while no partition is assigned (Kafka unreach
   const bool not_ready = WaitFor(
       [&] {
         ready = Get(port, "/readyz");
-        return ready.status == 503 &&
-               ready.body.find("no partition assigned") != std::string::npos;
+        return ready.status == 503 && ready.body.find("no partition assigned") != std::string::npos;
       },
       30s);
   INFO("last /readyz: " << ready.status << " " << ready.body << "\ndaemon:\n" << daemon->Output());
@@ -151,6 +196,38 @@ TEST_CASE("metrics: /readyz is 503 while no partition is assigned (Kafka unreach
   CHECK(second->Wait(30s) == std::optional<int>(2));
   CHECK_THAT(second->Output(), Catch::Contains("metrics.listen 127.0.0.1:" + std::to_string(port) +
                                                ": address already in use"));
+  CHECK(daemon->Stop(SIGTERM, 30s) == 0);
+}
+
+// Issue 27: the standard process_* metrics on the daemon's and serve's /metrics
+// (there were none).
+TEST_CASE("metrics: process_* metrics of the daemon and serve are plausible and valid",
+          "[integration][metrics][process]") {
+  Stack stack;
+  const int port = FreePort();
+  const double started_after_s = static_cast<double>(SystemClock().NowMs()) / 1000;
+  stack.Produce(MakeEvents("p1", 5, 2, 0, SystemClock().NowMs(), 7));
+  auto daemon = stack.StartDaemon(stack.WriteConfig(
+      "ef.yaml", "metrics:\n  listen: \"127.0.0.1:" + std::to_string(port) + "\"\n"));
+  REQUIRE(stack.AwaitCommitted(*daemon, 60s));
+  Http metrics = Get(port, "/metrics");
+  REQUIRE(metrics.status == 200);
+  CheckProcessMetrics("daemon", daemon->pid(), metrics.body, started_after_s);
+  CHECK(Metric(metrics.body, "process_cpu_seconds_total") > 0);  // it decoded and wrote
+  auto promtool = RunCommand({"promtool", "check", "metrics"}, metrics.body);
+  INFO(promtool.out);
+  CHECK(promtool.code == 0);
+
+  const int serve_port = FreePort();
+  auto serve = StartServe(stack, stack.dir().File("ef.yaml"), serve_port,
+                          {"metrics.listen=127.0.0.1:" + std::to_string(FreePort())});
+  Http served = Get(serve_port, "/metrics");
+  REQUIRE(served.status == 200);
+  CheckProcessMetrics("serve", serve->pid(), served.body, started_after_s);
+  promtool = RunCommand({"promtool", "check", "metrics"}, served.body);
+  INFO(promtool.out);
+  CHECK(promtool.code == 0);
+  CHECK(serve->Stop(SIGTERM, 30s) == 0);
   CHECK(daemon->Stop(SIGTERM, 30s) == 0);
 }
 
