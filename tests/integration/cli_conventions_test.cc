@@ -7,8 +7,11 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -215,6 +218,47 @@ TEST_CASE("cli conventions: layout stats prints human units, JSON raw bytes",
   CHECK(human.out.find(FormatBytesHuman(value_bytes)) != std::string::npos);
   CHECK(human.out.find(std::to_string(value_bytes)) == std::string::npos);
   CHECK(std::regex_search(human.out, std::regex("used_memory [0-9.]+ MiB")));
+}
+
+// Issue 27: serve once advised "set allow_missing_layout", which is no config
+// key. Every "set KEY" (dotted or snake_case) in a string literal of src/ must
+// name a key `config check` prints (or a kafka.properties.* entry).
+TEST_CASE("cli conventions: every key a message tells to set is a config key",
+          "[integration][cli]") {
+  auto dump = Ef({"config", "check"});
+  REQUIRE(dump.code == 0);
+  std::set<std::string> keys;
+  std::string section;
+  for (const auto& line : Lines(dump.out)) {
+    std::smatch m;
+    if (std::regex_match(line, m, std::regex(R"(^(\w+):\s*$)"))) section = m[1];
+    if (std::regex_match(line, m, std::regex(R"(^  (\w+):.*$)")))
+      keys.insert(section + "." + m[1].str());
+  }
+  REQUIRE(keys.count("filter.key_prefix") == 1);
+  const std::regex literal(R"re("((?:[^"\\]|\\.)*)")re");
+  const std::regex advice(R"(\bset `?([a-z]+(?:\.[a-z_]+)+|[a-z]+_[a-z_]+))");
+  size_t checked = 0;
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(std::string(EF_SOURCE_DIR) + "/src")) {
+    const auto ext = entry.path().extension();
+    if (ext != ".cc" && ext != ".h") continue;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      for (auto it = std::sregex_iterator(line.begin(), line.end(), literal);
+           it != std::sregex_iterator(); ++it) {
+        const std::string text = (*it)[1];
+        for (auto a = std::sregex_iterator(text.begin(), text.end(), advice);
+             a != std::sregex_iterator(); ++a) {
+          const std::string key = (*a)[1];
+          INFO(entry.path().string() << ": \"" << text << "\" tells to set " << key);
+          CHECK((keys.count(key) == 1 || key.rfind("kafka.properties.", 0) == 0));
+          ++checked;
+        }
+      }
+    }
+  }
+  CHECK(checked >= 5);  // the scan found the advice it is meant to check
 }
 
 }  // namespace ef::test
