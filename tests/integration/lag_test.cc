@@ -302,7 +302,7 @@ TEST_CASE(
   // --check over a short window fails and says why.
   auto check = Ef({"lag", "-c", config, "--check", "--watch", "0.2", "--samples", "2"});
   INFO(check.out << check.err);
-  CHECK(check.code == 7);  // app::kExitData
+  CHECK(check.code == 7);               // app::kExitData
   CHECK(Lines(check.out).size() == 5);  // one table, after the window: title, header, 2 rows, total
   CHECK(check.out.find("STOP") != std::string::npos);
 
