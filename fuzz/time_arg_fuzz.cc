@@ -3,7 +3,8 @@
 // Properties checked (any violation aborts, which libFuzzer records as a crash):
 // - durations: a parsed value is >= 0, Format(Parse(s)) parses back to the same
 //   value, and Format(v) of any v >= 0 parses back to v;
-// - time args: a relative time is now - the duration; an absolute one does not
+// - time args: a bare number is refused, "@<digits>" is that many seconds since
+//   1970 whatever now is, a relative time is now - the duration; an absolute one does not
 //   depend on now, has digits wherever RFC 3339 has digits, lies in 1970..9999,
 //   and FormatTimeRfc3339 of it parses back to the same whole second; a canonical
 //   "YYYY-MM-DDTHH:MM:SSZ" or "YYYY-MM-DD" text formats back to itself.
@@ -68,6 +69,15 @@ void CheckTimeArg(std::string_view s) {
     if (t.status().message().empty()) Fail("time error without a message", s);
     return;
   }
+  if (s.front() == '@') {  // @seconds since 1970: digits only, the same at any now
+    if (!DigitsAt(s, {1}) || s.find_first_not_of("0123456789", 1) != std::string_view::npos)
+      Fail("@ time accepted with a non-digit", s);
+    auto t2 = ef::ParseTimeArg(s, kOtherNow);
+    if (!t2.ok() || *t2 != *t || *t % 1000 != 0 || *t > kMaxMs) Fail("bad @ time", s);
+    return;
+  }
+  if (s.find_first_not_of("0123456789") == std::string_view::npos)
+    Fail("a bare number accepted as a time", s);
   const bool relative = s.size() < 10 || s[4] != '-';
   if (relative) {
     auto d = ef::ParseDurationMs(s);

@@ -121,7 +121,7 @@ std::string Grouped(double value) {
 
 int BenchRedis(BenchRedisArgs& a) {
   auto config = LoadOrReport(a.config);
-  if (!config.ok()) return kExitUsage;
+  if (!config.ok()) return kExitConfig;
   SetUpLogging(config->log.level);
   InstallStopSignals();
   auto ms = ParseDurationMs(a.spread);
@@ -135,22 +135,22 @@ int BenchRedis(BenchRedisArgs& a) {
   const size_t batch_events =
       static_cast<size_t>(a.batch > 0 ? a.batch : config->pipeline.batch_max_events);
   auto layout = LayoutFromConfig(config->filter);
-  if (!layout.ok()) return Fail(layout.status(), kExitUsage);
+  if (!layout.ok()) return Fail(layout.status(), kExitConfig);
   auto redis = RedisOptionsFromConfig(config->redis);
-  if (!redis.ok()) return Fail(redis.status(), kExitUsage);
+  if (!redis.ok()) return Fail(redis.status(), kExitConfig);
 
   // The nodes written to: the one Redis, or every master of a Redis Cluster.
   auto use_cluster = UseCluster(*redis);
-  if (!use_cluster.ok()) return Fail(use_cluster.status());
+  if (!use_cluster.ok()) return Fail(use_cluster.status(), ExitCodeForStart(use_cluster.status()));
   std::unique_ptr<RedisConnection> single;
   std::unique_ptr<ClusterRouter> router;
   std::vector<RedisConnection*> nodes;
   std::string where;
   if (*use_cluster) {
     auto ro = ClusterOptionsFrom(*redis);
-    if (!ro.ok()) return Fail(ro.status(), kExitUsage);
+    if (!ro.ok()) return Fail(ro.status(), kExitConfig);
     router = std::make_unique<ClusterRouter>(*ro);
-    if (Status ds = router->Discover(); !ds.ok()) return Fail(ds);
+    if (Status ds = router->Discover(); !ds.ok()) return Fail(ds, ExitCodeForStart(ds));
     for (const auto& shard : router->slot_map().shards()) {
       auto c = router->Connection(shard.master);
       if (!c.ok()) return Fail(c.status());
@@ -159,7 +159,7 @@ int BenchRedis(BenchRedisArgs& a) {
     where = "Redis Cluster (" + std::to_string(nodes.size()) + " masters)";
   } else {
     auto control = RedisConnection::Connect(*redis);
-    if (!control.ok()) return Fail(control.status());
+    if (!control.ok()) return Fail(control.status(), ExitCodeForStart(control.status()));
     single = std::move(control.value());
     nodes.push_back(single.get());
     where = single->address() + " db " + std::to_string(redis->db);
@@ -181,7 +181,7 @@ int BenchRedis(BenchRedisArgs& a) {
   Layout effective;
   Status st =
       router ? EnsureMeta(*router, *layout, &effective) : EnsureMeta(*single, *layout, &effective);
-  if (!st.ok()) return Fail(st, kExitUsage);
+  if (!st.ok()) return Fail(st, ExitCodeForStart(st));
   // Redis CPU: summed over the nodes.
   auto redis_cpu_seconds = [&]() -> StatusOr<double> {
     double sum = 0;
@@ -254,7 +254,7 @@ int BenchRedis(BenchRedisArgs& a) {
   }
   if (batches.empty())
     return Fail(InvalidArgument("no event passed decoding: nothing to write (check events.*)"),
-                kExitUsage);
+                kExitConfig);
 
   // Writers connect on their first Write: connect with an empty batch first so
   // the timed part holds writes only. With several connections, writer t writes
@@ -394,10 +394,10 @@ Action AddBenchRedisCommand(CLI::App& app) {
       ->check(CLI::Range(uint64_t{1}, uint64_t{1000000000}));
   cmd->add_option("--users", a->gen.users, "Distinct users (Zipf)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(WholeNumber(1, UINT64_MAX));
   cmd->add_option("--items", a->gen.items, "Distinct items (Zipf)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(WholeNumber(1, UINT64_MAX));
   cmd->add_option("--zipf", a->gen.zipf_s, "Zipf exponent")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 5.0));

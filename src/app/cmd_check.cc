@@ -10,6 +10,7 @@
 #include "bloom/keys.h"
 #include "bloom/layout.h"
 #include "common/clock.h"
+#include "common/time_arg.h"
 #include "exposure_filter/client.h"
 #include "redis/options.h"
 
@@ -23,7 +24,7 @@ struct CheckArgs {
   std::string file;  // --file: candidates one per line ("-" = stdin)
   bool json = false;
   bool only_unseen = false;
-  int64_t at = 0;
+  std::string at;  // --at: a time (common/time_arg.h); "" = now
 };
 
 // Candidates one per line from `in` (a trailing CR is dropped; empty lines skipped).
@@ -37,7 +38,18 @@ void ReadItems(std::istream& in, std::vector<std::string>* items) {
 
 int Check(CheckArgs& a) {
   auto config = LoadOrReport(a.config);
-  if (!config.ok()) return kExitUsage;
+  if (!config.ok()) return kExitConfig;
+  // --at first: a bad time is named before anything is read.
+  int64_t at_s = 0;  // 0 = now
+  if (!a.at.empty()) {
+    auto at_ms = ParseTimeArg(a.at, SystemClock().NowMs());
+    if (!at_ms.ok()) return Fail(at_ms.status().Prefixed("--at"), kExitUsage);
+    // The client reads 0 seconds as "now": the first second of 1970 is no query time.
+    if (*at_ms < 1000)
+      return Fail(InvalidArgument("--at " + a.at + ": must be after 1970-01-01T00:00:00Z"),
+                  kExitUsage);
+    at_s = *at_ms / 1000;
+  }
   // A user ID with no valid key (docs/FORMAT.md rule 4) is a usage error, named
   // before anything is read, not an "unseen" answer.
   if (Status st = CheckUserId(a.user); !st.ok()) {
@@ -59,9 +71,9 @@ int Check(CheckArgs& a) {
     return Fail(InvalidArgument("no items: give them as arguments, with --file or on stdin"),
                 kExitUsage);
   auto layout = LayoutFromConfig(config->filter);
-  if (!layout.ok()) return Fail(layout.status(), kExitUsage);
+  if (!layout.ok()) return Fail(layout.status(), kExitConfig);
   if (auto options = RedisOptionsFromConfig(config->redis); !options.ok())
-    return Fail(options.status(), kExitUsage);
+    return Fail(options.status(), kExitConfig);
 
   // The library a recall service uses (include/exposure_filter/client.h), with the
   // CLI's patience: redis.command_timeout per call, and errors, not fail-open.
@@ -75,23 +87,17 @@ int Check(CheckArgs& a) {
   std::string error;
   exposure_filter::ErrorCode code = exposure_filter::ErrorCode::kOk;
   auto client = exposure_filter::Client::Create(options, &error, &code);
-  if (!client) {
-    const bool usage = code == exposure_filter::ErrorCode::kLayoutMismatch ||
-                       code == exposure_filter::ErrorCode::kInvalidArgument;
-    return Fail(Status(usage ? StatusCode::kFailedPrecondition : StatusCode::kUnavailable, error),
-                usage ? kExitUsage : kExitFailure);
-  }
+  if (!client) return Fail(Unavailable(error), ExitCodeForClientError(code));
   if (!client->layout().stored)
     std::fprintf(stderr,
                  "exposure-filter: note: no layout stored at %s yet: nothing was written "
                  "with this prefix\n",
                  MetaKey(layout->prefix).c_str());
-  const int64_t now_s = a.at > 0 ? a.at : SystemClock().NowMs() / 1000;
   exposure_filter::CallOptions call;
-  call.at_unix_seconds = now_s;
+  call.at_unix_seconds = at_s;
   call.with_buckets = true;
   const exposure_filter::Result result = client->Seen(a.user, a.items, call);
-  if (!result.ok) return Fail(Unavailable(result.error));
+  if (!result.ok) return Fail(Unavailable(result.error), ExitCodeForClientError(result.code));
   // The live buckets and the next one (rule 6: clock skew between writer and reader).
   const size_t buckets_read = result.buckets_read;
 
@@ -140,7 +146,10 @@ Action AddCheckCommand(CLI::App& app) {
                   "Read candidate item IDs from this file, one per line (- = stdin)");
   cmd->add_flag("--json", a->json, "Print {\"seen\": [...], \"unseen\": [...]} as JSON");
   cmd->add_flag("--unseen", a->only_unseen, "Print only the unseen items, one per line");
-  cmd->add_option("--at", a->at, "Query as of this time (epoch seconds; default now)");
+  cmd->add_option("--at", a->at,
+                  "Query as of this time: RFC 3339 (2026-11-22T08:00:00Z), a date, @epoch "
+                  "seconds, or a duration ago (2h); default now")
+      ->type_name("TIME");
   return [a] { return Check(*a); };
 }
 

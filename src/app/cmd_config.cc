@@ -21,16 +21,16 @@ Action AddConfigCommand(CLI::App& app) {
   AddConfigOptions(check, args.get(), false);
   return [args] {
     auto config = LoadOrReport(*args);
-    if (!config.ok()) return kExitUsage;
+    if (!config.ok()) return kExitConfig;
     // What run, replay and serve check when they start, besides the file itself:
     // the layout the filter settings make, the Redis options, and librdkafka's
     // own checks of kafka.properties (a consumer handle made and destroyed).
     if (auto layout = LayoutFromConfig(config->filter); !layout.ok())
-      return Fail(layout.status(), kExitUsage);
+      return Fail(layout.status(), kExitConfig);
     if (auto redis = RedisOptionsFromConfig(config->redis); !redis.ok())
-      return Fail(redis.status(), kExitUsage);
+      return Fail(redis.status(), kExitConfig);
     if (Status kafka = kafka::CheckConsumerConfig(config->kafka); !kafka.ok())
-      return Fail(kafka, kExitUsage);
+      return Fail(kafka, kExitConfig);
     std::fputs(DumpConfig(*config).c_str(), stdout);
     std::fprintf(stderr, "exposure-filter: config %s is valid\n",
                  args->path.empty() ? "(defaults)" : args->path.c_str());

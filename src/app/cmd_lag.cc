@@ -29,12 +29,12 @@
 namespace ef::app {
 namespace {
 
-constexpr double kDefaultIntervalSeconds = 2;
+constexpr int64_t kDefaultIntervalMs = 2000;
 
 struct LagArgs {
   ConfigArgs config;
-  double watch_seconds = 0;
-  bool watch = false;  // --watch given
+  std::string watch_text;  // --watch's value: a duration, "" = the default
+  bool watch = false;      // --watch given
   bool json = false;
   bool check = false;
   size_t samples = 10;
@@ -147,6 +147,16 @@ std::string UtcTime(int64_t ms) { return FormatTimeRfc3339(ms); }
 
 std::string Seconds(double s) { return fmt::format("{:.1f}", s); }
 
+// The total line's age: 3.2s, 4m 5s, 1d 19h 44m (JSON keeps numeric seconds).
+std::string Age(double s) { return FormatDurationHuman(s); }
+
+// A LAG_S cell: the same without spaces (1d19h44m), one word per column.
+std::string AgeCell(double s) {
+  std::string t = FormatDurationHuman(s);
+  t.erase(std::remove(t.begin(), t.end(), ' '), t.end());
+  return t;
+}
+
 // `mode` describes the refresh and window in the title line.
 std::string RenderTable(const Refresh& r, const KafkaConfig& kafka, const std::string& mode) {
   const std::vector<std::string> head = {"TOPIC", "PARTITION", "COMMITTED", "HIGH",   "LAG_MSGS",
@@ -162,7 +172,7 @@ std::string RenderTable(const Refresh& r, const KafkaConfig& kafka, const std::s
     cells.push_back({o.tp.topic, std::to_string(o.tp.partition),
                      o.committed >= 0 ? std::to_string(o.committed) : "-", std::to_string(o.high),
                      std::to_string(row.lag_messages), std::to_string(o.LostMessages()),
-                     row.lag_seconds ? Seconds(*row.lag_seconds) : "?",
+                     row.lag_seconds ? AgeCell(*row.lag_seconds) : "?",
                      row.rate ? Seconds(*row.rate) : "-", PartitionStatusName(row.status),
                      row.reason});
     total += row.lag_messages;
@@ -193,7 +203,7 @@ std::string RenderTable(const Refresh& r, const KafkaConfig& kafka, const std::s
   out += line(head);
   for (const auto& c : cells) out += line(c);
   out += fmt::format(
-      "total lag {} message(s), oldest unwritten event {} s old; {}\n", total, Seconds(oldest),
+      "total lag {} message(s), oldest unwritten event {} old; {}\n", total, Age(oldest),
       not_ok
           ? fmt::format("{} partition(s) not OK, worst {}", not_ok, PartitionStatusName(Worst(r)))
           : std::string("all OK"));
@@ -270,29 +280,30 @@ std::string WithoutServers(const std::string& message, const std::string& server
   return message;
 }
 
-StatusOr<int64_t> PositiveDuration(const std::string& text, const char* option) {
-  auto ms = ParseDurationMs(text);
-  if (!ms.ok()) return ms.status().Prefixed(option);
-  if (*ms <= 0) return InvalidArgument(std::string(option) + ": must be positive, got " + text);
-  return ms;
-}
-
 int Lag(const LagArgs& a) {
   auto config = LoadOrReport(a.config);
-  if (!config.ok()) return kExitUsage;
+  if (!config.ok()) return kExitConfig;
   SetUpLogging(a.log_level);
   InstallStopSignals();
-  auto target = PositiveDuration(a.freshness_target, "--freshness-target");
+  int64_t watch_ms = kDefaultIntervalMs;
+  if (a.watch && !a.watch_text.empty()) {
+    auto w = DurationOption(a.watch_text, "--watch");
+    if (!w.ok()) return Fail(w.status(), kExitUsage);
+    if (*w < 100 || *w > 3600000)
+      return Fail(InvalidArgument("--watch " + a.watch_text + ": must be 100ms .. 1h"), kExitUsage);
+    watch_ms = *w;
+  }
+  auto target = DurationOption(a.freshness_target, "--freshness-target");
   if (!target.ok()) return Fail(target.status(), kExitUsage);
-  auto limit = PositiveDuration(a.freshness_limit, "--freshness-limit");
+  auto limit = DurationOption(a.freshness_limit, "--freshness-limit");
   if (!limit.ok()) return Fail(limit.status(), kExitUsage);
-  auto timeout = PositiveDuration(a.timeout, "--timeout");
+  auto timeout = DurationOption(a.timeout, "--timeout");
   if (!timeout.ok()) return Fail(timeout.status(), kExitUsage);
   if (*timeout > 600000) return Fail(InvalidArgument("--timeout: at most 10m"), kExitUsage);
   const KafkaConfig& kafka = config->kafka;
 
-  const double interval_s = a.watch ? a.watch_seconds : kDefaultIntervalSeconds;
-  const auto interval_ms = static_cast<int64_t>(std::llround(interval_s * 1000));
+  const int64_t interval_ms = watch_ms;
+  const double interval_s = static_cast<double>(interval_ms) / 1000;
   StatusRules rules;
   rules.window_samples = a.samples;
   rules.freshness_target_seconds = static_cast<double>(*target) / 1000;
@@ -322,7 +333,7 @@ int Lag(const LagArgs& a) {
           fmt::format("lag: cannot read group '{}' from Kafka at {} (timeout {}): {}",
                       kafka.group_id, kafka.bootstrap_servers, FormatDurationMs(*timeout),
                       WithoutServers(r.status().message(), kafka.bootstrap_servers));
-      if (done == 0 || !forever) return Fail(InvalidArgument(what));
+      if (done == 0 || !forever) return Fail(InvalidArgument(what), ExitCodeForStart(r.status()));
       std::fprintf(stderr, "exposure-filter: %s %s; retrying\n",
                    UtcTime(SystemClock().NowMs()).c_str(), what.c_str());
     } else {
@@ -348,14 +359,14 @@ int Lag(const LagArgs& a) {
         std::fflush(stdout);
       }
       if (!forever && done >= refreshes) {
-        return a.check && Worst(*r) != PartitionStatus::kOk ? kExitFailure : kExitOk;
+        return a.check && Worst(*r) != PartitionStatus::kOk ? kExitData : kExitOk;
       }
     }
     const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
                            std::chrono::steady_clock::now() - started)
                            .count();
     SleepUnlessStopped(std::max<int64_t>(interval_ms - spent, 0));
-    if (StopRequested()) return a.check ? 130 : kExitOk;
+    if (StopRequested()) return a.check ? kExitInterrupted : kExitOk;
   }
 }
 
@@ -363,7 +374,7 @@ constexpr char kFooter[] =
     R"(Columns: committed offset ("-": the group has no commit yet, lag counts
 from the low watermark), high watermark, LAG_MSGS = high - max(committed, low),
 LAG_S = now - Kafka timestamp of the first uncommitted message (exact, read from
-Kafka; 0 when caught up), RATE/S = committed offsets per second since the
+Kafka; 0.0s when caught up; 3.2s, 4m5s, 1d19h44m), RATE/S = committed offsets per second since the
 previous refresh.
 
 Status per partition (worst first; the window is --samples refreshes):
@@ -377,8 +388,9 @@ Status per partition (worst first; the window is --samples refreshes):
 A single read (no --watch) judges ERR, STOP and WARN-by-seconds only: STALL and
 growth need a full window (use --check --watch S --samples N).
 
-Exit codes: 0 ok; 1 Kafka unreachable (one line naming the servers), or with
---check any partition not OK; 2 bad usage or config. docs/LAG.md.)";
+Exit codes: 0 ok; 7 with --check: a partition not OK; 6 Kafka did not answer
+within --timeout (one line naming the servers); 3 Kafka refused the
+credentials; 2 bad usage; 4 bad config. docs/LAG.md, docs/CLI.md.)";
 
 }  // namespace
 
@@ -389,16 +401,14 @@ Action AddLagCommand(CLI::App& app) {
       "alone: works while the daemon is down)");
   auto a = std::make_shared<LagArgs>();
   AddConfigOptions(cmd, &a->config, false);
-  auto* watch = cmd->add_option("--watch", a->watch_seconds,
-                                "Refresh every SECONDS (default 2) until Ctrl-C; a table is "
-                                "redrawn in place on a terminal")
+  auto* watch = cmd->add_option("--watch", a->watch_text,
+                                "Refresh every DURATION (default 2s; 500ms, 0.5 = seconds) until "
+                                "Ctrl-C; a table is redrawn in place on a terminal")
                     ->expected(0, 1)
-                    ->default_str("2")
-                    ->type_name("[SECONDS]")
-                    ->check(CLI::Range(0.1, 3600.0));
+                    ->type_name("[DURATION]");
   cmd->add_flag("--json", a->json, "One JSON document per refresh (one line each)");
   cmd->add_flag("--check", a->check,
-                "Exit 1 when any partition is WARN, STALL, STOP or ERR (with --watch: after "
+                "Exit 7 when any partition is WARN, STALL, STOP or ERR (with --watch: after "
                 "one full window of samples)");
   cmd->add_option("--samples", a->samples, "Window of the status rules, in refreshes")
       ->check(CLI::Range(2, 10000))

@@ -13,6 +13,7 @@
 #include "app/common.h"
 #include "bloom/keys.h"
 #include "bloom/layout.h"
+#include "bloom/size_report.h"
 #include "bloom/stages.h"
 #include "redis/cluster.h"
 #include "redis/connection.h"
@@ -54,17 +55,17 @@ StatusOr<Target> Connect(const RedisOptions& redis) {
 
 int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run) {
   auto config = LoadOrReport(args);
-  if (!config.ok()) return kExitUsage;
+  if (!config.ok()) return kExitConfig;
   auto layout = LayoutFromConfig(config->filter);
-  if (!layout.ok()) return Fail(layout.status(), kExitUsage);
+  if (!layout.ok()) return Fail(layout.status(), kExitConfig);
   auto redis = RedisOptionsFromConfig(config->redis);
-  if (!redis.ok()) return Fail(redis.status(), kExitUsage);
+  if (!redis.ok()) return Fail(redis.status(), kExitConfig);
   auto target = Connect(*redis);
-  if (!target.ok()) return Fail(target.status());
+  if (!target.ok()) return Fail(target.status(), ExitCodeForStart(target.status()));
   const std::string key = MetaKey(layout->prefix);
   std::map<std::string, std::string> stored;
   Status st = ReadMetaFields(target->meta(), layout->prefix, &stored);
-  if (!st.ok()) return Fail(st);
+  if (!st.ok()) return Fail(st, ExitCodeForStart(st));
   if (stored.empty()) {
     std::printf("no layout stored at %s (nothing written with this prefix yet)\n", key.c_str());
   } else {
@@ -81,8 +82,8 @@ int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run) {
           "`exposure-filter layout upgrade` turns it into version %d\n",
           layout->version());
     } else {
-      std::printf("%s\n", CompareLayout(stored, *layout, key).message().c_str());
-      return kExitFailure;
+      std::fflush(stdout);
+      return Fail(CompareLayout(stored, *layout, key), kExitLayout);
     }
     return kExitOk;
   }
@@ -95,11 +96,15 @@ int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run) {
                                   : CompareLayout(stored, *layout, key);
     std::printf("dry run: %s\n", check.ok() ? "already the configured layout, nothing to do"
                                             : check.message().c_str());
-    return check.ok() ? kExitOk : kExitUsage;
+    return check.ok() ? kExitOk : kExitLayout;
   }
   bool changed = false;
   st = UpgradeMeta(target->meta(), *layout, &changed);
-  if (!st.ok()) return Fail(st, st.code() == StatusCode::kUnavailable ? kExitFailure : kExitUsage);
+  if (!st.ok()) {
+    // filter.stages is 1 (nothing to upgrade to) is the config's; a stored layout
+    // that is not the configured one's version 1 is a mismatch.
+    return Fail(st, st.code() == StatusCode::kInvalidArgument ? kExitConfig : ExitCodeForStart(st));
+  }
   std::printf(changed ? "upgraded %s to version %d: running writers switch within 10 s, readers "
                         "on their next meta check\n"
                       : "%s is version %d already: nothing to do\n",
@@ -112,17 +117,17 @@ int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run) {
 // scanned (a SCAN sees one node's keys only) and used_memory is their sum.
 int Stats(const ConfigArgs& args, bool json) {
   auto config = LoadOrReport(args);
-  if (!config.ok()) return kExitUsage;
+  if (!config.ok()) return kExitConfig;
   auto configured = LayoutFromConfig(config->filter);
-  if (!configured.ok()) return Fail(configured.status(), kExitUsage);
+  if (!configured.ok()) return Fail(configured.status(), kExitConfig);
   auto redis = RedisOptionsFromConfig(config->redis);
-  if (!redis.ok()) return Fail(redis.status(), kExitUsage);
+  if (!redis.ok()) return Fail(redis.status(), kExitConfig);
   auto target = Connect(*redis);
-  if (!target.ok()) return Fail(target.status());
+  if (!target.ok()) return Fail(target.status(), ExitCodeForStart(target.status()));
   Layout layout;
   bool found = false;
   Status st = ReadLayout(target->meta(), *configured, &layout, &found);
-  if (!st.ok()) return Fail(st, kExitUsage);
+  if (!st.ok()) return Fail(st, ExitCodeForStart(st));
   // The nodes to scan: the one node, or every master of the cluster.
   std::vector<RedisConnection*> nodes;
   if (target->router) {
@@ -198,12 +203,14 @@ int Stats(const ConfigArgs& args, bool json) {
   }
   std::printf("layout version %d at %s: %llu keys of %zu users\n", layout.version(),
               MetaKey(layout.prefix).c_str(), static_cast<unsigned long long>(keys), users.size());
-  std::printf("  values   %llu bytes, %.0f per user, %.0f per key\n",
-              static_cast<unsigned long long>(bytes), per_user,
-              keys ? static_cast<double>(bytes) / static_cast<double>(keys) : 0.0);
-  std::printf("  redis    used_memory %llu bytes (whole db%s), %.0f per user\n",
-              static_cast<unsigned long long>(used_memory),
-              nodes.size() > 1 ? ", sum over the masters" : "", mem_per_user);
+  // Human units here; --json keeps the raw byte counts.
+  const auto human = [](double b) { return FormatBytesHuman(static_cast<uint64_t>(b + 0.5)); };
+  std::printf("  values   %s, %s per user, %s per key\n", FormatBytesHuman(bytes).c_str(),
+              human(per_user).c_str(),
+              human(keys ? static_cast<double>(bytes) / static_cast<double>(keys) : 0.0).c_str());
+  std::printf("  redis    used_memory %s (whole db%s), %s per user\n",
+              FormatBytesHuman(used_memory).c_str(),
+              nodes.size() > 1 ? ", sum over the masters" : "", human(mem_per_user).c_str());
   std::printf("  keys by stages present:\n");
   for (size_t n = 1; n < by_stages.size(); ++n) {
     if (!by_stages[n]) continue;

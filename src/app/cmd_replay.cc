@@ -38,12 +38,13 @@ struct ReplayArgs {
   std::vector<int> partitions;
   double max_rate = 0;
   bool dry_run = false;
-  int timeout_s = 30;
+  std::string timeout = "30s";  // --timeout: a duration (plain number = seconds)
+  int64_t timeout_ms = 30000;   // parsed
 };
 
 StatusOr<std::vector<OffsetRange>> FindRanges(const KafkaConfig& kc, const ReplayArgs& a,
                                               int64_t since_ms, int64_t until_ms) {
-  const int timeout_ms = a.timeout_s * 1000;
+  const int timeout_ms = static_cast<int>(a.timeout_ms);
   auto parts = ReadGroupOffsets(kc, timeout_ms);
   if (!parts.ok()) return parts.status();
   std::vector<TopicPartition> tps;
@@ -70,9 +71,13 @@ StatusOr<std::vector<OffsetRange>> FindRanges(const KafkaConfig& kc, const Repla
   return ranges;
 }
 
-int Replay(const ReplayArgs& a) {
+int Replay(ReplayArgs& a) {
   auto config = LoadOrReport(a.config);
-  if (!config.ok()) return kExitUsage;
+  if (!config.ok()) return kExitConfig;
+  auto timeout = DurationOption(a.timeout, "--timeout");
+  if (!timeout.ok()) return Fail(timeout.status(), kExitUsage);
+  if (*timeout > 600000) return Fail(InvalidArgument("--timeout: at most 10m"), kExitUsage);
+  a.timeout_ms = *timeout;
   SetUpLogging(config->log.level == "info" ? "warn" : config->log.level);
   const auto& stop = InstallStopSignals();
   SystemClock clock;
@@ -89,12 +94,17 @@ int Replay(const ReplayArgs& a) {
   KafkaConfig kc = config->kafka;
   if (!a.topics.empty()) kc.topics = a.topics;
   auto layout = LayoutFromConfig(config->filter);
-  if (!layout.ok()) return Fail(layout.status(), kExitUsage);
+  if (!layout.ok()) return Fail(layout.status(), kExitConfig);
   auto redis = RedisOptionsFromConfig(config->redis);
-  if (!redis.ok()) return Fail(redis.status(), kExitUsage);
+  if (!redis.ok()) return Fail(redis.status(), kExitConfig);
 
   auto ranges = FindRanges(kc, a, *since, until_ms);
-  if (!ranges.ok()) return Fail(ranges.status());
+  if (!ranges.ok()) {
+    // A --partitions that names none is the command line's; Kafka's errors are
+    // named by kind (unreachable, refused).
+    const Status& st = ranges.status();
+    return Fail(st, st.code() == StatusCode::kInvalidArgument ? kExitUsage : ExitCodeForStart(st));
+  }
   int64_t total = 0;
   for (const auto& r : *ranges) total += r.end - r.start;
   std::fprintf(stderr, "replay %s .. %s of group %s's topic(s), %lld event(s):\n",
@@ -111,12 +121,11 @@ int Replay(const ReplayArgs& a) {
     // The meta first (a layout mismatch stops the replay before it reads Kafka).
     Layout effective;
     Status st = EnsureMetaAt(*redis, *layout, &effective);
-    if (!st.ok() && st.code() == StatusCode::kUnavailable) return Fail(st);
-    if (!st.ok()) return Fail(st, kExitUsage);
+    if (!st.ok()) return Fail(st, ExitCodeForStart(st));
     if (effective.version() != layout->version()) WarnLayoutV1(*layout);
   }
   auto source = RangeSource::Create(kc, *ranges);
-  if (!source.ok()) return Fail(source.status());
+  if (!source.ok()) return Fail(source.status(), ExitCodeForStart(source.status()));
   prometheus::Registry registry;
   IngestMetrics metrics(registry);
   BitWriterOptions wo = BitWriterOptionsFromConfig(config->redis, *redis, *layout);
@@ -208,7 +217,7 @@ int Replay(const ReplayArgs& a) {
     std::fprintf(stderr,
                  "exposure-filter: replay interrupted; positions above show where it got "
                  "to (everything before them is written)\n");
-    return 130;
+    return kExitInterrupted;
   }
   return kExitOk;
 }
@@ -227,12 +236,19 @@ Action AddReplayCommand(CLI::App& app) {
       ->required();
   cmd->add_option("--until", a->until,
                   "End (inclusive), same forms; default: the high watermarks now");
-  cmd->add_option("--topic", a->topics, "Topic(s) (default: kafka.topics)");
+  cmd->footer(
+      "Times: RFC 3339 (2026-11-22T08:00:00Z), a date (2026-11-22 = midnight UTC), @epoch\n"
+      "seconds (@1795305600), or a duration ago (2h, 3d, 90m). Exit codes: 0 done, 2 usage,\n"
+      "4 config, 5 stored layout disagrees, 6 Kafka or Redis unreachable, 3 refused,\n"
+      "130 interrupted (positions printed). docs/CLI.md.");
+  OneValueEach(cmd->add_option("--topic", a->topics, "Topic (repeatable; default: kafka.topics)"));
   cmd->add_option("--partitions", a->partitions, "Only these partitions")->delimiter(',');
   cmd->add_option("--max-rate", a->max_rate, "Events per second at most (0 = no limit)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeReal());
   cmd->add_flag("--dry-run", a->dry_run, "Print the offset ranges and event counts, write nothing");
-  cmd->add_option("--timeout", a->timeout_s, "Seconds to wait for Kafka answers")
+  cmd->add_option("--timeout", a->timeout,
+                  "Wait this long for Kafka answers (a duration: 30s, 2m; plain number = seconds)")
+      ->type_name("DURATION")
       ->capture_default_str();
   return [a] { return Replay(*a); };
 }

@@ -50,18 +50,18 @@ Status ConnectAndCheckMeta(const RedisOptions& options, const Layout& layout) {
 
 int Run(const ConfigArgs& args) {
   auto config = LoadOrReport(args);
-  if (!config.ok()) return kExitUsage;
+  if (!config.ok()) return kExitConfig;
   SetUpLogging(config->log.level);
   const auto& stop = InstallStopSignals();
 
   auto layout = LayoutFromConfig(config->filter);
-  if (!layout.ok()) return Fail(layout.status(), kExitUsage);
+  if (!layout.ok()) return Fail(layout.status(), kExitConfig);
   auto redis = RedisOptionsFromConfig(config->redis);
-  if (!redis.ok()) return Fail(redis.status(), kExitUsage);
+  if (!redis.ok()) return Fail(redis.status(), kExitConfig);
   // kafka.properties that librdkafka refuses are a config error now, not after
   // Redis answered (config check makes the same check).
   if (Status kafka = kafka::CheckConsumerConfig(config->kafka); !kafka.ok())
-    return Fail(kafka, kExitUsage);
+    return Fail(kafka, kExitConfig);
 
   auto registry = std::make_shared<prometheus::Registry>();
   IngestMetrics metrics(*registry);
@@ -81,7 +81,7 @@ int Run(const ConfigArgs& args) {
       if (!started.load()) return Readiness{false, "starting: redis layout not checked yet"};
       return monitor.Ready();
     });
-    if (!server.ok()) return Fail(server.status(), kExitUsage);
+    if (!server.ok()) return Fail(server.status(), kExitConfig);
     http = std::move(server.value());
     spdlog::info("metrics on http://{}/metrics, /healthz, /readyz", config->metrics.listen);
   }
@@ -94,15 +94,14 @@ int Run(const ConfigArgs& args) {
                                       : "");
   Status st = ConnectAndCheckMeta(*redis, *layout);
   if (!st.ok()) {
-    return Fail(st, st.code() == StatusCode::kCancelled          ? kExitOk
-                    : st.code() == StatusCode::kPermissionDenied ? kExitDenied
-                                                                 : kExitUsage);
+    // A layout that disagrees, refused credentials, a SELECT refused: final.
+    return Fail(st, st.code() == StatusCode::kCancelled ? kExitOk : ExitCodeForStart(st));
   }
   metrics.redis_up->Set(1);
   spdlog::info("redis {}: layout checked", config->redis.address);
 
   auto consumer = KafkaConsumer::Create(config->kafka);
-  if (!consumer.ok()) return Fail(consumer.status(), kExitUsage);
+  if (!consumer.ok()) return Fail(consumer.status(), kExitConfig);
   (*consumer)->SetLostHandler([&metrics](const TopicPartition& tp, int64_t from, int64_t to) {
     metrics.AddLost(tp.topic, tp.partition, to - from);
     spdlog::error(
@@ -117,7 +116,7 @@ int Run(const ConfigArgs& args) {
     dlo.drop_on_permanent_failure = config->kafka.dead_letter_on_failure == "drop";
     dlo.max_pending_bytes = static_cast<size_t>(config->kafka.dead_letter_max_pending_bytes);
     auto dl = DeadLetterSink::Create(config->kafka, dlo, &metrics);
-    if (!dl.ok()) return Fail(dl.status(), kExitUsage);
+    if (!dl.ok()) return Fail(dl.status(), kExitConfig);
     dead_letter = std::move(dl.value());
   }
 
@@ -148,8 +147,13 @@ int Run(const ConfigArgs& args) {
       "stopped: {} messages, {} events written ({} items), {} rejected, {} batches, {} "
       "commits",
       t.messages, t.events_written, t.items_written, t.events_rejected, t.batches, t.commits);
-  if (!st.ok())
-    return Fail(st, st.code() == StatusCode::kPermissionDenied ? kExitDenied : kExitFailure);
+  if (!st.ok()) {
+    // Refused credentials or ACL, or the stored layout changed under us: a
+    // restart cannot help. Anything else (e.g. the final commit lost) may.
+    return Fail(st, st.code() == StatusCode::kPermissionDenied     ? kExitDenied
+                    : st.code() == StatusCode::kFailedPrecondition ? kExitLayout
+                                                                   : kExitFailure);
+  }
   return kExitOk;
 }
 
@@ -160,6 +164,11 @@ Action AddRunCommand(CLI::App& app) {
       app.add_subcommand("run", "Consume exposure events from Kafka into Redis (the daemon)");
   auto args = std::make_shared<ConfigArgs>();
   AddConfigOptions(cmd, args.get(), false);
+  cmd->footer(
+      "Waits (retrying, logged once) while Redis does not answer at start; exits 5 when the\n"
+      "layout stored in Redis disagrees with filter.*, 3 when Redis or Kafka refuse the\n"
+      "credentials or ACL, 4 on a bad config. SIGTERM or Ctrl-C drains, flushes, commits and\n"
+      "exits 0. docs/CLI.md#exit-codes, docs/OPERATING.md.");
   return [args] { return Run(*args); };
 }
 

@@ -11,7 +11,7 @@ namespace {
 
 int Serve(const ConfigArgs& args) {
   auto config = LoadOrReport(args);
-  if (!config.ok()) return kExitUsage;
+  if (!config.ok()) return kExitConfig;
   const ServeConfig& sc = config->serve;  // serve.listen != metrics.listen: config/loader.cc
   SetUpLogging(config->log.level);
   InstallStopSignals();
@@ -29,10 +29,7 @@ int Serve(const ConfigArgs& args) {
   std::string error;
   exposure_filter::ErrorCode code = exposure_filter::ErrorCode::kOk;
   auto client = exposure_filter::Client::Create(options, &error, &code);
-  if (!client) {
-    return Fail(Unavailable(error),
-                code == exposure_filter::ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure);
-  }
+  if (!client) return Fail(Unavailable(error), ExitCodeForClientError(code));
 
   serve::ServerOptions so;
   so.listen = sc.listen;
@@ -41,7 +38,7 @@ int Serve(const ConfigArgs& args) {
   so.threads = static_cast<int>(sc.threads);
   so.timeout = std::chrono::milliseconds(sc.timeout_ms);
   auto server = serve::Server::Start(so, client.get());
-  if (!server.ok()) return Fail(server.status(), kExitUsage);
+  if (!server.ok()) return Fail(server.status(), kExitConfig);  // e.g. address in use
   const exposure_filter::LayoutInfo layout = client->layout();
   // The port line is what scripts and tests wait for (port 0 = a free one).
   spdlog::info(
@@ -75,7 +72,9 @@ Action AddServeCommand(CLI::App& app) {
   cmd->footer(
       "Config keys serve.listen, serve.threads, serve.timeout, serve.max_items,\n"
       "serve.max_body_bytes, serve.fail_closed (docs/CONFIG.md); filter.* and redis.* as for\n"
-      "`run`. Example:\n"
+      "`run`. Exits 4 on a bad config or a serve.listen it cannot bind, 5 when the stored\n"
+      "layout disagrees, 6 when Redis does not answer at start, 3 when it refuses the\n"
+      "credentials (docs/CLI.md#exit-codes). Example:\n"
       "  exposure-filter serve -c config/exposure-filter.yaml --set serve.listen=0.0.0.0:8090\n"
       "  curl -s localhost:8090/v1/filter -d '{\"user_id\": \"u1\", \"items\": [\"i1\", \"i2\"]}'");
   return [args] { return Serve(*args); };

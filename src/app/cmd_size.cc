@@ -1,6 +1,7 @@
 // exposure-filter size: the sizing calculator.
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -29,7 +30,7 @@ struct SizeArgs {
 // rule, then Validate, so `size` accepts exactly the layouts `run` accepts.
 int Size(const SizeArgs& a) {
   auto config = LoadOrReport(a.config);
-  if (!config.ok()) return kExitUsage;
+  if (!config.ok()) return kExitConfig;
   struct Option {
     const char* name;
     const char* key;
@@ -73,10 +74,10 @@ Action AddSizeCommand(CLI::App& app) {
   auto a = std::make_shared<SizeArgs>();
   AddConfigOptions(cmd, &a->config, false);
   cmd->add_option("--users", a->users, "Number of users (default 1000000)")
-      ->check(CLI::PositiveNumber);
+      ->check(WholeNumber(1, UINT64_MAX));
   cmd->add_option("-n,--items-per-bucket", a->items,
                   "Expected exposures per user per bucket (default: filter.items_per_bucket)")
-      ->check(CLI::PositiveNumber);
+      ->check(WholeNumber(1, INT64_MAX));
   cmd->add_option("-p,--fpr", a->fpr,
                   "Target false-positive rate over the window (default: filter.fpr)")
       ->check(CLI::Validator(

@@ -4,11 +4,14 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
+#include "common/duration.h"
 #include "config/loader.h"
 
 namespace ef::app {
@@ -30,9 +33,52 @@ void OnSignal(int) {
 void AddConfigOptions(CLI::App* cmd, ConfigArgs* args, bool required) {
   auto* opt = cmd->add_option("-c,--config", args->path, "YAML config file (see docs/CONFIG.md)");
   if (required) opt->required();
-  cmd->add_option("--set", args->overrides,
-                  "Override a config key, e.g. --set filter.fpr=0.001 (repeatable)")
-      ->type_name("KEY=VALUE");
+  OneValueEach(cmd->add_option("--set", args->overrides,
+                               "Override a config key, e.g. --set filter.fpr=0.001 (repeatable, "
+                               "one KEY=VALUE each)")
+                   ->type_name("KEY=VALUE"));
+}
+
+CLI::Option* OneValueEach(CLI::Option* opt) {
+  return opt->expected(1)->allow_extra_args(false)->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeAll);
+}
+
+CLI::Validator WholeNumber(uint64_t min, uint64_t max) {
+  const std::string range = std::to_string(min) + ".." + std::to_string(max);
+  return CLI::Validator(
+      [min, max](std::string& v) -> std::string {
+        uint64_t n = 0;
+        const char* end = v.data() + v.size();
+        const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+        const auto [ptr, ec] = std::from_chars(v.data(), end, n);
+        if (!digits || ec != std::errc() || ptr != end || n < min || n > max) {
+          return "must be a whole number from " + std::to_string(min) + " to " +
+                 std::to_string(max) + ", got " + v;
+        }
+        return "";
+      },
+      range);
+}
+
+CLI::Validator NonNegativeReal() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (v.empty() || end != v.c_str() + v.size() || !(x >= 0) || x > 1e300)
+          return "must be a number >= 0, got " + v;
+        return "";
+      },
+      ">= 0");
+}
+
+StatusOr<int64_t> DurationOption(const std::string& text, const char* option, bool allow_zero) {
+  auto ms = ParseDurationOptionMs(text);
+  if (!ms.ok()) return ms.status().Prefixed(option);
+  if (*ms == 0 && !allow_zero)
+    return InvalidArgument(std::string(option) + ": must be positive, got " + text);
+  return ms;
 }
 
 StatusOr<Config> LoadOrReport(const ConfigArgs& args) {
@@ -74,6 +120,24 @@ void WarnLayoutV1(const Layout& configured) {
       "`exposure-filter layout upgrade -c <config>` (safe while `run` runs: writers switch to "
       "version {} within 10 s)",
       configured.prefix, configured.version());
+}
+
+int ExitCodeForClientError(exposure_filter::ErrorCode code) {
+  using exposure_filter::ErrorCode;
+  switch (code) {
+    case ErrorCode::kOk:
+      return kExitOk;
+    case ErrorCode::kInvalidArgument:
+      return kExitConfig;
+    case ErrorCode::kUnavailable:
+      return kExitUnreachable;
+    case ErrorCode::kLayoutMismatch:
+      return kExitLayout;
+    case ErrorCode::kPermissionDenied:
+      return kExitDenied;
+    default:
+      return kExitFailure;
+  }
 }
 
 int Fail(const Status& status, int code) {

@@ -7,29 +7,43 @@
 #include <string>
 #include <vector>
 
+#include "app/exit_codes.h"
 #include "bloom/layout.h"
 #include "common/status.h"
 #include "config/config.h"
+#include "exposure_filter/client.h"
 
 namespace ef::app {
-
-// Exit codes: 0 ok, 1 runtime failure, 2 bad usage or config.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;
-inline constexpr int kExitUsage = 2;
-// Kafka or Redis refused us for good (authentication, authorization, unknown
-// topic): a restart loop would not help; fix the credentials, ACLs or topic.
-inline constexpr int kExitDenied = 3;
 
 struct ConfigArgs {
   std::string path;
   std::vector<std::string> overrides;
 };
-// Adds -c/--config and --set to a subcommand.
+// Adds -c/--config and --set to a subcommand. --set takes one KEY=VALUE per
+// occurrence (repeatable), so arguments after it stay positional.
 void AddConfigOptions(CLI::App* cmd, ConfigArgs* args, bool required);
 
-// Loads the config; on error prints one line "exposure-filter: <error>" to stderr.
+// Loads the config; on error prints one line "exposure-filter: <error>" to stderr
+// (the caller exits kExitConfig).
 StatusOr<Config> LoadOrReport(const ConfigArgs& args);
+
+// A repeatable option (a vector) takes one value per occurrence: `--opt a b`
+// leaves b to the positional arguments. Returns opt.
+CLI::Option* OneValueEach(CLI::Option* opt);
+
+// Validator of a whole number option in [min, max], checked on the text (CLI11
+// alone saturates 99999999999999999999 to 2^64-1): "--users: must be a whole
+// number from 1 to 18446744073709551615, got 0".
+CLI::Validator WholeNumber(uint64_t min, uint64_t max);
+
+// Validator of a real number option >= 0 ("--rate: must be a number >= 0, got -1").
+CLI::Validator NonNegativeReal();
+
+// A duration option (common/duration.h, e.g. 500ms, 3s, 2m; a plain number in
+// seconds, fractions allowed): the milliseconds, or a kInvalidArgument naming
+// `option` and the text. Must be > 0 unless allow_zero.
+StatusOr<int64_t> DurationOption(const std::string& text, const char* option,
+                                 bool allow_zero = false);
 
 // spdlog to stderr, with the given level name ("info", ...).
 void SetUpLogging(const std::string& level);
@@ -44,6 +58,12 @@ void SleepUnlessStopped(int64_t ms);
 // Logs (warning) that Redis holds the version-1 meta of `configured`'s stage 0, so
 // writes go to stage 0 alone until `exposure-filter layout upgrade`.
 void WarnLayoutV1(const Layout& configured);
+
+// The exit code for a failed exposure_filter::Client::Create or call (an
+// exposure_filter::ErrorCode): invalid argument -> kExitConfig, unavailable ->
+// kExitUnreachable, layout mismatch -> kExitLayout, permission denied ->
+// kExitDenied, internal -> kExitFailure.
+int ExitCodeForClientError(exposure_filter::ErrorCode code);
 
 // Prints "exposure-filter: <message>" to stderr and returns `code`.
 int Fail(const Status& status, int code = kExitFailure);

@@ -2,6 +2,8 @@
 
 #include <array>
 #include <charconv>
+#include <cmath>
+#include <cstdio>
 #include <limits>
 #include <system_error>
 
@@ -75,6 +77,56 @@ std::string FormatDurationMs(int64_t ms) {
     }
   }
   return std::to_string(ms) + "ms";  // unreachable: 1 ms divides everything
+}
+
+StatusOr<int64_t> ParseDurationOptionMs(std::string_view text) {
+  const size_t dot = text.find('.');
+  if (dot == std::string_view::npos) return ParseDurationMs(text);
+  // "<digits>.<digits>": seconds with a fraction.
+  const std::string_view whole = text.substr(0, dot);
+  const std::string_view frac = text.substr(dot + 1);
+  auto digits = [](std::string_view d) {
+    for (char c : d)
+      if (c < '0' || c > '9') return false;
+    return true;
+  };
+  if (whole.empty() || frac.empty() || !digits(whole) || !digits(frac)) {
+    return InvalidArgument("duration " + Quoted(text) +
+                           " must be a number of seconds (0.5) or an integer with a unit "
+                           "(500ms, 10s, 30d)");
+  }
+  auto seconds = ParseDurationMs(whole);
+  if (!seconds.ok()) return seconds.status();
+  int64_t ms = 0;
+  int64_t scale = 100;
+  for (size_t i = 0; i < frac.size() && scale > 0; ++i, scale /= 10) ms += (frac[i] - '0') * scale;
+  if (*seconds > std::numeric_limits<int64_t>::max() - ms)
+    return InvalidArgument("duration " + Quoted(text) + " is too large");
+  return *seconds + ms;
+}
+
+std::string FormatDurationHuman(double seconds) {
+  if (std::isnan(seconds)) return "?";
+  if (seconds < 0) return "-" + FormatDurationHuman(-seconds);
+  char buf[64];
+  if (seconds < 59.95) {
+    std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+    return buf;
+  }
+  if (seconds > 9.2e18) return "> 100000000000d";
+  const int64_t s = std::llround(seconds);  // 59.97 is 1m 0s
+  const int64_t d = s / 86400, h = s % 86400 / 3600, m = s % 3600 / 60, sec = s % 60;
+  if (d > 0) {
+    std::snprintf(buf, sizeof buf, "%lldd %lldh %lldm", static_cast<long long>(d),
+                  static_cast<long long>(h), static_cast<long long>(m));
+  } else if (h > 0) {
+    std::snprintf(buf, sizeof buf, "%lldh %lldm", static_cast<long long>(h),
+                  static_cast<long long>(m));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldm %llds", static_cast<long long>(m),
+                  static_cast<long long>(sec));
+  }
+  return buf;
 }
 
 }  // namespace ef

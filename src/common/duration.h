@@ -19,4 +19,14 @@ StatusOr<int64_t> ParseDurationMs(std::string_view text);
 // A negative ms is written with a leading '-' (which Parse rejects).
 std::string FormatDurationMs(int64_t ms);
 
+// A command-line duration option: what ParseDurationMs reads, or a plain
+// number of seconds with a fraction ("0.5" = 500 ms; past the third decimal
+// ignored). Same errors, naming the text.
+StatusOr<int64_t> ParseDurationOptionMs(std::string_view text);
+
+// A duration for people, from seconds: below a minute one decimal ("3.2s",
+// "0.0s"), then the two or three largest whole units ("4m 5s", "19h 44m",
+// "1d 19h 44m"). Negative values get a leading '-'.
+std::string FormatDurationHuman(double seconds);
+
 }  // namespace ef

@@ -45,9 +45,28 @@ int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0
 StatusOr<int64_t> ParseTimeArg(std::string_view s, int64_t now_ms) {
   const std::string quoted = "time '" + std::string(s) + "'";
   const std::string bad = quoted +
-                          ": expected RFC 3339 (2026-11-22T08:00:00Z), a date (2026-11-22) "
-                          "or a duration ago (2h, 3d)";
+                          ": expected RFC 3339 (2026-11-22T08:00:00Z), a date (2026-11-22), "
+                          "@seconds since 1970 (@1795305600) or a duration ago (2h, 3d)";
   if (s.empty()) return InvalidArgument(bad);
+  if (s.front() == '@') {
+    int64_t seconds = 0;
+    const std::string_view digits = s.substr(1);
+    bool ok = !digits.empty() && digits.size() <= 12;
+    for (char c : digits) {
+      ok = ok && c >= '0' && c <= '9';
+      if (ok) seconds = seconds * 10 + (c - '0');
+    }
+    if (!ok) return InvalidArgument(bad);
+    if (seconds * 1000 > kMaxMs) {
+      return InvalidArgument(quoted + ": outside 1970-01-01T00:00:00Z .. 9999-12-31T23:59:59.999Z");
+    }
+    return seconds * 1000;
+  }
+  if (s.find_first_not_of("0123456789") == std::string_view::npos) {
+    return InvalidArgument(quoted + ": a bare number is ambiguous: write " + std::string(s) +
+                           "s for that long ago, or @" + std::string(s) +
+                           " for seconds since 1970-01-01");
+  }
   if (s.size() < 10 || s[4] != '-') {
     auto ago = ParseDurationMs(s);
     if (!ago.ok()) return InvalidArgument(bad);

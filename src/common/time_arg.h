@@ -1,6 +1,9 @@
-// Points in time on the command line: RFC 3339 ("2026-11-22T08:00:00Z",
-// "2026-11-22T08:00:00.250+01:00", "2026-11-22" = midnight UTC) or relative
-// to now ("2h", "3d", "90m": that long ago; see common/duration.h).
+// Points in time on the command line (replay --since/--until, check --at):
+// RFC 3339 ("2026-11-22T08:00:00Z", "2026-11-22T08:00:00.250+01:00",
+// "2026-11-22" = midnight UTC), seconds since 1970 after an '@' ("@1795305600",
+// as date(1) writes them), or relative to now with a unit ("2h", "3d", "90m",
+// "0s": that long ago; see common/duration.h). A bare number is refused: it
+// could mean either of the last two.
 #pragma once
 
 #include <cstdint>

@@ -2,15 +2,33 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
+#include "common/duration.h"
+
 namespace ef {
+namespace {
+
+// A measured age or span: 1.0s, 4m 5s, 1d 19h 44m.
+std::string Human(double seconds) { return FormatDurationHuman(seconds); }
+
+// A configured threshold, as written in config and options: 10s, 1m.
+std::string Limit(double seconds) { return FormatDurationMs(std::llround(seconds * 1000)); }
+
+}  // namespace
 
 const char* PartitionStatusName(PartitionStatus s) {
   switch (s) {
-    case PartitionStatus::kOk: return "OK";
-    case PartitionStatus::kWarn: return "WARN";
-    case PartitionStatus::kStall: return "STALL";
-    case PartitionStatus::kStop: return "STOP";
-    case PartitionStatus::kErr: return "ERR";
+    case PartitionStatus::kOk:
+      return "OK";
+    case PartitionStatus::kWarn:
+      return "WARN";
+    case PartitionStatus::kStall:
+      return "STALL";
+    case PartitionStatus::kStop:
+      return "STOP";
+    case PartitionStatus::kErr:
+      return "ERR";
   }
   return "UNKNOWN";
 }
@@ -40,16 +58,17 @@ PartitionStatus StatusEvaluator::Evaluate(std::string* why) const {
   const LagSample& first = samples_.front();
   const double span_s = static_cast<double>(last.at_ms - first.at_ms) / 1000.0;
   if (last.lag_seconds > rules_.freshness_limit_seconds) {
-    say(fmt::format("lag {:.1f} s above the hard limit {:.0f} s", last.lag_seconds,
-                    rules_.freshness_limit_seconds));
+    say(fmt::format("lag {} above the hard limit {}", Human(last.lag_seconds),
+                    Limit(rules_.freshness_limit_seconds)));
     return PartitionStatus::kErr;
   }
-  const int64_t stop_after =
-      rules_.stop_after_ms > 0 ? rules_.stop_after_ms : (window_full() ? last.at_ms - first.at_ms : 0);
+  const int64_t stop_after = rules_.stop_after_ms > 0
+                                 ? rules_.stop_after_ms
+                                 : (window_full() ? last.at_ms - first.at_ms : 0);
   if (last.lag_messages > 0 && last.last_commit_ms > 0 && stop_after > 0 &&
       last.at_ms - last.last_commit_ms > stop_after) {
-    say(fmt::format("no commit for {:.1f} s with lag {}: the consumer is not running",
-                    static_cast<double>(last.at_ms - last.last_commit_ms) / 1000.0,
+    say(fmt::format("no commit for {} with lag {}: the consumer is not running",
+                    Human(static_cast<double>(last.at_ms - last.last_commit_ms) / 1000.0),
                     last.lag_messages));
     return PartitionStatus::kStop;
   }
@@ -61,22 +80,23 @@ PartitionStatus StatusEvaluator::Evaluate(std::string* why) const {
       if (i > 0) growing &= samples_[i].lag_messages > samples_[i - 1].lag_messages;
     }
     if (all_lagging && unchanged) {
-      say(fmt::format("committed offset {} unchanged for {} samples ({:.1f} s) with lag {}",
-                      first.committed, samples_.size(), span_s, last.lag_messages));
+      say(fmt::format("committed offset {} unchanged for {} samples ({}) with lag {}",
+                      first.committed, samples_.size(), Human(span_s), last.lag_messages));
       return PartitionStatus::kStall;
     }
     if (growing) {
-      say(fmt::format("lag grew at every sample for {:.1f} s, now {}", span_s, last.lag_messages));
+      say(fmt::format("lag grew at every sample for {}, now {}", Human(span_s), last.lag_messages));
       return PartitionStatus::kWarn;
     }
   }
   if (last.lag_seconds > rules_.freshness_target_seconds) {
-    say(fmt::format("lag {:.1f} s above the freshness target {:.0f} s", last.lag_seconds,
-                    rules_.freshness_target_seconds));
+    say(fmt::format("lag {} above the freshness target {}", Human(last.lag_seconds),
+                    Limit(rules_.freshness_target_seconds)));
     return PartitionStatus::kWarn;
   }
-  say(last.lag_messages > 0 ? fmt::format("lag {} messages, {:.1f} s", last.lag_messages, last.lag_seconds)
-                            : "caught up");
+  say(last.lag_messages > 0
+          ? fmt::format("lag {} messages, {}", last.lag_messages, Human(last.lag_seconds))
+          : "caught up");
   return PartitionStatus::kOk;
 }
 

@@ -180,7 +180,7 @@ std::map<std::string, bool> ParseAnswers(const std::string& out) {
 void CheckCli(const LocalRedisCluster& cluster, const Written& w, const std::string& user,
               const test::TempDir& dir) {
   std::vector<std::string> argv = {EF_BINARY, "check", "--set", "redis.address=" + cluster.seeds(),
-                                   "-u",      user,    "--at",  std::to_string(w.now_s)};
+                                   "-u",      user,    "--at",  "@" + std::to_string(w.now_s)};
   const std::vector<std::string>& items = w.candidates.at(user);
   argv.insert(argv.end(), items.begin(), items.end());
   test::RunResult r = test::RunCommand(argv);
@@ -196,7 +196,7 @@ void CheckCli(const LocalRedisCluster& cluster, const Written& w, const std::str
   dir.Write(user + ".txt", text);
   const std::string file = dir.File(user + ".txt");
   argv = {EF_BINARY, "check", "--set", "redis.address=" + cluster.seeds(),
-          "-u",      user,    "--at",  std::to_string(w.now_s),
+          "-u",      user,    "--at",  "@" + std::to_string(w.now_s),
           "--file",  file,    "--json"};
   r = test::RunCommand(argv, "", /*stdout_only=*/true);
   INFO(r.out);

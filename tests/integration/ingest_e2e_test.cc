@@ -185,7 +185,7 @@ TEST_CASE("a writer whose layout disagrees with the stored one refuses to run", 
   auto second = stack.StartDaemon(stack.WriteConfig("b.yaml", "filter:\n  fpr: 0.001\n"), "b.log");
   auto code = second->Wait(30s);
   REQUIRE(code.has_value());
-  CHECK(*code == 2);
+  CHECK(*code == 5);  // app::kExitLayout
   const std::string log = second->Output();
   INFO(log);
   CHECK(log.find("disagrees") != std::string::npos);

@@ -192,7 +192,7 @@ TEST_CASE("lag without a daemon: messages from the watermarks, seconds from the 
   }
   {  // --check fails on WARN/ERR; lower thresholds turn WARN into ERR.
     auto c = Ef({"lag", "-c", config, "--check"});
-    CHECK(c.code == 1);
+    CHECK(c.code == 7);  // app::kExitData
     CHECK(c.out.find("ERR") != std::string::npos);
     LagRead strict = ReadLag(config, {"--freshness-target", "2s", "--freshness-limit", "20s"});
     CHECK(PartitionOf(strict.doc, 0).at("status") == "ERR");
@@ -302,7 +302,7 @@ TEST_CASE(
   // --check over a short window fails and says why.
   auto check = Ef({"lag", "-c", config, "--check", "--watch", "0.2", "--samples", "2"});
   INFO(check.out << check.err);
-  CHECK(check.code == 1);
+  CHECK(check.code == 7);               // app::kExitData
   CHECK(Lines(check.out).size() == 5);  // one table, after the window: title, header, 2 rows, total
   CHECK(check.out.find("STOP") != std::string::npos);
 
@@ -345,14 +345,14 @@ TEST_CASE("lag --watch without a terminal prints successive tables and exits 0 o
   CHECK(out.find("(refresh 0.2 s, window 10 samples)") != std::string::npos);
 }
 
-TEST_CASE("lag against an unreachable Kafka: one line naming the servers, exit 1, in time",
+TEST_CASE("lag against an unreachable Kafka: one line naming the servers, exit 6, in time",
           "[integration][lag]") {
   const std::string servers = "127.0.0.1:" + std::to_string(FreePort());
   const auto start = std::chrono::steady_clock::now();
   auto r = Ef({"lag", "--set", "kafka.bootstrap_servers=" + servers, "--timeout", "2s"}, 30s);
   const auto took = std::chrono::steady_clock::now() - start;
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  CHECK(r.code == 1);
+  CHECK(r.code == 6);  // app::kExitUnreachable
   CHECK(r.out.empty());
   auto lines = Lines(r.err);
   REQUIRE(lines.size() == 1);

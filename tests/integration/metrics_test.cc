@@ -189,11 +189,11 @@ TEST_CASE("metrics: /readyz is 503 while no partition is assigned (Kafka unreach
   CHECK(Get(port, "/healthz").status == 200);  // alive, just not useful
 
   // Issue 26, item 8: a second daemon on the same metrics.listen started (httplib
-  // set SO_REUSEPORT) and scrapes alternated between the two. It exits 2 with
+  // set SO_REUSEPORT) and scrapes alternated between the two. It exits 4 (config) with
   // a one-line error naming the address.
   auto second = stack.StartDaemon(stack.dir().File("ef.yaml"), "second.log");
   INFO("second daemon:\n" << second->Output());
-  CHECK(second->Wait(30s) == std::optional<int>(2));
+  CHECK(second->Wait(30s) == std::optional<int>(4));
   CHECK_THAT(second->Output(), Catch::Contains("metrics.listen 127.0.0.1:" + std::to_string(port) +
                                                ": address already in use"));
   CHECK(daemon->Stop(SIGTERM, 30s) == 0);

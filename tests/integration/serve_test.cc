@@ -436,13 +436,13 @@ TEST_CASE("serve: unseen items for known users (single and batch) and bad reques
   }
 
   // Issue 26, item 8: a second serve on the same port started silently and
-  // shared it (httplib set SO_REUSEPORT). It exits 2 naming the address.
+  // shared it (httplib set SO_REUSEPORT). It exits 4 (config) naming the address.
   {
     Process second({EF_BINARY, "serve", "-c", config, "--set",
                     "serve.listen=127.0.0.1:" + std::to_string(port)},
                    stack.dir().File("second.log"));
     INFO("second serve:\n" << second.Output());
-    CHECK(second.Wait(30s) == std::optional<int>(2));
+    CHECK(second.Wait(30s) == std::optional<int>(4));
     CHECK_THAT(second.Output(), Catch::Contains("serve.listen 127.0.0.1:" + std::to_string(port) +
                                                 ": address already in use"));
   }

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "app/exit_codes.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
 
@@ -513,6 +514,22 @@ std::multimap<std::string, std::string> UnitEntries(const std::string& text) {
     entries.emplace(Trim(line.substr(0, eq)), Trim(line.substr(eq + 1)));
   }
   return entries;
+}
+
+// The exit codes docs/CLI.md's table marks "no" in its "systemd restarts" column
+// (rows "| `N` | name | meaning | yes/no |").
+std::set<int> DocumentedNoRestartCodes() {
+  std::set<int> codes;
+  const std::regex row(R"(^\|\s*`(\d+)`\s*\|[^|]*\|[^|]*\|\s*(yes|no)\b)");
+  int rows = 0;
+  for (const auto& line : Split(ReadText(Source("docs/CLI.md")), '\n')) {
+    std::smatch m;
+    if (!std::regex_search(line, m, row)) continue;
+    ++rows;
+    if (m[2] == "no") codes.insert(std::stoi(m[1]));
+  }
+  CHECK(rows >= 8);  // 0..7: the table was found
+  return codes;
 }
 
 std::vector<std::string> UnitFiles() {
@@ -997,6 +1014,17 @@ TEST_CASE(
     }
     CHECK(entries.count("TimeoutStopSec") == 1);
     CHECK(entries.count("LimitNOFILE") == 1);
+
+    // No restart exactly on the exit codes a restart cannot cure: the table's
+    // in code (src/app/exit_codes.h) and in docs/CLI.md.
+    REQUIRE(entries.count("RestartPreventExitStatus") == 1);
+    std::set<int> prevented;
+    {
+      std::stringstream words(entries.find("RestartPreventExitStatus")->second);
+      for (std::string w; words >> w;) prevented.insert(std::stoi(w));
+    }
+    CHECK(prevented == std::set<int>(app::kNoRestartCodes.begin(), app::kNoRestartCodes.end()));
+    CHECK(prevented == DocumentedNoRestartCodes());
 
     // The arguments: the config file the unit names is config/exposure-filter.yaml
     // installed; its --set keys must be accepted.

@@ -255,7 +255,7 @@ TEST_CASE("stages: a running v1 deployment is upgraded with `layout upgrade`, lo
   // A version-1 program now refuses the meta (it would miss later stages).
   auto v1_check =
       RunCommand({EF_BINARY, "run", "-c", config, "--set", "filter.stages=1"}, "", false);
-  CHECK(v1_check.code == 2);
+  CHECK(v1_check.code == 5);  // app::kExitLayout
   CHECK(v1_check.out.find("version: stored 2, configured 1") != std::string::npos);
 }
 

@@ -108,3 +108,34 @@ TEST_CASE("Format then Parse round-trips", "[duration]") {
 
 }  // namespace
 }  // namespace ef
+
+namespace ef {
+
+TEST_CASE("ParseDurationOptionMs: durations, and plain seconds with a fraction", "[duration]") {
+  CHECK(*ParseDurationOptionMs("3s") == 3000);
+  CHECK(*ParseDurationOptionMs("3") == 3000);
+  CHECK(*ParseDurationOptionMs("250ms") == 250);
+  CHECK(*ParseDurationOptionMs("0.2") == 200);
+  CHECK(*ParseDurationOptionMs("1.5") == 1500);
+  CHECK(*ParseDurationOptionMs("0.0015") == 1);  // past the third decimal ignored
+  for (const char* bad : {"", ".5", "5.", "1.5s", "-1", "1.-5", "3x", "1..2", "0x10"}) {
+    INFO(bad);
+    auto r = ParseDurationOptionMs(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK_FALSE(r.status().message().empty());
+  }
+}
+
+TEST_CASE("FormatDurationHuman: one decimal below a minute, whole units above", "[duration]") {
+  CHECK(FormatDurationHuman(0) == "0.0s");
+  CHECK(FormatDurationHuman(3.24) == "3.2s");
+  CHECK(FormatDurationHuman(59.9) == "59.9s");
+  CHECK(FormatDurationHuman(59.97) == "1m 0s");
+  CHECK(FormatDurationHuman(245) == "4m 5s");
+  CHECK(FormatDurationHuman(3600) == "1h 0m");
+  CHECK(FormatDurationHuman(71040) == "19h 44m");
+  CHECK(FormatDurationHuman(157485.6) == "1d 19h 44m");  // the lag figure
+  CHECK(FormatDurationHuman(-3.2) == "-3.2s");
+}
+
+}  // namespace ef

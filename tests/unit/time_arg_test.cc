@@ -24,4 +24,22 @@ TEST_CASE("ParseTimeArg: RFC 3339, dates and durations ago", "[replay]") {
   }
 }
 
+TEST_CASE("ParseTimeArg: @epoch seconds, and a bare number is refused as ambiguous", "[replay]") {
+  const int64_t now = 1795305600000;
+  CHECK(*ParseTimeArg("@1795305600", now) == now);
+  CHECK(*ParseTimeArg("@0", now) == 0);
+  CHECK(*ParseTimeArg("0s", now) == now);
+  for (const char* bad : {"@", "@-1", "@1.5", "@12x", "@9999999999999"}) {
+    INFO(bad);
+    CHECK_FALSE(ParseTimeArg(bad, now).ok());
+  }
+  for (const char* bare : {"0", "3600", "1795305600"}) {
+    INFO(bare);
+    auto r = ParseTimeArg(bare, now);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message().find(std::string("@") + bare) != std::string::npos);
+    CHECK(r.status().message().find(std::string(bare) + "s") != std::string::npos);
+  }
+}
+
 }  // namespace ef
