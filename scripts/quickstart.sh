@@ -95,7 +95,7 @@ processed() {
 START=$(date +%s%N)
 for i in $(seq 1 1200); do
   kill -0 "$DAEMON" 2>/dev/null || { echo "quickstart: the daemon exited:" >&2; tail -5 "$RUN_DIR/daemon.log" >&2; exit 1; }
-  N=$(processed 2>/dev/null || echo 0)
+  N=$(processed 2>/dev/null) || N=0  # not listening yet (awk printed 0 already)
   [ "${N:-0}" -ge "$TOTAL" ] && break
   if [ -t 1 ]; then
     printf '\rquickstart: daemon processed %s of %s events' "$N" "$TOTAL"
@@ -124,6 +124,7 @@ if [ "$WAIT" = 1 ]; then
   cat <<MSG
 
 The stack keeps running. Try, in another terminal:
+  export BOOTSTRAP=$BOOTSTRAP REDIS=127.0.0.1:$REDIS_PORT   # README's "Example: one event, one query"
   curl -s http://127.0.0.1:$METRICS_PORT/metrics | grep ^exposure_filter_
   $EF loadgen -b $BOOTSTRAP -n 100000 --rate 20000
   $EF check --set redis.address=127.0.0.1:$REDIS_PORT -u demo-user item-1 item-9
