@@ -1,5 +1,6 @@
-// The production stack files (issue 12 part 6), checked without a Docker engine or
-// a running systemd, each against the tool that will read it:
+// The stack files (issue 12 part 6: the demo compose stack, the image, the
+// systemd units), checked without a Docker engine or a running systemd, each
+// against the tool that will read it:
 // - docker-compose.yml: `docker-compose config` accepts it; every exposure-filter
 //   command in it passes `exposure-filter config check` with the same config file
 //   (as mounted), --set keys and EXPOSURE_FILTER_* variables; the addresses it
@@ -531,7 +532,7 @@ std::vector<std::string> UnitFiles() {
   return units;
 }
 
-TEST_CASE("stack: docker-compose.yml parses and holds the production stack", "[stack]") {
+TEST_CASE("stack: docker-compose.yml parses and holds the demo stack", "[stack]") {
   RequireTool("docker-compose");
   const ComposeStack& stack = LoadCompose();
   RequireCompose(stack);
