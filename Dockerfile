@@ -15,7 +15,7 @@ COPY . .
 # The commit, for --version and exposure_filter_build_info (.git is not copied):
 #   docker build --build-arg EF_REVISION=$(git rev-parse --short=12 HEAD) .
 ARG EF_REVISION=unknown
-RUN BUILD_TYPE=Release BUILD_DIR=/build scripts/build.sh -DEF_BUILD_TESTS=OFF -DEF_BUILD_BENCH=OFF \
+RUN BUILD_TYPE=Release BUILD_DIR=/build scripts/build.sh --binary -DEF_BUILD_TESTS=OFF -DEF_BUILD_BENCH=OFF \
     -DEF_REVISION=${EF_REVISION} \
     && strip -o /exposure-filter /build/exposure-filter
 

@@ -9,7 +9,11 @@
      where it is a single backticked value);
   3. every `--flag` written after `exposure-filter <command>` in those files is one
      that `exposure-filter <command> --help` lists;
-  4. OPERATING.md's count of alerting rules is the count in config/alerts.yml.
+  4. OPERATING.md's count of alerting rules is the count in config/alerts.yml;
+  5. every `--flag` written after `scripts/<name>.sh` is one that the script's
+     --help lists, and the packages README says the quick start installs
+     (`scripts/install-deps.sh --demo`: the build packages and ...) are the ones
+     `install-deps.sh --list demo` adds to `--list build`.
 
 Usage: scripts/check-docs.py BINARY     (exit 0 when all pass; one line per finding)
 """
@@ -155,6 +159,52 @@ def check_alert_count():
             findings.append(f"docs/OPERATING.md: says {n} rules, config/alerts.yml has {rules}")
 
 
+def check_scripts():
+    helps = {}
+    for doc in DOCS:
+        for n, line in enumerate(read(doc).split("\n"), 1):
+            for m in re.finditer(r"scripts/([a-z][a-z-]*\.sh)([^`|)#\n]*)", line):
+                script, rest = m.group(1), m.group(2)
+                flags = re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", rest)
+                if not flags:
+                    continue
+                path = os.path.join(ROOT, "scripts", script)
+                if not os.path.exists(path):
+                    findings.append(f"{doc}:{n}: no such script scripts/{script}")
+                    continue
+                if script not in helps:
+                    if "--help" not in read(os.path.join("scripts", script)):
+                        helps[script] = None  # no --help to ask: never run it blind
+                    else:
+                        out = subprocess.run(["bash", path, "--help"], capture_output=True,
+                                             text=True, timeout=30)
+                        helps[script] = set(re.findall(r"(--[a-z][a-z0-9-]*)", out.stdout))
+                for flag in flags:
+                    checked["script flags"] = checked.get("script flags", 0) + 1
+                    if helps[script] is None:
+                        findings.append(f"{doc}:{n}: scripts/{script} {flag}: it has no --help")
+                    elif flag not in helps[script]:
+                        findings.append(f"{doc}:{n}: scripts/{script} has no {flag}")
+
+    def listed(mode):
+        out = subprocess.run(["bash", os.path.join(ROOT, "scripts/install-deps.sh"), "--list", mode],
+                             capture_output=True, text=True, check=True)
+        return set(out.stdout.split())
+
+    text = " ".join(read("README.md").split())
+    m = re.search(r"`scripts/install-deps\.sh --demo`: the build packages and ([^)]*)\)", text)
+    if not m:
+        findings.append("README.md: no '`scripts/install-deps.sh --demo`: the build packages and "
+                        "...' to check")
+        return
+    said = set(re.findall(r"`([^`]+)`", m.group(1)))
+    want = listed("demo") - listed("build")
+    checked["script flags"] = checked.get("script flags", 0) + 1
+    if said != want:
+        findings.append(f"README.md: the quick start installs {sorted(want)} on top of the build "
+                        f"packages (install-deps.sh --list demo), README says {sorted(said)}")
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__.strip().split("\n\n")[-1], file=sys.stderr)
@@ -164,6 +214,7 @@ def main():
     check_config(binary)
     check_flags(binary)
     check_alert_count()
+    check_scripts()
     for f in findings:
         print(f"check-docs: {f}", file=sys.stderr)
     counts = ", ".join(f"{v} {k}" for k, v in checked.items())

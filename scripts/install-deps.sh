@@ -2,11 +2,14 @@
 # Installs the Debian 12 packages exposure-filter needs. Idempotent: packages
 # already present are skipped; apt-get update runs only when something is missing.
 # Needs root (or sudo).
-#   scripts/install-deps.sh              everything: build, tests, tools (default)
+#   scripts/install-deps.sh              everything: build, tests, tools (default;
+#                                        scripts/test.sh)
 #   scripts/install-deps.sh --build      what compiling the binary needs (Dockerfile build stage)
+#   scripts/install-deps.sh --demo       --build plus the tools scripts/quickstart.sh runs
 #   scripts/install-deps.sh --runtime    the shared libraries the binary loads (Dockerfile
 #                                        runtime stage); ctest checks them against the binary
-#   scripts/install-deps.sh --list MODE  print MODE's packages (all|build|runtime), install nothing
+#   scripts/install-deps.sh --list MODE  print MODE's packages (all|build|demo|runtime),
+#                                        install nothing
 set -euo pipefail
 
 # Compiling the daemon, the client library and the Redis module.
@@ -24,6 +27,9 @@ RUNTIME=(
   libyaml-cpp0.7 libspdlog1.10 libfmt9 libprometheus-cpp-core1.0
   libstdc++6 libgcc-s1 libc6 ca-certificates
 )
+# What scripts/quickstart.sh runs besides the binary, on top of BUILD (bash,
+# coreutils and mawk come with any Debian).
+DEMO=(redis-server redis-tools kcat curl python3)
 # Tests, benchmarks and tools on top of BUILD.
 TEST=(
   catch2 libbenchmark-dev
@@ -40,13 +46,14 @@ list=0
 case "${1:-}" in
   "") ;;
   --build) mode=build ;;
+  --demo) mode=demo ;;
   --runtime) mode=runtime ;;
   --list)
     list=1
     mode=${2:-all}
     ;;
   -h | --help)
-    sed -n '2,9p' "$0"
+    sed -n '2,12p' "$0"
     exit 0
     ;;
   *)
@@ -58,9 +65,10 @@ esac
 case "$mode" in
   all) PACKAGES=("${BUILD[@]}" "${TEST[@]}") ;;
   build) PACKAGES=("${BUILD[@]}") ;;
+  demo) PACKAGES=("${BUILD[@]}" "${DEMO[@]}") ;;
   runtime) PACKAGES=("${RUNTIME[@]}") ;;
   *)
-    echo "install-deps: unknown mode '$mode' (all, build or runtime)" >&2
+    echo "install-deps: unknown mode '$mode' (all, build, demo or runtime)" >&2
     exit 2
     ;;
 esac

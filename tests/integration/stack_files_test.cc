@@ -1,10 +1,14 @@
-// The production stack files (issue 12 part 6), checked without a Docker engine or
-// a running systemd, each against the tool that will read it:
+// The stack files (issue 12 part 6: the demo compose stack, the image, the
+// systemd units), checked without a Docker engine or a running systemd, each
+// against the tool that will read it:
 // - docker-compose.yml: `docker-compose config` accepts it; every exposure-filter
 //   command in it passes `exposure-filter config check` with the same config file
 //   (as mounted), --set keys and EXPOSURE_FILTER_* variables; the addresses it
 //   configures name services of the same profile; run and serve of one Redis
-//   agree on the layout.
+//   agree on the layout; every long-running service has a healthcheck and
+//   depends_on waits for it; the daemon's and serve's healthchecks, run on this
+//   host against a real daemon and serve, pass when /readyz is 200 and fail
+//   otherwise, with programs the runtime image has.
 // - Dockerfile: Debian 12 stages, the build with scripts/install-deps.sh, a
 //   non-root runtime stage that installs the package of every shared library the
 //   built binary needs (readelf + dpkg).
@@ -18,6 +22,7 @@
 //   ExecStart arguments pass `config check`.
 // Needs docker-compose, promtool, systemd-analyze, readelf and dpkg
 // (scripts/install-deps.sh installs them).
+#include <signal.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -35,8 +40,11 @@
 #include <vector>
 
 #include "app/exit_codes.h"
+#include "common/clock.h"
 #include "support/process.h"
+#include "support/stack.h"
 #include "support/temp_dir.h"
+#include "support/wait.h"
 
 namespace ef::test {
 namespace {
@@ -541,7 +549,7 @@ std::vector<std::string> UnitFiles() {
   return units;
 }
 
-TEST_CASE("stack: docker-compose.yml parses and holds the production stack", "[stack]") {
+TEST_CASE("stack: docker-compose.yml parses and holds the demo stack", "[stack]") {
   RequireTool("docker-compose");
   const ComposeStack& stack = LoadCompose();
   RequireCompose(stack);
@@ -1053,6 +1061,159 @@ namespace ef::test {
 
 // Issue 27: one version, from CMakeLists.txt's project() to --version, the
 // Docker image tag and /metrics' build_info.
+// ---- healthchecks (issue 27 section 4) -------------------------------------------
+
+// The healthcheck's test as a list ("CMD", program, args... or "CMD-SHELL",
+// script), or empty when there is none or it is disabled.
+std::vector<std::string> HealthcheckArgv(const Service& s) {
+  const YAML::Node hc = s.node["healthcheck"];
+  if (!hc || !hc["test"] || hc["disable"].as<bool>(false)) return {};
+  const auto test = Sequence(hc["test"]);
+  if (!test.empty() && test[0] == "NONE") return {};
+  return test;
+}
+
+bool LongRunning(const Service& s) { return s.node["restart"].as<std::string>("no") != "no"; }
+
+TEST_CASE(
+    "stack: every long-running service in docker-compose.yml has a healthcheck, and "
+    "depends_on waits for it",
+    "[stack]") {
+  RequireTool("docker-compose");
+  const ComposeStack& stack = LoadCompose();
+  RequireCompose(stack);
+  int apps = 0;
+  for (const auto& [name, s] : stack.services) {
+    if (!LongRunning(s)) continue;  // one-shots: kafka-init, loadgen, the cluster creation
+    INFO(name << ": a long-running service without a healthcheck");
+    const auto argv = HealthcheckArgv(s);
+    REQUIRE(argv.size() >= 2);
+    CHECK((argv[0] == "CMD" || argv[0] == "CMD-SHELL"));
+    apps += s.ours;
+  }
+  CHECK(apps == 4);  // run and serve, on the single Redis and on the cluster
+  for (const auto& [name, s] : stack.services) {
+    const YAML::Node deps = s.node["depends_on"];
+    if (!deps) continue;
+    std::vector<std::pair<std::string, std::string>> on;  // service, condition
+    if (deps.IsSequence()) {
+      for (const auto& d : deps) on.emplace_back(d.as<std::string>(), "service_started");
+    } else {
+      for (const auto& d : deps) {
+        on.emplace_back(d.first.as<std::string>(),
+                        d.second["condition"].as<std::string>("service_started"));
+      }
+    }
+    for (const auto& [target, condition] : on) {
+      INFO(name << " depends on " << target << " with condition " << condition);
+      REQUIRE(stack.services.count(target));
+      const Service& t = stack.services.at(target);
+      if (!HealthcheckArgv(t).empty()) {
+        CHECK(condition == "service_healthy");
+      } else {
+        CHECK(!LongRunning(t));
+        CHECK(condition == "service_completed_successfully");
+      }
+    }
+  }
+}
+
+// A daemon's or serve's healthcheck run on this host, the container port it
+// probes replaced by `port`: true when it exits 0.
+bool Probe(const std::vector<std::string>& hc, int container_port, int port) {
+  std::vector<std::string> argv(hc.begin() + 1, hc.end());
+  const std::string from = "/dev/tcp/127.0.0.1/" + std::to_string(container_port);
+  const std::string to = "/dev/tcp/127.0.0.1/" + std::to_string(port);
+  for (auto& a : argv) {
+    for (auto at = a.find(from); at != std::string::npos; at = a.find(from, at + to.size())) {
+      a.replace(at, from.size(), to);
+    }
+  }
+  return RunCommandWithEnv(argv, {}, "", std::chrono::seconds(10)).code == 0;
+}
+
+TEST_CASE(
+    "stack: the daemon's and serve's healthchecks pass on a ready process and fail on "
+    "one that is down or not ready",
+    "[stack]") {
+  using namespace std::chrono_literals;
+  RequireTool("docker-compose");
+  RequireTool("dpkg-query");
+  const ComposeStack& stack = LoadCompose();
+  RequireCompose(stack);
+
+  // Every daemon and serve probes its own listener's /readyz; one probe per kind.
+  std::map<std::string, std::vector<std::string>> probe;  // run / serve -> test
+  std::map<std::string, int> container_port;
+  for (const auto& [name, s] : stack.services) {
+    if (s.subcommand != "run" && s.subcommand != "serve") continue;
+    INFO(name);
+    const auto argv = HealthcheckArgv(s);
+    REQUIRE(argv.size() >= 2);
+    REQUIRE(argv[0] == "CMD");  // the exec form: programs of the image, no /bin/sh
+    const int port =
+        HostPort(Effective(s, s.subcommand == "run" ? "metrics" : "serve", "listen")).second;
+    REQUIRE(port > 0);
+    std::string joined;
+    for (const auto& a : argv) joined += a + " ";
+    CHECK(joined.find("/dev/tcp/127.0.0.1/" + std::to_string(port) + " ") != std::string::npos);
+    CHECK(joined.find("/readyz") != std::string::npos);
+    auto [it, inserted] = probe.emplace(s.subcommand, argv);
+    if (!inserted) CHECK(it->second == argv);
+    container_port[s.subcommand] = port;
+  }
+  REQUIRE(probe.size() == 2);
+
+  // The programs the probes run come with any Debian (Essential: yes), so the
+  // runtime image (debian:12-slim, which has no curl) has them.
+  for (const std::string program : {"bash", "head", "grep"}) {
+    INFO(program);
+    bool used = false;
+    for (const auto& [kind, argv] : probe) {
+      for (const auto& a : argv) {
+        used |= a == program || a.find(program + " ") != std::string::npos;
+      }
+    }
+    CHECK(used);
+    const auto path = RunCommand({"sh", "-c", "command -v " + program}, "", true);
+    REQUIRE(path.code == 0);
+    const std::string package = OwningPackage(Trim(path.out));
+    REQUIRE(!package.empty());
+    CHECK(RunCommand({"dpkg-query", "-W", "-f=${Essential}", package}, "", true).out == "yes");
+  }
+
+  Stack kafka_redis(2);
+  const int metrics_port = FreePort();
+  const int serve_port = FreePort();
+  const std::string config = kafka_redis.WriteConfig(
+      "ef.yaml", "metrics:\n  listen: 127.0.0.1:" + std::to_string(metrics_port) + "\n");
+  auto daemon_ok = [&] { return Probe(probe["run"], container_port["run"], metrics_port); };
+  auto serve_ok = [&] { return Probe(probe["serve"], container_port["serve"], serve_port); };
+
+  // Nothing listening: unhealthy.
+  CHECK(!daemon_ok());
+  CHECK(!serve_ok());
+
+  // serve up (/healthz 200) with no layout stored yet: /readyz 503, unhealthy.
+  auto serve = StartServe(kafka_redis, config, serve_port, {}, "serve.log");
+  INFO("serve output:\n" << serve->Output());
+  CHECK(!serve_ok());
+  CHECK(serve->Running());
+
+  // The daemon joins, gets the partitions and stores the layout: both healthy.
+  auto daemon = kafka_redis.StartDaemon(config);
+  kafka_redis.Produce(MakeEvents("hc", 20, 2, 1, SystemClock().NowMs(), 7));
+  INFO("daemon output:\n" << daemon->Output());
+  CHECK(WaitFor(daemon_ok, 30s, 200ms));
+  CHECK(WaitFor(serve_ok, 30s, 200ms));
+
+  // Stopped: unhealthy again.
+  CHECK(daemon->Stop(SIGTERM, 30s) == 0);
+  CHECK(!daemon_ok());
+  CHECK(serve->Stop(SIGTERM, 30s) == 0);
+  CHECK(!serve_ok());
+}
+
 TEST_CASE("stack: one version - CMake's project version is --version's and the image tag",
           "[stack][version]") {
   const std::string cmake = ReadText(Source("CMakeLists.txt"));
