@@ -153,7 +153,7 @@ def main():
     ap.add_argument("--now", type=int)
     ap.add_argument("--stage", type=int, default=0)
     ap.add_argument("items", nargs="*")
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
     ref = load_reference()
     if a.mode == "meta-vectors":
         sys.exit(1 if check_meta_vectors(ref) else 0)
