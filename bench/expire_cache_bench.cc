@@ -1,4 +1,4 @@
-// ExpireCache (redis/expire_cache.h): the per-key lookup the writer does for
+// ExpireCache (write/expire_cache.h): the per-key lookup the writer does for
 // every key of every batch, and the insert for every EXPIREAT it sends. Keys as
 // the daemon builds them, users Zipf over 1M (loadgen's default), one bucket.
 #include <benchmark/benchmark.h>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "loadgen/zipf.h"
-#include "redis/expire_cache.h"
+#include "write/expire_cache.h"
 
 namespace ef {
 namespace {

@@ -1,4 +1,4 @@
-// The probe rounds of one bit-sliced stage (redis/probe_rounds.h), by path: 1,000
+// The probe rounds of one bit-sliced stage (bloom/probe_rounds.h), by path: 1,000
 // candidates against a stage of 12,050 positions (stage 2 of the default layout,
 // k = 11) sliced from 31 buckets, each bit set with probability 1/2 (a bucket at
 // its design fill). Each iteration refills the work list (as TestItems does per
@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "redis/probe_rounds.h"
+#include "bloom/probe_rounds.h"
 
 namespace {
 

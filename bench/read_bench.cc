@@ -46,9 +46,9 @@
 #include "event/event.h"
 #include "http_conn.h"
 #include "pipeline/coalescer.h"
-#include "redis/bit_writer.h"
 #include "redis/connection.h"
 #include "redis/meta.h"
+#include "write/bit_writer.h"
 
 namespace {
 
@@ -124,8 +124,7 @@ Args Parse(int argc, char** argv) {
         a.threads.push_back(c);
         b = e + 1;
       }
-    }
-    else if (k == "--candidates")
+    } else if (k == "--candidates")
       a.candidates = std::atoi(v.c_str());
     else if (k == "--exposed") {
       a.exposed = std::atoi(v.c_str());
@@ -490,7 +489,7 @@ struct Phase {
   double seen_ratio = 0;
   // Library only: p99 (ms) of requests for heavy users (stage 1+) and the others.
   double p99_heavy = 0, p99_light = 0, heavy_share = 0;
-  int conns = 0;                                  // closed loops: the count of the best run
+  int conns = 0;                                     // closed loops: the count of the best run
   std::vector<std::pair<int, double>> rps_by_conns;  // closed loops: req/s of each run
 };
 
@@ -638,8 +637,8 @@ bool RunServe(const Args& a, int conns, const std::vector<Request>& reqs, double
   return true;
 }
 
-bool RunMget(const Args& a, int conns, const ef::RedisOptions& ro,
-             const std::vector<Request>& reqs, Phase* out) {
+bool RunMget(const Args& a, int conns, const ef::RedisOptions& ro, const std::vector<Request>& reqs,
+             Phase* out) {
   std::vector<Latencies> lat(conns);
   std::vector<uint64_t> errors(conns);
   std::atomic<int> ready{0}, failed{0};
@@ -747,7 +746,8 @@ int main(int argc, char** argv) {
     }
   };
   if (!a.serve.empty() && want("serve")) {
-    best_of("serve", [&](int c, Phase* p) { return RunServe(a, c, reqs, 0, p); }, &closed);
+    best_of(
+        "serve", [&](int c, Phase* p) { return RunServe(a, c, reqs, 0, p); }, &closed);
     closed.cpu_us_per_candidate = closed.cpu.serve_us / a.candidates;
     if (closed.rps > 0) {
       std::fprintf(stderr, "ef_read_bench: serve, open loop at %.0f req/s, %d connections...\n",
@@ -760,7 +760,8 @@ int main(int argc, char** argv) {
     }
   }
   if (want("mget")) {
-    best_of("raw MGET", [&](int c, Phase* p) { return RunMget(a, c, ro, reqs, p); }, &mget);
+    best_of(
+        "raw MGET", [&](int c, Phase* p) { return RunMget(a, c, ro, reqs, p); }, &mget);
   }
 
   bool t_lib = lib.ran && lib.p99 <= 1.0 && lib.errors == 0;
@@ -849,9 +850,10 @@ int main(int argc, char** argv) {
                 "},\"seen_ratio\":%.4f,"
                 "\"library_p99_heavy_ms\":%.4f,\"library_p99_light_ms\":%.4f,"
                 "\"library_heavy_share\":%.3f,",
-                a.users, a.seconds, threads_list.c_str(), a.candidates, a.exposed, fill.written_users,
-                fill.items, fill.keys, fill.copied_keys, fill.heavy_users, fill.seconds,
-                fill.used_memory, lib.seen_ratio, lib.p99_heavy, lib.p99_light, lib.heavy_share);
+                a.users, a.seconds, threads_list.c_str(), a.candidates, a.exposed,
+                fill.written_users, fill.items, fill.keys, fill.copied_keys, fill.heavy_users,
+                fill.seconds, fill.used_memory, lib.seen_ratio, lib.p99_heavy, lib.p99_light,
+                lib.heavy_share);
   std::string json = std::string(head) + "\"library\":" + jp(lib) + ",\"serve_max\":" + jp(closed) +
                      ",\"serve_half\":" + jp(open) + ",\"raw_mget\":" + jp(mget) +
                      ",\"targets\":{\"library_p99_le_1ms\":" + (t_lib ? "true" : "false") +

@@ -12,9 +12,9 @@
 
 #include "bloom/hash.h"
 #include "bloom/layout.h"
+#include "bloom/stage_planner.h"
 #include "bloom/stages.h"
 #include "config/config.h"
-#include "redis/stage_planner.h"
 
 namespace ef {
 namespace {

@@ -1,4 +1,4 @@
-// The read side's local test (redis/bloom_reader.h TestItems): 1,000 candidates
+// The read side's local test (read/bloom_reader.h TestItems): 1,000 candidates
 // against a user's 32 bucket values (the 30-day window + 1), as
 // exposure_filter::Client and `serve` run it after the MGET. Two users:
 //   - Light: every bucket holds stage 0 at half its design load.
@@ -23,7 +23,7 @@
 #include "bloom/layout.h"
 #include "bloom/stages.h"
 #include "config/config.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 
 namespace {
 

@@ -32,11 +32,11 @@
 #include "event/event.h"
 #include "loadgen/generator.h"
 #include "pipeline/coalescer.h"
-#include "redis/bit_writer.h"
 #include "redis/cluster.h"
-#include "redis/cluster_writer.h"
 #include "redis/connection.h"
 #include "redis/meta.h"
+#include "write/bit_writer.h"
+#include "write/cluster_writer.h"
 
 namespace ef::app {
 namespace {

@@ -18,9 +18,9 @@
 #include "metrics/ingest_metrics.h"
 #include "metrics/partition_monitor.h"
 #include "pipeline/ingest.h"
-#include "redis/bit_writer.h"
 #include "redis/meta.h"
-#include "redis/redis_sink.h"
+#include "write/bit_writer.h"
+#include "write/redis_sink.h"
 
 namespace ef::app {
 namespace {

@@ -4,7 +4,7 @@
 // Activity is a multiple of the design load n_0 = filter.items_per_bucket: a
 // user at 4x puts 4 * n_0 items into each of its bucket keys.
 //
-// Stage model (the ideal one the writer follows, redis/stage_planner.h): items
+// Stage model (the ideal one the writer follows, bloom/stage_planner.h): items
 // fill stage 0 until its expected set bits reach fill_0, then stage 1, and so on.
 // A stage with x items has m_s * (1 - e^(-k_s x / m_s)) bits set in expectation,
 // so stage s is full with

@@ -47,7 +47,7 @@ class FastMod {
   }
 
   uint32_t m() const { return static_cast<uint32_t>(m_); }
-  // The parts of Mod, for vector forms of it (redis/probe_rounds.cc).
+  // The parts of Mod, for vector forms of it (bloom/probe_rounds.cc).
   uint64_t magic() const { return magic_; }
   int shift() const { return shift_; }
   uint64_t mask() const { return mask_; }

@@ -5,7 +5,7 @@
 // every length up to 80 bytes, mixed lengths in one batch, random lengths to 600
 // bytes, empty views without data, and items that end at an unmapped page).
 //
-// The read side hashes every candidate of a request (redis/bloom_reader.cc
+// The read side hashes every candidate of a request (read/bloom_reader.cc
 // TestItems); item by item, the reference code's tail switch (a jump on the
 // length) and its serial multiplications cost most of a request's hashing.
 // Measured 2026-11-25 (docs/PERFORMANCE.md "Read side"): ef_microbench

@@ -1,5 +1,5 @@
 // exposure_filter::Client (include/exposure_filter/client.h) over the daemon's own
-// read path: redis/bloom_reader.h PlanRead + TestItems, redis/meta.h ReadLayout.
+// read path: read/bloom_reader.h PlanRead + TestItems, redis/meta.h ReadLayout.
 #include "exposure_filter/client.h"
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 #include "bloom/layout.h"
 #include "client/pool.h"
 #include "config/loader.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 #include "redis/cluster.h"
 #include "redis/meta.h"
 #include "redis/options.h"

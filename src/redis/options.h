@@ -28,7 +28,7 @@ struct RedisOptions {
   std::vector<std::string> addresses;
   std::string cluster = "auto";  // redis.cluster: auto | true | false
   // (redis.wait_replicas and redis.wait_timeout belong to the writer:
-  // BitWriterOptionsFromConfig in redis/bit_writer.h.)
+  // BitWriterOptionsFromConfig in write/bit_writer.h.)
 };
 
 // From redis.* config keys; errors name redis.address. host/port are those of

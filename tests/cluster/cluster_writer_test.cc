@@ -1,4 +1,4 @@
-// ClusterBitWriter (redis/cluster_writer.h) on a real local Redis Cluster: the
+// ClusterBitWriter (write/cluster_writer.h) on a real local Redis Cluster: the
 // batch split per master, and a slot in the middle of a migration: keys still on
 // the source are written there, keys already moved (or new) follow the source's
 // ASK to the importing node with ASKING; afterwards every key holds exactly the
@@ -6,7 +6,7 @@
 // (one per master, each with a thread and an expire cache) follow the topology:
 // an address that is no longer a master (failed over, or its slots moved away)
 // loses its writer at the next topology read, so IP churn cannot grow them.
-#include "redis/cluster_writer.h"
+#include "write/cluster_writer.h"
 
 #include <catch2/catch.hpp>
 #include <map>
@@ -19,9 +19,9 @@
 #include "bloom/keys.h"
 #include "bloom/layout.h"
 #include "config/config.h"
-#include "redis/bit_writer.h"
 #include "redis/cluster.h"
 #include "support/redis_cluster.h"
+#include "write/bit_writer.h"
 
 namespace ef {
 namespace {

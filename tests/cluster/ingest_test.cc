@@ -1,5 +1,5 @@
 // The daemon on Redis Cluster (issue 12): `exposure-filter run` with redis.address
-// = the cluster's seeds writes through ClusterBitWriter (redis/cluster_writer.h).
+// = the cluster's seeds writes through ClusterBitWriter (write/cluster_writer.h).
 // Real parts: a local 3-master + 3-replica Redis Cluster (support/redis_cluster.h),
 // the librdkafka mock cluster and the daemon binary (support/stack.h). Every test
 // checks zero false negatives by reading every produced item back through the
@@ -17,7 +17,7 @@
 #include "bloom/layout.h"
 #include "common/clock.h"
 #include "config/config.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 #include "redis/cluster.h"
 #include "support/cluster_missing.h"
 #include "support/process.h"

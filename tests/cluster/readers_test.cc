@@ -26,7 +26,7 @@
 #include "bloom/stages.h"
 #include "common/clock.h"
 #include "exposure_filter/client.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 #include "redis/cluster.h"
 #include "redis/meta.h"
 #include "support/process.h"

@@ -19,7 +19,7 @@
 #include "common/clock.h"
 #include "config/config.h"
 #include "kafka/group_offsets.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 #include "redis/connection.h"
 #include "support/kafka_reader.h"
 #include "support/process.h"

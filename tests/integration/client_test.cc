@@ -23,13 +23,13 @@
 #include "bloom/layout.h"
 #include "bloom/positions.h"
 #include "bloom/stages.h"
-#include "redis/bit_writer.h"
 #include "redis/meta.h"
 #include "support/items_key.h"
 #include "support/process.h"
 #include "support/redis_server.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
+#include "write/bit_writer.h"
 
 namespace ef::test {
 namespace {

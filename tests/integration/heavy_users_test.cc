@@ -22,7 +22,7 @@
 #include "bloom/stages.h"
 #include "common/clock.h"
 #include "kafka/group_offsets.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 #include "support/stack.h"
 #include "support/wait.h"
 

@@ -10,7 +10,7 @@
 #include "bloom/layout.h"
 #include "common/clock.h"
 #include "config/config.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 #include "support/stack.h"
 #include "support/wait.h"
 

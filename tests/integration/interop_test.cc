@@ -16,7 +16,7 @@
 #include "bloom/keys.h"
 #include "bloom/layout.h"
 #include "common/clock.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 #include "support/stack.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"

@@ -9,7 +9,7 @@
 
 #include "bloom/layout.h"
 #include "common/clock.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 #include "support/stack.h"
 #include "support/wait.h"
 

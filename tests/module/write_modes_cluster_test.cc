@@ -14,10 +14,10 @@
 #include "bloom/keys.h"
 #include "bloom/layout.h"
 #include "config/config.h"
-#include "redis/bit_writer.h"
 #include "redis/cluster.h"
-#include "redis/cluster_writer.h"
 #include "support/redis_cluster.h"
+#include "write/bit_writer.h"
+#include "write/cluster_writer.h"
 
 namespace ef {
 namespace {

@@ -21,16 +21,16 @@
 #include "common/clock.h"
 #include "config/config.h"
 #include "module/module_support.h"
-#include "redis/bit_writer.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 #include "redis/cluster.h"
-#include "redis/cluster_writer.h"
 #include "redis/module_probe.h"
 #include "redis/options.h"
 #include "support/cluster_missing.h"
 #include "support/process.h"
 #include "support/redis_cluster.h"
 #include "support/stack.h"
+#include "write/bit_writer.h"
+#include "write/cluster_writer.h"
 
 namespace ef::test {
 namespace {

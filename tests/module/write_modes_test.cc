@@ -21,7 +21,7 @@
 #include "bloom/positions.h"
 #include "config/config.h"
 #include "module/module_support.h"
-#include "redis/bit_writer.h"
+#include "write/bit_writer.h"
 
 namespace ef::test {
 namespace {

@@ -24,7 +24,7 @@
 #include "bloom/layout.h"
 #include "common/clock.h"
 #include "common/time_arg.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 #include "redis/meta.h"
 #include "support/fault_stream.h"
 #include "support/process.h"

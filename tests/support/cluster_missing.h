@@ -13,7 +13,7 @@
 #include "bloom/keys.h"
 #include "bloom/layout.h"
 #include "common/clock.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 #include "redis/cluster.h"
 #include "support/redis_cluster.h"
 #include "support/stack.h"

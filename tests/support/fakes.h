@@ -41,7 +41,7 @@
 //    gets the union of positions (SETBIT is idempotent) and its expire_at is set
 //    (EXPIREAT, last write wins). bits(key), expire_at(key), keys(); RedisValue(key)
 //    renders the bitmap as Redis stores it (bit 0 = MSB of byte 0) for
-//    redis/bloom_reader.h TestItems.
+//    read/bloom_reader.h TestItems.
 //  - acked_batches(): a copy of every acknowledged batch's live keys, in order, to
 //    check coalescing (one entry per key, positions sorted and unique).
 //  - FailNextWrites(n, code): the next n Write calls fail with `code` (default

@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "common/clock.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 #include "support/wait.h"
 
 namespace ef::test {

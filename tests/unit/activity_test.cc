@@ -12,8 +12,8 @@
 
 #include "bloom/hash.h"
 #include "bloom/layout.h"
+#include "bloom/stage_planner.h"
 #include "bloom/stages.h"
-#include "redis/stage_planner.h"
 
 namespace ef {
 namespace {

@@ -1,8 +1,8 @@
-// BitSlicer (redis/bit_slice.h): out[p] bit r is Redis bit 8*first + p of value r,
+// BitSlicer (bloom/bit_slice.h): out[p] bit r is Redis bit 8*first + p of value r,
 // for every shape of input: 1 to 64 values, ranges of 1 to 700 bytes, values
 // cut inside the range or shorter than its start, values not in the row mask,
 // values that end at an unmapped page.
-#include "redis/bit_slice.h"
+#include "bloom/bit_slice.h"
 
 #include <catch2/catch.hpp>
 #include <cstdint>

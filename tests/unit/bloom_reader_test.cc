@@ -1,8 +1,8 @@
-// TestItems (redis/bloom_reader.h): the one-hash, all-buckets-per-probe test gives
+// TestItems (read/bloom_reader.h): the one-hash, all-buckets-per-probe test gives
 // exactly the per-bucket rule's answer (seen iff some stage of some bucket holds
 // all the item's positions; seen_bucket = the newest such bucket), for v1 and v2
 // values, missing keys, stages cut short, and more buckets than the fast path's mask.
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 
 #include <algorithm>
 #include <catch2/catch.hpp>

@@ -14,7 +14,7 @@
 #include "event/decoder.h"
 #include "pipeline/coalescer.h"
 #include "pipeline/ingest.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 #include "support/fakes.h"
 
 namespace ef {

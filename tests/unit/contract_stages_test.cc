@@ -13,8 +13,8 @@
 #include "bloom/hash.h"
 #include "bloom/layout.h"
 #include "bloom/positions.h"
+#include "bloom/stage_planner.h"
 #include "bloom/stages.h"
-#include "redis/stage_planner.h"
 
 namespace ef {
 namespace {

@@ -21,7 +21,7 @@
 #include "event/event.h"
 #include "metrics/ingest_metrics.h"
 #include "pipeline/ingest.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 #include "redis/connection.h"
 #include "support/fakes.h"
 #include "support/process.h"

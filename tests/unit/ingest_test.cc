@@ -29,7 +29,7 @@
 #include "event/decoder.h"
 #include "kafka/commit_metadata.h"
 #include "metrics/ingest_metrics.h"
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 #include "support/fakes.h"
 
 namespace ef {

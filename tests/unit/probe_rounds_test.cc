@@ -1,6 +1,6 @@
-// ProbeRounds (src/redis/probe_rounds.h): both paths against a plain reference,
+// ProbeRounds (src/bloom/probe_rounds.h): both paths against a plain reference,
 // entry by entry.
-#include "redis/probe_rounds.h"
+#include "bloom/probe_rounds.h"
 
 #include <catch2/catch.hpp>
 #include <random>

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "redis/connection.h"
-#include "redis/expire_cache.h"
 #include "redis/reply_scanner.h"
+#include "write/expire_cache.h"
 
 namespace ef {
 namespace {

@@ -49,8 +49,8 @@
 #include <vector>
 
 #include "pipeline/sink.h"
-#include "redis/bit_writer.h"
 #include "redis/cluster.h"
+#include "write/bit_writer.h"
 
 namespace ef {
 

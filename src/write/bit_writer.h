@@ -1,7 +1,7 @@
 // RedisBitWriter: the BitSink over one pipelined Redis connection.
 // Per key and batch (write_mode):
 // - bitfield: `BITFIELD key SET u1 p1 1 SET u1 p2 1 ...`, then `EXPIREAT key t`
-//   unless the expire cache (redis/expire_cache.h) knows the key already has that
+//   unless the expire cache (write/expire_cache.h) knows the key already has that
 //   expiry;
 // - setbit: one `SETBIT key p 1` per position, EXPIREAT as for bitfield;
 // - module: one `EF.SETBITS key <packed little-endian uint32 positions> t` per
@@ -106,10 +106,10 @@
 #include <vector>
 
 #include "bloom/layout.h"
+#include "bloom/stage_planner.h"
 #include "pipeline/sink.h"
 #include "redis/connection.h"
-#include "redis/expire_cache.h"
-#include "redis/stage_planner.h"
+#include "write/expire_cache.h"
 
 namespace ef {
 
@@ -137,7 +137,7 @@ struct BitWriterOptions {
   // Layout v2: read every key before writing it, not only keys whose stage state
   // is unknown (for replay: every item already present is then skipped).
   bool read_before_write = false;
-  // Set (Redis Cluster, redis/cluster_writer.h): the meta is ensured through this
+  // Set (Redis Cluster, write/cluster_writer.h): the meta is ensured through this
   // instead of on the writer's own connection (the meta key lives on one node).
   std::function<Status(const Layout& layout, Layout* effective)> ensure_meta;
   // A Redis Cluster node: keys answered with MOVED or ASK are not written and not

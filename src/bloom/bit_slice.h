@@ -1,4 +1,4 @@
-// Bit slicing for the read side (redis/bloom_reader.h TestItems): the same byte
+// Bit slicing for the read side (read/bloom_reader.h TestItems): the same byte
 // range of up to 64 Redis string values, transposed into one word per bit
 // position, so that one load tests a Bloom filter position in every bucket.
 #pragma once

@@ -1,4 +1,4 @@
-#include "redis/stage_planner.h"
+#include "bloom/stage_planner.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "redis/probe_rounds.h"
+#include "bloom/probe_rounds.h"
 
 #include <algorithm>
 #include <bit>

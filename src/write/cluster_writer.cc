@@ -1,4 +1,4 @@
-#include "redis/cluster_writer.h"
+#include "write/cluster_writer.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,4 +1,4 @@
-#include "redis/bit_slice.h"
+#include "bloom/bit_slice.h"
 
 #include <algorithm>
 #include <array>

@@ -1,17 +1,17 @@
-#include "redis/bloom_reader.h"
+#include "read/bloom_reader.h"
 
 #include <algorithm>
 #include <array>
 #include <bit>
 
+#include "bloom/bit_slice.h"
 #include "bloom/fast_mod.h"
 #include "bloom/hash.h"
 #include "bloom/hash_batch.h"
 #include "bloom/keys.h"
+#include "bloom/probe_rounds.h"
 #include "bloom/stages.h"
-#include "redis/bit_slice.h"
 #include "redis/cluster.h"
-#include "redis/probe_rounds.h"
 
 namespace ef {
 
@@ -46,7 +46,7 @@ CheckResult TestItemsPerBucket(const Layout& layout,
 
 namespace {
 
-// A stage is bit-sliced (redis/bit_slice.h) when its bytes are at most this
+// A stage is bit-sliced (bloom/bit_slice.h) when its bytes are at most this
 // many per item: slicing costs a fraction of a step per byte and bucket, probing
 // bucket by bucket about two steps per item and bucket (an unseen item leaves
 // half of the buckets still in the running at each probe). Measured with
@@ -68,7 +68,7 @@ constexpr size_t kSliceBytesPerItem = 8;
 // random) was a mispredicted branch that waited for its load. Measured
 // (docs/PERFORMANCE.md "Read side"): ef_microbench BM_TestItems -12% light, -26%
 // heavy and top; `serve` -14% CPU per request, the library -20% per candidate.
-// The rounds themselves are ProbeRounds (redis/probe_rounds.h): eight items per
+// The rounds themselves are ProbeRounds (bloom/probe_rounds.h): eight items per
 // step with AVX-512 where the CPU has it (2026-11-25: BM_TestItems -14/-22/-25%,
 // the library -8% CPU per candidate; `serve` within its noise, 0-2%).
 template <typename W>
@@ -126,7 +126,7 @@ CheckResult TestItemsMasked(const Layout& layout,
   best.assign(items.size(), -1);
   auto newest = [](W alive) { return static_cast<int8_t>(kWidth - 1 - std::countl_zero(alive)); };
 
-  // The work list of a sliced stage (redis/probe_rounds.h): the items with a
+  // The work list of a sliced stage (bloom/probe_rounds.h): the items with a
   // bucket still in the running, in item order.
   thread_local ProbeList<W> list;
   list.Resize(items.size());

@@ -1,4 +1,4 @@
-#include "redis/redis_sink.h"
+#include "write/redis_sink.h"
 
 #include <spdlog/spdlog.h>
 

@@ -11,8 +11,8 @@
 #include <memory>
 
 #include "pipeline/sink.h"
-#include "redis/bit_writer.h"
-#include "redis/cluster_writer.h"
+#include "write/bit_writer.h"
+#include "write/cluster_writer.h"
 
 namespace ef {
 

@@ -84,7 +84,7 @@ class BloomReader {
 // of its positions computed once and tested in every bucket at the same time (up
 // to 64 buckets; more are tested one after the other, with the same result): the
 // read side's hot path (exposure_filter::Client). Stages small enough for the
-// number of items are bit-sliced first (redis/bit_slice.h), so a probe is one
+// number of items are bit-sliced first (bloom/bit_slice.h), so a probe is one
 // load for all buckets. Thread-safe (keeps per-thread scratch buffers).
 CheckResult TestItems(const Layout& layout, const std::vector<std::string_view>& bucket_values,
                       const std::vector<int64_t>& bucket_starts, ItemList items);

@@ -1,4 +1,4 @@
-#include "redis/bit_writer.h"
+#include "write/bit_writer.h"
 
 #include <spdlog/spdlog.h>
 

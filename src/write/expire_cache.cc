@@ -1,4 +1,4 @@
-#include "redis/expire_cache.h"
+#include "write/expire_cache.h"
 
 #include <algorithm>
 #include <climits>

@@ -1,4 +1,4 @@
-// The probe rounds of one bit-sliced stage, for TestItems (redis/bloom_reader.cc).
+// The probe rounds of one bit-sliced stage, for TestItems (read/bloom_reader.cc).
 //
 // A stage's candidates still in the running are a work list; round p probes
 // position p of every entry: entry.alive &= sliced[entry.x mod m], then

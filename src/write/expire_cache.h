@@ -3,7 +3,7 @@
 // otherwise about half of all commands). With each key it keeps a sentinel: one
 // bit position the writer set in the key in the write that carried the
 // acknowledged EXPIREAT; the writer reads that bit back to notice that the key
-// was lost and re-created since (redis/bit_writer.h).
+// was lost and re-created since (write/bit_writer.h).
 // Bounded and conservative: two generations of at most `capacity / 2` entries
 // each (when the current one fills up, the older is dropped: recently written
 // keys survive); an entry is trusted for at most `refresh_s` seconds, so a key
