@@ -392,24 +392,7 @@ Action AddBenchRedisCommand(CLI::App& app) {
   cmd->add_option("-n,--events", a->events, "Events to generate and write")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1000000000}));
-  cmd->add_option("--users", a->gen.users, "Distinct users (Zipf)")
-      ->capture_default_str()
-      ->check(WholeNumber(1, UINT64_MAX));
-  cmd->add_option("--items", a->gen.items, "Distinct items (Zipf)")
-      ->capture_default_str()
-      ->check(WholeNumber(1, UINT64_MAX));
-  cmd->add_option("--zipf", a->gen.zipf_s, "Zipf exponent")
-      ->capture_default_str()
-      ->check(CLI::Range(0.01, 5.0));
-  cmd->add_option("--list-size", a->gen.list_size, "Items per list-form event")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 10000));
-  cmd->add_option("--list-fraction", a->gen.list_fraction, "Share of events in list form (0..1)")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--spread", a->spread, "Spread event times over the last DURATION, e.g. 2d")
-      ->capture_default_str();
-  cmd->add_option("--seed", a->gen.seed, "Random seed")->capture_default_str();
+  AddGeneratorOptions(cmd, &a->gen, &a->spread);
   cmd->add_option("--batch", a->batch, "Events per batch (default: pipeline.batch_max_events)")
       ->check(CLI::Range(int64_t{1}, int64_t{100000000}));
   cmd->add_flag("--json", a->json, "Print only the JSON summary line");

@@ -153,28 +153,10 @@ Action AddLoadgenCommand(CLI::App& app) {
       ->check(WholeNumber(0, UINT64_MAX));
   cmd->add_option("-r,--rate", a->rate, "Events per second (0 = as fast as possible)")
       ->check(NonNegativeReal());
-  cmd->add_option("--users", a->gen.users, "Distinct users (Zipf)")
-      ->capture_default_str()
-      ->check(WholeNumber(1, UINT64_MAX));
-  cmd->add_option("--items", a->gen.items, "Distinct items (Zipf)")
-      ->capture_default_str()
-      ->check(WholeNumber(1, UINT64_MAX));
-  cmd->add_option("--zipf", a->gen.zipf_s, "Zipf exponent")
-      ->capture_default_str()
-      ->check(CLI::Range(0.01, 5.0));
-  cmd->add_option("--list-size", a->gen.list_size, "Items per list-form event")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 10000));
-  cmd->add_option("--list-fraction", a->gen.list_fraction, "Share of events in list form (0..1)")
-      ->check(CLI::Range(0.0, 1.0));
+  AddGeneratorOptions(cmd, &a->gen, &a->spread);
   cmd->add_option("--bad-fraction", a->gen.bad_fraction, "Share of malformed events (0..1)")
       ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--spread", a->spread, "Spread event times over the last DURATION, e.g. 3d")
-      ->type_name("DURATION");
   cmd->add_flag("--integer-ids", a->gen.integer_ids, "Use integer user and item IDs");
-  cmd->add_option("--seed", a->gen.seed, "Random seed")
-      ->capture_default_str()
-      ->check(WholeNumber(0, UINT64_MAX));
   cmd->add_option("--compression", a->compression, "none|gzip|snappy|lz4|zstd")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "gzip", "snappy", "lz4", "zstd"}));

@@ -73,6 +73,30 @@ CLI::Validator NonNegativeReal() {
       ">= 0");
 }
 
+void AddGeneratorOptions(CLI::App* cmd, GeneratorOptions* gen, std::string* spread) {
+  cmd->add_option("--users", gen->users, "Distinct users (Zipf)")
+      ->capture_default_str()
+      ->check(WholeNumber(1, UINT64_MAX));
+  cmd->add_option("--items", gen->items, "Distinct items (Zipf)")
+      ->capture_default_str()
+      ->check(WholeNumber(1, UINT64_MAX));
+  cmd->add_option("--zipf", gen->zipf_s, "Zipf exponent")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 5.0));
+  cmd->add_option("--list-size", gen->list_size, "Items per list-form event")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  cmd->add_option("--list-fraction", gen->list_fraction, "Share of events in list form (0..1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--spread", *spread, "Spread event times over the last DURATION, e.g. 3d")
+      ->type_name("DURATION")
+      ->capture_default_str();
+  cmd->add_option("--seed", gen->seed, "Random seed")
+      ->capture_default_str()
+      ->check(WholeNumber(0, UINT64_MAX));
+}
+
 StatusOr<int64_t> DurationOption(const std::string& text, const char* option, bool allow_zero) {
   auto ms = ParseDurationOptionMs(text);
   if (!ms.ok()) return ms.status().Prefixed(option);

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "config/config.h"
 #include "exposure_filter/client.h"
+#include "loadgen/generator.h"
 
 namespace ef::app {
 
@@ -38,6 +39,12 @@ CLI::Validator WholeNumber(uint64_t min, uint64_t max);
 
 // Validator of a real number option >= 0 ("--rate: must be a number >= 0, got -1").
 CLI::Validator NonNegativeReal();
+
+// The options of loadgen's generator that `loadgen` and `bench-redis` share:
+// --users, --items, --zipf, --list-size, --list-fraction, --spread (into
+// *spread, a duration the command parses; its current value is the default),
+// --seed.
+void AddGeneratorOptions(CLI::App* cmd, GeneratorOptions* gen, std::string* spread);
 
 // A duration option (common/duration.h, e.g. 500ms, 3s, 2m; a plain number in
 // seconds, fractions allowed): the milliseconds, or a kInvalidArgument naming
