@@ -31,11 +31,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-SplitRunResult Ef(std::vector<std::string> args, std::chrono::milliseconds timeout = 60s) {
-  args.insert(args.begin(), EF_BINARY);
-  return RunCommandWithEnv(args, {}, "", timeout);
-}
-
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
@@ -161,7 +156,7 @@ TEST_CASE("cli conventions: loadgen against a dead broker fails fast naming it",
           "[integration][cli]") {
   const std::string nowhere = "127.0.0.1:" + std::to_string(FreePort());
   const auto start = Clock::now();
-  auto r = Ef({"loadgen", "-b", nowhere, "-n", "10", "-q"}, 60s);
+  auto r = Ef({"loadgen", "-b", nowhere, "-n", "10", "-q"});
   const auto took = Clock::now() - start;
   INFO("exit " << r.code << "\nstdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.code == app::kExitUnreachable);

@@ -41,13 +41,6 @@ constexpr int kUnreachable = 6;  // app::kExitUnreachable
 constexpr int kCli11RequiredError = 106;
 constexpr int kCli11ExtrasError = 109;
 
-// `exposure-filter <args...>` with extra environment entries.
-SplitRunResult Ef(std::vector<std::string> args, const std::vector<std::string>& env = {},
-                  const std::string& stdin_text = "", std::chrono::milliseconds timeout = 60s) {
-  args.insert(args.begin(), EF_BINARY);
-  return RunCommandWithEnv(args, env, stdin_text, timeout);
-}
-
 std::vector<std::string> NonEmptyLines(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);

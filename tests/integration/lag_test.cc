@@ -28,11 +28,6 @@ using nlohmann::json;
 
 int64_t NowMs() { return SystemClock().NowMs(); }
 
-SplitRunResult Ef(std::vector<std::string> args, std::chrono::milliseconds timeout = 60s) {
-  args.insert(args.begin(), EF_BINARY);
-  return RunCommandWithEnv(args, {}, "", timeout);
-}
-
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
@@ -349,7 +344,8 @@ TEST_CASE("lag against an unreachable Kafka: one line naming the servers, exit 6
           "[integration][lag]") {
   const std::string servers = "127.0.0.1:" + std::to_string(FreePort());
   const auto start = std::chrono::steady_clock::now();
-  auto r = Ef({"lag", "--set", "kafka.bootstrap_servers=" + servers, "--timeout", "2s"}, 30s);
+  auto r =
+      Ef({"lag", "--set", "kafka.bootstrap_servers=" + servers, "--timeout", "2s"}, {}, "", 30s);
   const auto took = std::chrono::steady_clock::now() - start;
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   CHECK(r.code == 6);  // app::kExitUnreachable

@@ -76,9 +76,9 @@ std::vector<std::string> Env() {
           std::string("EXPOSURE_FILTER_REDIS_PASSWORD=") + kPassword};
 }
 
-SplitRunResult Ef(std::vector<std::string> args) {
-  args.insert(args.begin(), EF_BINARY);
-  return RunCommandWithEnv(args, Env(), "", 120s);
+// The binary as the ACL user (credentials in the environment).
+SplitRunResult EfAsUser(std::vector<std::string> args) {
+  return Ef(std::move(args), Env(), "", 120s);
 }
 
 std::vector<std::string> WithSets(std::vector<std::string> args,
@@ -166,21 +166,22 @@ TEST_CASE("acl: the documented ACL serves run, replay in every write mode, check
   for (const Mode& m : modes) {
     INFO("write_mode " << m.mode << " on " << m.server->address());
     Cmd(*m.admin, {"FLUSHALL"});
-    ExpectOk(Ef(WithSets({"replay", "-c", config, "--since", "2d"},
-                         {"redis.address=" + m.server->address(),
-                          std::string("redis.write_mode=") + m.mode, "redis.bitop_threshold=8"})),
-             std::string("replay, write_mode ") + m.mode);
+    ExpectOk(
+        EfAsUser(WithSets({"replay", "-c", config, "--since", "2d"},
+                          {"redis.address=" + m.server->address(),
+                           std::string("redis.write_mode=") + m.mode, "redis.bitop_threshold=8"})),
+        std::string("replay, write_mode ") + m.mode);
     CHECK(MissingItems(*m.admin, layout, events).empty());
   }
 
   // check, layout show / stats / upgrade --dry-run.
   const TestEvent& e = events.front();
-  const auto check = Ef({"check", "-c", config, "-u", e.user, "--json", e.items.front()});
+  const auto check = EfAsUser({"check", "-c", config, "-u", e.user, "--json", e.items.front()});
   ExpectOk(check, "check");
   CHECK(check.out.find(e.items.front()) != std::string::npos);
-  ExpectOk(Ef({"layout", "show", "-c", config}), "layout show");
-  ExpectOk(Ef({"layout", "stats", "-c", config}), "layout stats");
-  ExpectOk(Ef({"layout", "upgrade", "--dry-run", "-c", config}), "layout upgrade --dry-run");
+  ExpectOk(EfAsUser({"layout", "show", "-c", config}), "layout show");
+  ExpectOk(EfAsUser({"layout", "stats", "-c", config}), "layout stats");
+  ExpectOk(EfAsUser({"layout", "upgrade", "--dry-run", "-c", config}), "layout upgrade --dry-run");
 
   // serve: one /v1/filter request answered from Redis (not failed open).
   const int port = FreePort();

@@ -17,7 +17,8 @@
 
 namespace ef::test {
 
-Process::Process(std::vector<std::string> argv, std::string log_path) : log_path_(std::move(log_path)) {
+Process::Process(std::vector<std::string> argv, std::string log_path)
+    : log_path_(std::move(log_path)) {
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
@@ -178,6 +179,12 @@ SplitRunResult RunCommandWithEnv(const std::vector<std::string>& argv,
   waitpid(pid, &status, 0);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+SplitRunResult Ef(std::vector<std::string> args, const std::vector<std::string>& env,
+                  const std::string& stdin_text, std::chrono::milliseconds timeout) {
+  args.insert(args.begin(), EF_BINARY);
+  return RunCommandWithEnv(args, env, stdin_text, timeout);
 }
 
 }  // namespace ef::test

@@ -51,6 +51,12 @@ struct SplitRunResult {
   std::string err;  // stderr
   bool timed_out = false;
 };
+// `exposure-filter <args...>`: the binary under test (EF_BINARY), run as
+// RunCommandWithEnv runs any command.
+SplitRunResult Ef(std::vector<std::string> args, const std::vector<std::string>& env = {},
+                  const std::string& stdin_text = "",
+                  std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
 SplitRunResult RunCommandWithEnv(const std::vector<std::string>& argv,
                                  const std::vector<std::string>& env,
                                  const std::string& stdin_text = "",
