@@ -12,7 +12,7 @@
 #include "event/decoder.h"
 #include "kafka/consumer.h"
 #include "kafka/consumer_handle.h"
-#include "kafka/dead_letter.h"
+#include "pipeline/dead_letter.h"
 #include "metrics/build_info.h"
 #include "metrics/http_server.h"
 #include "metrics/ingest_metrics.h"

@@ -9,6 +9,7 @@
 #include "app/commands.h"
 #include "app/common.h"
 #include "bloom/activity.h"
+#include "bloom/layout.h"
 #include "bloom/size_report.h"
 #include "config/loader.h"
 
@@ -48,6 +49,7 @@ int Size(const SizeArgs& a) {
     if (!st.ok()) return Fail(st.Prefixed(o.name), kExitUsage);
   }
   if (Status st = Validate(*config); !st.ok()) return Fail(st, kExitUsage);
+  if (Status st = CheckFilterSizing(config->filter); !st.ok()) return Fail(st, kExitUsage);
   const FilterConfig& f = config->filter;
   auto report = SizeReportInputFromConfig(f, a.users);
   if (!report.ok()) return Fail(report.status(), kExitUsage);

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "bloom/layout.h"
 #include "common/duration.h"
 #include "config/loader.h"
 
@@ -107,6 +108,9 @@ StatusOr<int64_t> DurationOption(const std::string& text, const char* option, bo
 
 StatusOr<Config> LoadOrReport(const ConfigArgs& args) {
   auto config = LoadConfig(args.path, args.overrides);
+  if (config.ok()) {
+    if (Status st = CheckFilterSizing(config->filter); !st.ok()) config = st;
+  }
   if (!config.ok())
     std::fprintf(stderr, "exposure-filter: %s\n", config.status().message().c_str());
   return config;

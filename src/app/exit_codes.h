@@ -41,7 +41,7 @@ inline constexpr int kExitInterrupted = 130;
 inline constexpr std::array<int, 4> kNoRestartCodes = {kExitUsage, kExitDenied, kExitConfig,
                                                        kExitLayout};
 
-// The table as data (docs/CLI.md#exit-codes shows it; tests/unit/exit_codes_test.cc
+// The table as data (docs/CLI.md#exit-codes shows it; tests/unit/app/exit_codes_test.cc
 // compares the two): code, name, whether systemd restarts the unit on it.
 struct ExitCodeRow {
   int code;

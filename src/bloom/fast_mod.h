@@ -5,7 +5,7 @@
 // calls branchfree): q = (((x - t) >> 1) + t) >> shift with t = mulhi(x, magic),
 // then x - q * m. Exact for every x and m (it computes floor(x / m)), so the
 // positions of the contract (rule 2, bloom/positions.h) do not change;
-// tests/unit/fast_mod_test.cc checks it against %.
+// tests/unit/bloom/fast_mod_test.cc checks it against %.
 //
 // Where it pays: many remainders by one m that do not wait on each other
 // (TestItems' probe rounds: two multiplications instead of a 64-bit DIV).

@@ -1,7 +1,7 @@
 // HashItem (bloom/hash.h, contract v1 rule 1) for many items at once: eight
 // MurmurHash3_x64_128 computations side by side in 64-bit vector lanes where
 // the CPU has AVX-512 (F, DQ, BW, VL), else the reference library item by item.
-// Both give HashItem's result bit for bit (tests/unit/hash_batch_test.cc checks
+// Both give HashItem's result bit for bit (tests/unit/bloom/hash_batch_test.cc checks
 // every length up to 80 bytes, mixed lengths in one batch, random lengths to 600
 // bytes, empty views without data, and items that end at an unmapped page).
 //

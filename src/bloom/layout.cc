@@ -4,7 +4,9 @@
 #include <cstdint>
 
 #include "bloom/sizing.h"
+#include "common/duration.h"
 #include "common/printable.h"
+#include "config/fields.h"
 
 namespace ef {
 
@@ -46,10 +48,27 @@ std::map<std::string, std::string> Layout::ToFields() const {
   return f;
 }
 
+namespace {
+
+StatusOr<Sizing> SizingOf(const FilterConfig& f) {
+  StatusOr<Sizing> sizing =
+      ComputeSizing(f.items_per_bucket, f.fpr, f.window_seconds, f.bucket_seconds);
+  if (sizing.ok()) return sizing;
+  auto seconds = [](int64_t s) { return FormatDurationMs(s * 1000); };
+  return sizing.status().Prefixed(
+      "filter.items_per_bucket (" + std::to_string(f.items_per_bucket) + "), filter.fpr (" +
+      config_internal::FormatValue(config_internal::FieldType::kDouble, f.fpr) +
+      "), filter.window (" + seconds(f.window_seconds) + "), filter.bucket (" +
+      seconds(f.bucket_seconds) + "): no usable Bloom filter size");
+}
+
+}  // namespace
+
+Status CheckFilterSizing(const FilterConfig& filter) { return SizingOf(filter).status(); }
+
 StatusOr<Layout> LayoutFromConfig(const FilterConfig& filter) {
-  auto sizing = ComputeSizing(filter.items_per_bucket, filter.fpr, filter.window_seconds,
-                              filter.bucket_seconds);
-  if (!sizing.ok()) return sizing.status().Prefixed("filter");
+  auto sizing = SizingOf(filter);
+  if (!sizing.ok()) return sizing.status();
   Layout l;
   l.m = sizing->m;
   l.k = sizing->k;

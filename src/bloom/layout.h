@@ -43,6 +43,12 @@ struct Layout {
   std::map<std::string, std::string> ToFields() const;
 };
 
+// filter.* gives a usable Bloom filter (contract rule 5); the error names the
+// four keys and their values. config/ cannot make this check (it sits below
+// bloom/), so every command that loads a config makes it next
+// (app/common.cc LoadOrReport, `size`); LayoutFromConfig returns the same error.
+Status CheckFilterSizing(const FilterConfig& filter);
+
 // Sizing from filter.* (errors name the keys).
 StatusOr<Layout> LayoutFromConfig(const FilterConfig& filter);
 

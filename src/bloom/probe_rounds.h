@@ -10,7 +10,7 @@
 // buckets, W = uint32_t, on a CPU with AVX-512 F and VL) eight entries per step:
 // the exact x mod m of bloom/fast_mod.h on 64-bit lanes, a gather of the sliced
 // words and a compress-store of the entries kept. Chosen at run time, so the
-// binary still runs on any x86-64; tests/unit/probe_rounds_test.cc checks both.
+// binary still runs on any x86-64; tests/unit/bloom/probe_rounds_test.cc checks both.
 #pragma once
 
 #include <cstddef>

@@ -13,7 +13,6 @@
 #include <sstream>
 #include <string_view>
 
-#include "bloom/sizing.h"
 #include "common/duration.h"
 #include "common/printable.h"
 #include "config/fields.h"
@@ -333,16 +332,6 @@ Status Validate(const Config& config) {
                            ") must be a positive multiple of filter.bucket (" +
                            Seconds(f.bucket_seconds) + ")");
   }
-  StatusOr<Sizing> sizing =
-      ComputeSizing(f.items_per_bucket, f.fpr, f.window_seconds, f.bucket_seconds);
-  if (!sizing.ok()) {
-    return sizing.status().Prefixed(
-        "filter.items_per_bucket (" + std::to_string(f.items_per_bucket) + "), filter.fpr (" +
-        config_internal::FormatValue(FieldType::kDouble, f.fpr) + "), filter.window (" +
-        Seconds(f.window_seconds) + "), filter.bucket (" + Seconds(f.bucket_seconds) +
-        "): no usable Bloom filter size");
-  }
-
   const RedisConfig& r = config.redis;
   if (r.retry_backoff_min_ms > r.retry_backoff_max_ms) {
     return InvalidArgument("redis.retry_backoff_min (" + FormatDurationMs(r.retry_backoff_min_ms) +

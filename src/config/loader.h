@@ -5,6 +5,9 @@
 // "--set filter.fpr" in errors. Environment secrets applied last:
 //   EXPOSURE_FILTER_REDIS_PASSWORD, EXPOSURE_FILTER_REDIS_USERNAME,
 //   EXPOSURE_FILTER_KAFKA_SASL_PASSWORD (-> kafka.properties["sasl.password"]).
+// One rule is not checked here: that filter.* gives a usable Bloom filter size
+// needs the layout arithmetic above this room (bloom/layout.h CheckFilterSizing;
+// every command makes that check right after loading).
 #pragma once
 
 #include <string>

@@ -113,6 +113,15 @@ TEST_CASE("exit codes: every row of the table from the real binary", "[integrati
              "/nonexistent/ef.yaml");
   }
 
+  SECTION("4 config: filter targets no Bloom filter size can meet, before any connection") {
+    // The check needs the layout arithmetic (bloom/layout.h CheckFilterSizing),
+    // which config/ cannot include: every command still runs it.
+    for (const auto& c : all)
+      Expect("config", c,
+             RunIt(c, "", {"filter.items_per_bucket=1000000000", "filter.fpr=1e-12"}),
+             app::kExitConfig, "no usable Bloom filter size");
+  }
+
   SECTION("5 layout mismatch: Redis holds the layout of another filter.fpr") {
     Stack stack(1);
     const std::string config = stack.WriteConfig();

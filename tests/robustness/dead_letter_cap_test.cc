@@ -1,7 +1,7 @@
-// DeadLetterSink (kafka/dead_letter.h) against a librdkafka mock cluster whose
+// DeadLetterSink (pipeline/dead_letter.h) against a librdkafka mock cluster whose
 // Produce requests fail (issue 26 item 13): the undelivered copies are counted
 // in bytes, Full() turns true at kafka.dead_letter_max_pending_bytes (Ingest
-// stops taking messages then: tests/unit/ingest_test.cc), the copies stay held
+// stops taking messages then: tests/unit/pipeline/ingest_test.cc), the copies stay held
 // and their offsets uncommitted while the topic refuses them, and once it takes
 // them again every copy is delivered, in the topic, and the memory is free.
 #include <prometheus/registry.h>
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "kafka/dead_letter.h"
+#include "pipeline/dead_letter.h"
 #include "kafka/mock_cluster.h"
 #include "kafka/source.h"
 #include "metrics/ingest_metrics.h"

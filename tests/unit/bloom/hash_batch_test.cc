@@ -1,5 +1,5 @@
 // ItemHasher (src/bloom/hash_batch.h): both paths against HashItem (which
-// tests/unit/bloom_test.cc checks against an independent MurmurHash3), lane by
+// tests/unit/bloom/bloom_test.cc checks against an independent MurmurHash3), lane by
 // lane: every length up to 80 bytes, mixed in one batch; random lengths to 600
 // bytes with empty views that have no data; items that end where an unmapped
 // page begins (a read past an item's end would fault).

@@ -1,4 +1,4 @@
-#include "kafka/dead_letter.h"
+#include "pipeline/dead_letter.h"
 
 #include <spdlog/spdlog.h>
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bloom/layout.h"
 #include "config/fields.h"
 #include "config/loader.h"
 
@@ -461,7 +462,10 @@ TEST_CASE("cross-field checks name the keys", "[config]") {
              Catch::Contains("redis.address: entry 2 of the list: must be host:port"));
   CHECK_THAT(LoadError("redis:\n  cluster: yes\n"),
              Catch::Contains("redis.cluster: must be one of auto, true, false"));
-  CHECK_THAT(LoadError("filter:\n  items_per_bucket: 1000000000\n  fpr: 1e-12\n"),
+  // The size rule lives with the layout arithmetic (bloom/layout.h), above config/.
+  CHECK_THAT(CheckFilterSizing(Load("filter:\n  items_per_bucket: 1000000000\n  fpr: 1e-12\n")
+                                   .filter)
+                 .message(),
              Catch::StartsWith("filter.items_per_bucket (1000000000), filter.fpr (1e-12), "
                                "filter.window (30d), filter.bucket (1d): no usable Bloom filter "
                                "size: "));

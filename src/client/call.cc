@@ -1,0 +1,199 @@
+// Client::Impl (client/impl.h): a call. Its users' keys are planned, read with
+// one MGET per user (single_node.cc or cluster_calls.cc), and the candidates
+// tested against the layout read with them; errors and fail-open; Ping.
+#include <string>
+#include <vector>
+
+#include "client/impl.h"
+
+namespace exposure_filter {
+
+using client_internal::Add;
+using client_internal::Clock;
+using client_internal::CodeOf;
+using client_internal::Counters;
+using client_internal::MgetReplyError;
+using client_internal::Millis;
+using ef::Status;
+using ef::StatusCode;
+
+ErrorCode client_internal::CodeOf(const Status& st) {
+  switch (st.code()) {
+    case StatusCode::kOk:
+      return ErrorCode::kOk;
+    case StatusCode::kInvalidArgument:
+      return ErrorCode::kInvalidArgument;
+    case StatusCode::kFailedPrecondition:
+      return ErrorCode::kLayoutMismatch;
+    case StatusCode::kPermissionDenied:
+      return ErrorCode::kPermissionDenied;
+    case StatusCode::kInternal:
+      return ErrorCode::kInternal;
+    default:
+      return ErrorCode::kUnavailable;
+  }
+}
+
+Status client_internal::MgetReplyError(const std::string& where, std::string_view error) {
+  const std::string msg = where + ": MGET: " + std::string(error);
+  return ef::RedisConnection::ClassifyErrorReply(error) == ef::RedisErrorKind::kAuth
+             ? ef::PermissionDenied(msg)
+             : ef::Unavailable(msg);
+}
+
+Status Client::Impl::DeadlineError(Clock::time_point start, Clock::time_point deadline,
+                                   const char* what) {
+  Add(counters.timeouts, 1);
+  return ef::Unavailable("deadline of " + std::to_string(Millis(deadline - start)) +
+                         " ms exceeded " + what + " after " +
+                         std::to_string(Millis(Clock::now() - start)) + " ms");
+}
+
+void Client::Impl::Failed(const Status& st, bool policy_applies, Result* r) {
+  r->seen.assign(r->seen.size(), false);
+  r->seen_count = 0;
+  r->code = CodeOf(st);
+  r->error = st.message();
+  if (policy_applies && options.on_error == OnError::kFailOpen) {
+    r->ok = true;
+    r->failed_open = true;
+    Add(counters.failed_open, 1);
+  } else {
+    r->ok = false;
+    Add(counters.errors, 1);
+  }
+}
+
+std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOptions& call) {
+  bool redo = false;
+  std::vector<Result> results = RunOnce(work, n, call, true, &redo);
+  // A value longer than the layout allows: the meta was re-read (or will be by
+  // the next call if that failed); answer with the layout it describes now.
+  if (redo) results = RunOnce(work, n, call, false, &redo);
+  client_internal::TrimThreadBuffers();
+  return results;
+}
+
+std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const CallOptions& call,
+                                          bool first, bool* redo) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline =
+      start + (call.deadline.count() > 0 ? call.deadline : options.timeout);
+  const int64_t now_s = call.at_unix_seconds > 0
+                            ? call.at_unix_seconds
+                            : std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  std::vector<Result> results(n);
+  std::vector<ef::ReadPlan> plans(n);
+  std::vector<size_t> valid;
+  valid.reserve(n);
+  uint64_t candidates = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Result& r = results[i];
+    r.seen.assign(work[i].candidates.size(), false);
+    candidates += work[i].candidates.size();
+    // Keys depend only on prefix, bucket and window, which the stored layout
+    // shares with the configured one.
+    auto plan = ef::PlanRead(configured, work[i].user, now_s);
+    if (!plan.ok()) {
+      Failed(plan.status(), false, &r);
+      continue;
+    }
+    r.buckets_read = plan->keys.size();
+    plans[i] = std::move(*plan);
+    valid.push_back(i);
+  }
+  if (first) {
+    Add(counters.calls, 1);
+    Add(counters.users, n);
+    Add(counters.candidates, candidates);
+  }
+  if (valid.empty()) return results;
+
+  std::vector<std::vector<std::string>> commands(valid.size());
+  for (size_t v = 0; v < valid.size(); ++v) {
+    std::vector<std::string>& keys = plans[valid[v]].keys;
+    commands[v].reserve(keys.size() + 1);
+    commands[v].emplace_back("MGET");
+    for (std::string& key : keys) commands[v].push_back(std::move(key));
+  }
+  std::vector<ef::RedisReply> cluster_replies;
+  // Standalone: the replies' values, views into the thread's receive buffer.
+  std::vector<ef::RedisConnection::ArrayReply>* single_replies = nullptr;
+  // Cluster: per user (a master down fails its users only); empty = all OK.
+  std::vector<Status> user_status;
+  size_t failed_users = 0;
+  Status st;
+  if (cluster) {
+    ef::client::Pooled<RouterSlot> pr(routers);
+    st = PrepareRouter(pr, start, deadline);
+    if (st.ok())
+      st =
+          ClusterMget(pr.conn()->router, commands, start, deadline, &cluster_replies, &user_status);
+    for (size_t v = 0; st.ok() && v < user_status.size(); ++v) {
+      if (user_status[v].ok()) continue;
+      ++failed_users;
+      Failed(user_status[v], true, &results[valid[v]]);
+    }
+    if ((!st.ok() || failed_users > 0) && pr.conn()) pr.conn()->meta_due = true;
+  } else {
+    st = SingleMget(commands, start, deadline, &single_replies);
+  }
+  if (!st.ok()) {
+    Add(counters.redis_errors, 1);
+    ready.store(false, std::memory_order_relaxed);
+    for (size_t i : valid) Failed(st, true, &results[i]);
+    return results;
+  }
+  if (failed_users > 0) Add(counters.redis_errors, 1);
+  ready.store(failed_users < valid.size(), std::memory_order_relaxed);
+
+  const std::shared_ptr<const ef::Layout> layout_now = CurrentLayout();
+  std::vector<std::string_view> cluster_values;
+  auto values_of = [&](size_t v) -> const std::vector<std::string_view>& {
+    if (single_replies) return (*single_replies)[v].values;
+    cluster_values.clear();
+    for (const ef::RedisReply& e : cluster_replies[v].elements) cluster_values.emplace_back(e.str);
+    return cluster_values;
+  };
+  if (first) {
+    bool long_value = false;
+    for (size_t v = 0; v < valid.size() && !long_value; ++v) {
+      if (!user_status.empty() && !user_status[v].ok()) continue;
+      for (std::string_view value : values_of(v))
+        long_value = long_value || NoteValueLength(value.size(), *layout_now);
+    }
+    if (long_value) {
+      *redo = true;
+      return results;
+    }
+  }
+  uint64_t seen_total = 0;
+  for (size_t v = 0; v < valid.size(); ++v) {
+    if (!user_status.empty() && !user_status[v].ok()) continue;  // failed above
+    const size_t i = valid[v];
+    const std::vector<std::string_view>* values = &values_of(v);
+    ef::CheckResult cr =
+        ef::TestItems(*layout_now, *values, plans[i].bucket_starts, work[i].candidates);
+    Result& r = results[i];
+    r.seen = std::move(cr.seen);
+    r.seen_count = cr.seen_count;
+    r.buckets_present = cr.buckets_present;
+    if (call.with_buckets) r.seen_bucket = std::move(cr.seen_bucket);
+    seen_total += r.seen_count;
+  }
+  Add(counters.seen, seen_total);
+  return results;
+}
+
+bool Client::Impl::Ping(std::chrono::milliseconds deadline_in) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + deadline_in;
+  Status st = cluster ? PingCluster(start, deadline) : PingSingle(start, deadline);
+  if (!st.ok()) Add(counters.redis_errors, 1);
+  ready.store(st.ok(), std::memory_order_relaxed);
+  return st.ok();
+}
+
+}  // namespace exposure_filter

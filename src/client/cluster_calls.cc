@@ -1,0 +1,197 @@
+// Client::Impl (client/impl.h) on Redis Cluster: pooled routers, MGET by slot
+// with the fallback for a migrating slot (one GET per key), PING per master.
+#include "bloom/keys.h"
+#include "client/impl.h"
+
+namespace exposure_filter {
+
+using client_internal::Add;
+using client_internal::Clock;
+using client_internal::CodeOf;
+using client_internal::Counters;
+using client_internal::MgetReplyError;
+using client_internal::Millis;
+using ef::Status;
+using ef::StatusCode;
+
+namespace {
+
+// Least time between two meta re-reads of one router after a failure.
+constexpr auto kClusterMetaRecheck = std::chrono::seconds(1);
+
+bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+}  // namespace
+
+Status Client::Impl::PrepareRouter(ef::client::Pooled<RouterSlot>& pr, Clock::time_point start,
+                                   Clock::time_point deadline) {
+  if (!pr.Acquire(deadline))
+    return DeadlineError(start, deadline, "waiting for a free Redis Cluster router");
+  if (!pr.conn()) pr.conn() = std::make_unique<RouterSlot>(router_options);
+  RouterSlot& slot = *pr.conn();
+  if (!SetRouterDeadline(slot.router, deadline))
+    return DeadlineError(start, deadline, "waiting for a free Redis Cluster router");
+  const Clock::time_point now = Clock::now();
+  if (!slot.meta_read) {
+    if (connected_once.exchange(true)) Add(counters.reconnects, 1);
+    bool found = false;
+    Status st = RefreshLayout(slot.router, &found);
+    slot.meta_attempt = now;
+    if (!st.ok()) {
+      if (st.code() == StatusCode::kFailedPrecondition && slot.router.not_a_cluster())
+        st = ef::InvalidArgument(st.message());  // it says to set redis.cluster=false
+      // The meta's master unreachable, but another router read the layout
+      // (Create did): go on with it, and read the meta again later.
+      if (st.code() != StatusCode::kUnavailable || !meta_known.load()) return st;
+      slot.meta_due = true;
+    } else {
+      meta_known.store(true);
+      slot.meta_due = false;
+    }
+    slot.meta_read = true;
+  } else if ((slot.meta_due && now - slot.meta_attempt >= kClusterMetaRecheck) ||
+             LayoutRecheckDue()) {
+    bool found = false;
+    Add(counters.layout_reads, 1);
+    slot.meta_attempt = now;
+    // At most half of what is left: the meta's master may be the one that is
+    // down, and this call's users may be elsewhere.
+    slot.router.set_deadline_ms(std::max<int64_t>(1, Millis(deadline - now) / 2));
+    Status st = RefreshLayout(slot.router, &found);
+    if (st.ok()) {
+      slot.meta_due = false;
+    } else if (st.code() == StatusCode::kFailedPrecondition ||
+               st.code() == StatusCode::kPermissionDenied) {
+      return st;  // a layout that no longer matches fails calls, as on one node
+    }
+  }
+  if (!SetRouterDeadline(slot.router, deadline))
+    return DeadlineError(start, deadline, "connecting to Redis Cluster");
+  return Status::Ok();
+}
+
+bool Client::Impl::SetRouterDeadline(ef::ClusterRouter& router, Clock::time_point deadline) {
+  const int64_t left = Millis(deadline - Clock::now());
+  if (left <= 0) return false;
+  router.set_deadline_ms(left);
+  return true;
+}
+
+Status Client::Impl::ClusterMget(ef::ClusterRouter& router,
+                                 const std::vector<std::vector<std::string>>& commands,
+                                 Clock::time_point start, Clock::time_point deadline,
+                                 std::vector<ef::RedisReply>* replies,
+                                 std::vector<Status>* user_status) {
+  std::vector<ef::ClusterRouter::SlotCommand> routed(commands.size());
+  for (size_t v = 0; v < commands.size(); ++v) {
+    // All of a user's keys share its hash tag, so the first key's slot is the user's.
+    routed[v].slot = ef::KeySlot(commands[v][1]);
+    routed[v].args = commands[v];
+  }
+  auto r = router.Commands(routed, user_status);
+  if (!r.ok()) return r.status();
+  *replies = std::move(*r);
+  bool timed_out = false;
+  auto fail = [&](size_t v, Status st) {
+    if ((*user_status)[v].ok()) (*user_status)[v] = std::move(st);
+  };
+  // Users whose MGET met a migration (TRYAGAIN): one GET per key.
+  std::vector<size_t> split;
+  for (size_t v = 0; v < replies->size(); ++v) {
+    if (!(*user_status)[v].ok()) {
+      timed_out = true;  // no reply from its master within the deadline
+      continue;
+    }
+    const ef::RedisReply& reply = (*replies)[v];
+    if (reply.type == ef::RedisReply::Type::kError) {
+      if (StartsWith(reply.str, "TRYAGAIN")) {
+        split.push_back(v);
+        continue;
+      }
+      fail(v, MgetReplyError("redis cluster (slot " + std::to_string(routed[v].slot) + ")",
+                             reply.str));
+      continue;
+    }
+    if (reply.type != ef::RedisReply::Type::kArray ||
+        reply.elements.size() != commands[v].size() - 1)
+      fail(v, ef::Internal("redis cluster (slot " + std::to_string(routed[v].slot) +
+                           "): MGET: unexpected reply"));
+  }
+  if (!split.empty() && !SetRouterDeadline(router, deadline)) {
+    const Status late = DeadlineError(start, deadline, "reading the keys of a migrating slot");
+    for (size_t v : split) fail(v, late);
+    split.clear();
+  }
+  if (!split.empty()) {
+    std::vector<ef::ClusterRouter::SlotCommand> gets;
+    for (size_t v : split) {
+      for (size_t k = 1; k < commands[v].size(); ++k)
+        gets.push_back({routed[v].slot, {"GET", commands[v][k]}});
+    }
+    std::vector<Status> get_status;
+    auto g = router.Commands(gets, &get_status);
+    if (!g.ok()) return g.status();
+    size_t at = 0;
+    for (size_t v : split) {
+      ef::RedisReply array;
+      array.type = ef::RedisReply::Type::kArray;
+      for (size_t k = 1; k < commands[v].size(); ++k, ++at) {
+        if (!get_status[at].ok()) {
+          timed_out = true;
+          fail(v, get_status[at]);
+          continue;
+        }
+        ef::RedisReply& e = (*g)[at];
+        if (e.type == ef::RedisReply::Type::kError) {
+          // MGET answers nil for a key of another type; GET says WRONGTYPE.
+          if (!StartsWith(e.str, "WRONGTYPE")) {
+            fail(v, ef::Unavailable("redis cluster (slot " + std::to_string(routed[v].slot) +
+                                    "): GET " + commands[v][k] + ": " + e.str));
+            continue;
+          }
+          e = ef::RedisReply{};
+          e.type = ef::RedisReply::Type::kNil;
+        }
+        array.elements.push_back(std::move(e));
+      }
+      if ((*user_status)[v].ok()) (*replies)[v] = std::move(array);
+    }
+  }
+  if (timed_out && Clock::now() >= deadline) Add(counters.timeouts, 1);
+  if (Clock::now() > deadline) return DeadlineError(start, deadline, "waiting for Redis Cluster");
+  return Status::Ok();
+}
+
+Status Client::Impl::PingCluster(Clock::time_point start, Clock::time_point deadline) {
+  ef::client::Pooled<RouterSlot> pr(routers);
+  Status st = PrepareRouter(pr, start, deadline);
+  if (st.ok()) {
+    ef::ClusterRouter& router = pr.conn()->router;
+    const ef::SlotMap& map = router.slot_map();
+    std::vector<ef::ClusterRouter::SlotCommand> pings;
+    std::vector<bool> shard_done(map.shards().size(), false);
+    for (int slot = 0; slot < ef::kClusterSlots; ++slot) {
+      const int shard = map.ShardOf(static_cast<uint16_t>(slot));
+      if (shard < 0 || shard_done[static_cast<size_t>(shard)]) continue;
+      shard_done[static_cast<size_t>(shard)] = true;
+      pings.push_back({static_cast<uint16_t>(slot), {"PING"}});
+    }
+    auto r = router.Commands(pings);
+    if (!r.ok()) {
+      st = r.status();
+    } else {
+      for (const ef::RedisReply& reply : *r) {
+        if (reply.type == ef::RedisReply::Type::kError) {
+          st = ef::Unavailable("redis cluster: PING: " + reply.str);
+          break;
+        }
+      }
+    }
+    if (st.ok() && Clock::now() > deadline)
+      st = DeadlineError(start, deadline, "waiting for Redis Cluster");
+  }
+  if (!st.ok() && pr.conn()) pr.conn()->meta_due = true;
+  return st;
+}
+
+}  // namespace exposure_filter

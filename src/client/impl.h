@@ -1,0 +1,202 @@
+// Client::Impl: the state one exposure_filter::Client (include/exposure_filter/
+// client.h) shares between the threads that call it, over the daemon's own read
+// path (read/bloom_reader.h PlanRead + TestItems, redis/meta.h ReadLayout).
+// Its code is split by concern:
+//   client.cc        the public API: Create, Seen*, Unseen, SeenBatch*, stats, layout
+//   call.cc          a call: its users' keys planned, one MGET per user, the
+//                    candidates tested; errors and fail-open; Ping
+//   layout_watch.cc  the layout calls read with, and when to read the meta again
+//   single_node.cc   one Redis: the connection pool, connect, one retry on a
+//                    connection the server closed while idle, MGET, PING
+//   cluster_calls.cc Redis Cluster: pooled routers, MGET by slot with the fallback
+//                    for a migrating slot (one GET per key), PING per master
+// Thread-safety: the fields marked "guarded by layout_mu" are read and written
+// under it; counters, ready, meta_known, connected_once and layout_stale are
+// atomics; a pooled connection or router is used by the one thread holding its
+// slot (client/pool.h).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bloom/layout.h"
+#include "client/pool.h"
+#include "exposure_filter/client.h"
+#include "read/bloom_reader.h"
+#include "redis/cluster.h"
+#include "redis/meta.h"
+#include "redis/options.h"
+
+namespace exposure_filter {
+namespace client_internal {
+
+using Clock = std::chrono::steady_clock;
+
+// The name of the timeouts of calls, in messages (RedisOptions::*_timeout_name).
+inline constexpr const char* kLeftOfDeadline = "what was left of the call's deadline";
+
+// The public error code of a Status.
+ErrorCode CodeOf(const ef::Status& st);
+
+inline int64_t Millis(Clock::duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+}
+
+struct Counters {
+  std::atomic<uint64_t> calls{0}, users{0}, candidates{0}, seen{0}, failed_open{0}, errors{0},
+      redis_errors{0}, timeouts{0}, reconnects{0}, layout_reads{0}, stale_retries{0};
+};
+
+inline void Add(std::atomic<uint64_t>& counter, uint64_t n) {
+  counter.fetch_add(n, std::memory_order_relaxed);
+}
+
+// One user's part of a call.
+struct Work {
+  std::string_view user;
+  ef::ItemList candidates;
+};
+
+// Redis Cluster: one pooled router (with its own connection per master) and when
+// its meta was read.
+struct RouterSlot {
+  explicit RouterSlot(ef::ClusterRouterOptions o) : router(std::move(o)) {}
+  ef::ClusterRouter router;
+  bool meta_read = false;  // the meta was read through this router once
+  bool meta_due = false;   // a call failed since: re-read the meta (rate-limited)
+  Clock::time_point meta_attempt{};
+};
+
+// An error reply to MGET: kPermissionDenied for an ACL refusal, else kUnavailable.
+ef::Status MgetReplyError(const std::string& where, std::string_view error);
+
+// single_node.cc keeps the standalone MGET buffers per thread, reused from call
+// to call; after each call, one that grew past its keep size is given back.
+void TrimThreadBuffers();
+
+}  // namespace client_internal
+
+struct Client::Impl {
+  using Clock = client_internal::Clock;
+  using Status = ef::Status;
+  using Work = client_internal::Work;
+  using RouterSlot = client_internal::RouterSlot;
+
+  ClientOptions options;
+  ef::Layout configured;
+  ef::RedisOptions redis;
+  ef::client::ConnectionPool pool;
+  // Redis Cluster (UseCluster): routers instead of connections.
+  bool cluster = false;
+  ef::ClusterRouterOptions router_options;
+  ef::client::Pool<RouterSlot> routers;
+
+  mutable std::mutex layout_mu;
+  std::shared_ptr<const ef::Layout> layout;  // guarded by layout_mu
+  bool stored = false;                       // guarded by layout_mu
+  // When the meta was last read, or a re-read was last claimed (LayoutRecheckDue).
+  Clock::time_point layout_checked;  // guarded by layout_mu
+  // A value longer than the layout allows was read: re-read the meta now.
+  std::atomic<bool> layout_stale{false};
+  Clock::time_point stale_reread{};  // guarded by layout_mu: when one last did so
+
+  std::atomic<bool> ready{false};
+  std::atomic<bool> meta_known{false};  // cluster: some router read the meta
+  std::atomic<bool> connected_once{false};
+  client_internal::Counters counters;
+
+  Impl(ClientOptions o, ef::Layout l, ef::RedisOptions r)
+      : options(std::move(o)),
+        configured(std::move(l)),
+        redis(std::move(r)),
+        pool(options.pool_size),
+        routers(options.pool_size),
+        layout(std::make_shared<const ef::Layout>(configured)) {}
+
+  // --- call.cc
+  std::vector<Result> Run(const Work* work, size_t n, const CallOptions& call);
+  // One attempt of Run. With `first`, a value longer than the layout allows
+  // marks the layout stale and returns at once with *redo set (nothing tested).
+  std::vector<Result> RunOnce(const Work* work, size_t n, const CallOptions& call, bool first,
+                              bool* redo);
+  bool Ping(std::chrono::milliseconds deadline);
+  // Marks *r failed with st; with `policy_applies` and OnError::kFailOpen it is
+  // answered as "nothing seen" instead (failed_open).
+  void Failed(const Status& st, bool policy_applies, Result* r);
+  // kUnavailable naming the deadline, the time taken and what was waited for.
+  Status DeadlineError(Clock::time_point start, Clock::time_point deadline, const char* what);
+
+  // --- layout_watch.cc
+  std::shared_ptr<const ef::Layout> CurrentLayout() const;
+  // True when the caller should read the meta again now: a value was longer than
+  // the layout allows, or the period ran out (options.layout_recheck; at most once
+  // a second while no meta is stored, with allow_missing_layout). Claims the
+  // re-read: until the next period, other callers go on with the current layout.
+  bool LayoutRecheckDue();
+  // Every value must fit the layout it is read with (a stage table ends at its
+  // last stage); a longer one was written under a newer layout. True (at most
+  // once a second) when `bytes` is longer: the layout is then marked stale. (A
+  // value that stays too long, not ours, costs a re-read at most once a second.)
+  bool NoteValueLength(size_t bytes, const ef::Layout& layout);
+  // Reads the stored layout; a mismatch with the config is kFailedPrecondition.
+  Status RefreshLayout(ef::MetaTarget conn, bool* found);
+
+  // --- single_node.cc
+  // Connects (within the deadline) and re-reads the meta.
+  Status Connect(Clock::time_point deadline, ef::client::ConnectionPool::Conn* out);
+  // A usable connection in *pc within the deadline; *reused: it is a pooled one
+  // that was idle (it may have been closed by the server meanwhile).
+  Status Prepare(ef::client::PooledConnection& pc, Clock::time_point start,
+                 Clock::time_point deadline, bool* reused);
+  // After a failed exchange on a pooled connection: true if the connection was
+  // closed (by the server's idle timeout, a proxy, a restart) rather than slow, so
+  // that one retry on a new connection may succeed within the deadline. MGET and
+  // HGETALL are reads: sending them again is harmless.
+  static bool DeadBeforeUse(const ef::RedisConnection& conn, Clock::time_point deadline);
+  // Runs exchange(connection) with the socket timeout set to what is left of the
+  // deadline. A failed exchange drops the connection; on a reused one that the
+  // server had closed while idle (DeadBeforeUse) it runs once more on a new one.
+  // (Defined, and used, in single_node.cc only.)
+  template <typename Exchange>
+  Status ExchangeOnce(ef::client::PooledConnection& pc, bool reused, Clock::time_point deadline,
+                      Exchange exchange);
+  // One MGET per entry of `commands`, pipelined on one pooled connection;
+  // *replies: the thread's reply buffers (values are views into them).
+  Status SingleMget(const std::vector<std::vector<std::string>>& commands, Clock::time_point start,
+                    Clock::time_point deadline,
+                    std::vector<ef::RedisConnection::ArrayReply>** replies);
+  Status PingSingle(Clock::time_point start, Clock::time_point deadline);
+
+  // --- cluster_calls.cc
+  // Cluster: a router in *pr within the deadline, its deadline set to what is left.
+  // A new router discovers the topology and reads the meta (failing the call if
+  // it cannot); a router whose last call failed re-reads the meta at most once a
+  // second, keeping the current layout if the meta's master does not answer (so a
+  // dead master fails only its own users' calls).
+  Status PrepareRouter(ef::client::Pooled<RouterSlot>& pr, Clock::time_point start,
+                       Clock::time_point deadline);
+  // The router may retry for what is left of the call's deadline; false if nothing is.
+  static bool SetRouterDeadline(ef::ClusterRouter& router, Clock::time_point deadline);
+  // Cluster: the MGET of each user (commands[v], all keys in one slot) through the
+  // router, each master's users in one pipeline, masters in parallel. A user whose
+  // slot is migrating with its keys split between the two nodes gets TRYAGAIN:
+  // its keys are then read with one GET each (each following its own ASK), within
+  // the same deadline. *replies: one array per user, as MGET's. A user whose
+  // master did not answer within the deadline (or answered an error) fails alone:
+  // (*user_status)[v] says why, and the other users are answered; the returned
+  // status fails every user (an ACL refusal, the deadline gone before the end).
+  Status ClusterMget(ef::ClusterRouter& router,
+                     const std::vector<std::vector<std::string>>& commands, Clock::time_point start,
+                     Clock::time_point deadline, std::vector<ef::RedisReply>* replies,
+                     std::vector<Status>* user_status);
+  // PING on every master (one slot of each), in parallel.
+  Status PingCluster(Clock::time_point start, Clock::time_point deadline);
+};
+
+}  // namespace exposure_filter
