@@ -463,12 +463,12 @@ TEST_CASE("cross-field checks name the keys", "[config]") {
   CHECK_THAT(LoadError("redis:\n  cluster: yes\n"),
              Catch::Contains("redis.cluster: must be one of auto, true, false"));
   // The size rule lives with the layout arithmetic (bloom/layout.h), above config/.
-  CHECK_THAT(CheckFilterSizing(Load("filter:\n  items_per_bucket: 1000000000\n  fpr: 1e-12\n")
-                                   .filter)
-                 .message(),
-             Catch::StartsWith("filter.items_per_bucket (1000000000), filter.fpr (1e-12), "
-                               "filter.window (30d), filter.bucket (1d): no usable Bloom filter "
-                               "size: "));
+  CHECK_THAT(
+      CheckFilterSizing(Load("filter:\n  items_per_bucket: 1000000000\n  fpr: 1e-12\n").filter)
+          .message(),
+      Catch::StartsWith("filter.items_per_bucket (1000000000), filter.fpr (1e-12), "
+                        "filter.window (30d), filter.bucket (1d): no usable Bloom filter "
+                        "size: "));
 
   // Validate also checks single fields of a config built in code.
   Config c;
