@@ -68,11 +68,10 @@ for b in "$EF" "$BENCH"; do
   [ -x "$b" ] || { echo "bench-read: $b not built (drop --no-build)" >&2; exit 1; }
 done
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 RUN_DIR=$(mktemp -d /tmp/ef-bench-read.XXXXXX)
 echo "bench-read: run directory $RUN_DIR" >&2
+NAME=bench-read
+. scripts/lib.sh
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -85,12 +84,7 @@ REDIS_PORT=$(free_port)
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
   --logfile "$RUN_DIR/redis.log" &
 PIDS+=($!)
-for _ in $(seq 100); do
-  [ "$(redis-cli -p "$REDIS_PORT" PING 2>/dev/null)" = PONG ] && break
-  sleep 0.1
-done
-[ "$(redis-cli -p "$REDIS_PORT" PING 2>/dev/null)" = PONG ] ||
-  { echo "bench-read: redis-server did not start ($RUN_DIR/redis.log)" >&2; exit 1; }
+wait_for 10 "redis-server" redis-cli -p "$REDIS_PORT" ping
 
 # serve checks the stored layout at start: store it first.
 "$BENCH" --redis "127.0.0.1:$REDIS_PORT" --meta-only >"$RUN_DIR/meta.log" 2>&1 ||
@@ -105,12 +99,7 @@ SERVE_THREADS=$(( MAX_CONNS > 8 ? MAX_CONNS : 8 ))
   --set "serve.threads=$SERVE_THREADS" "${SERVE_SETS[@]}" >"$RUN_DIR/serve.log" 2>&1 &
 SERVE_PID=$!
 PIDS+=("$SERVE_PID")
-for _ in $(seq 100); do
-  curl -sf "http://127.0.0.1:$SERVE_PORT/healthz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
-curl -sf "http://127.0.0.1:$SERVE_PORT/healthz" >/dev/null ||
-  { echo "bench-read: serve did not start ($RUN_DIR/serve.log)" >&2; exit 1; }
+wait_for 10 "serve" curl -sf "http://127.0.0.1:$SERVE_PORT/healthz"
 
 # In the background, so that a signal runs the trap (and stops it) at once.
 "$BENCH" --redis "127.0.0.1:$REDIS_PORT" --serve "127.0.0.1:$SERVE_PORT" --serve-pid "$SERVE_PID" \

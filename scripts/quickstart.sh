@@ -48,12 +48,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
-  local secs=$1 what=$2; shift 2
-  for _ in $(seq 1 $((secs * 10))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "quickstart: $what did not come up in ${secs}s (logs in $RUN_DIR)" >&2; exit 1
-}
+NAME=quickstart
+. scripts/lib.sh
 
 REDIS_PORT=$(free_port)
 METRICS_PORT=$(free_port)

@@ -116,13 +116,8 @@ StatusOr<SizeReportInput> SizeReportInputFromConfig(const FilterConfig& f, uint6
   if (!sizing.ok()) return sizing.status();
   auto layout = LayoutFromConfig(f);
   if (!layout.ok()) return layout.status();
-  SizeReportInput in;
-  in.sizing = *sizing;
-  in.items_per_bucket = f.items_per_bucket;
-  in.fpr = f.fpr;
-  in.window_seconds = f.window_seconds;
-  in.bucket_seconds = f.bucket_seconds;
-  in.users = users;
+  SizeReportInput in = SingleStageInput(*sizing, f.items_per_bucket, f.fpr, f.window_seconds,
+                                        f.bucket_seconds, users);
   in.stages = layout->stage_table;
   in.growth = layout->growth;
   in.k_step = layout->k_step;
@@ -138,15 +133,14 @@ SizeReportInput SingleStageInput(const Sizing& sizing, int64_t items_per_bucket,
   in.window_seconds = window_seconds;
   in.bucket_seconds = bucket_seconds;
   in.users = users;
-  StageParams p;
-  p.m0 = sizing.m;
-  p.k0 = sizing.k;
-  p.stages = 1;
-  p.fill_ppm = DesignFillPpm(sizing.m, sizing.k, items_per_bucket);
-  if (sizing.m > 0 && sizing.k > 0) {
-    auto stages = ComputeStages(p);
-    if (stages.ok()) in.stages = std::move(*stages);
-  }
+  // The stage table of the one-stage layout these m and k make (Layout::Finish).
+  Layout single;
+  single.m = sizing.m;
+  single.k = sizing.k;
+  single.stages = 1;
+  single.fill_ppm = DesignFillPpm(sizing.m, sizing.k, items_per_bucket);
+  if (sizing.m > 0 && sizing.k > 0 && single.Finish().ok())
+    in.stages = std::move(single.stage_table);
   return in;
 }
 

@@ -5,12 +5,7 @@
 
 namespace exposure_filter {
 
-using client_internal::Add;
-using client_internal::Clock;
-using client_internal::CodeOf;
-using client_internal::Counters;
-using client_internal::MgetReplyError;
-using client_internal::Millis;
+using namespace client_internal;  // NOLINT: the client's own internals
 using ef::Status;
 using ef::StatusCode;
 

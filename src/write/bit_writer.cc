@@ -450,10 +450,14 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
   // all in one round. (A key holding another type reads as nil, and its write
   // then fails with WRONGTYPE as usual.)
   skip_.assign(skip_items, 0);
-  std::vector<size_t> skip_at(batch.size, SIZE_MAX);
+  // One MGET of the round: the keys reads_[first, end), sent as commands[command]
+  // (after its ASKING, if any).
+  struct Mget {
+    size_t command, first, end;
+  };
+  std::vector<Mget> mgets;
   std::vector<std::vector<std::string>> commands;
   std::vector<RedisReply> replies;
-  std::vector<size_t> first_read;  // per MGET: its first index in reads_
   for (size_t at = 0; at < reads_.size();) {
     size_t end = std::min(reads_.size(), at + kReadKeysPerMget);
     if (options_.cluster_node) {
@@ -467,7 +471,7 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
       }
     }
     if (asking_) commands.push_back({"ASKING"});
-    first_read.push_back(at);
+    mgets.push_back({commands.size(), at, end});
     commands.emplace_back();
     commands.back().reserve(end - at + 1);
     commands.back().push_back("MGET");
@@ -484,34 +488,32 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
     stats->commands += commands.size();
   }
   size_t next_skip = 0;
-  for (size_t m = 0; m < first_read.size(); ++m) {
-    const size_t c = asking_ ? 2 * m + 1 : m;  // skip the ASKINGs' replies
-    const RedisReply& reply = replies[c];
-    const size_t first = first_read[m];
+  for (const Mget& mget : mgets) {
+    const RedisReply& reply = replies[mget.command];
     if (reply.type == RedisReply::Type::kError && options_.cluster_node &&
         ParseRedirect(reply.str)) {
       // Not this node's keys (any more): reported, not planned, not written.
-      for (size_t r = first; r < first + commands[c].size() - 1; ++r)
-        Redirect(reads_[r], reply.str);
+      for (size_t r = mget.first; r < mget.end; ++r) Redirect(reads_[r], reply.str);
       continue;
     }
     if (reply.type == RedisReply::Type::kError) {
-      RedisConnection::ReplyError e{c, RedisConnection::ClassifyErrorReply(reply.str), reply.str};
+      RedisConnection::ReplyError e{mget.command, RedisConnection::ClassifyErrorReply(reply.str),
+                                    reply.str};
       if (observer_) observer_(e.kind);
-      return ReplyFailure("reading", batch.keys[reads_[first]].key, e);
+      return ReplyFailure("reading", batch.keys[reads_[mget.first]].key, e);
     }
-    if (reply.type != RedisReply::Type::kArray || reply.elements.size() != commands[c].size() - 1)
+    if (reply.type != RedisReply::Type::kArray || reply.elements.size() != mget.end - mget.first)
       return Fail(RedisErrorKind::kProtocol,
                   Unavailable("redis " + conn_->address() + ": MGET: unexpected reply"));
     for (size_t r = 0; r < reply.elements.size(); ++r) {
-      const size_t k = reads_[first + r];
+      const size_t k = reads_[mget.first + r];
       const KeyBits& kb = batch.keys[k];
       const std::string_view value = reply.elements[r].str;  // "" for nil
       KeyPlan& plan = plans_[k];
       plan.read = true;
       plan.state.stage = static_cast<uint32_t>(StagesPresent(stages_, value.size()) - 1);
       plan.state.fill = StagePopcount(value, stages_[plan.state.stage]);
-      skip_at[k] = next_skip;
+      plan.skip_at = next_skip;
       for (const Hash128& h : kb.items) {
         const bool present = !value.empty() && ValueContains(value, stages_, h);
         skip_[next_skip++] = present;
@@ -526,7 +528,7 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
     KeyPlan& plan = plans_[k];
     plan.first_group = groups_.size();
     if (key_state_[k].failed || key_state_[k].redirected) continue;
-    const uint8_t* skip = skip_at[k] == SIZE_MAX ? nullptr : skip_.data() + skip_at[k];
+    const uint8_t* skip = plan.skip_at == SIZE_MAX ? nullptr : skip_.data() + plan.skip_at;
     plan.staged = planner_.Plan(plan.state, kb.items.data(), kb.items.size(), skip, &stats->stages);
     if (!plan.staged) {
       PlannedGroup g;

@@ -277,6 +277,8 @@ class RedisBitWriter : public BitSink {
     bool read = false;    // the state was read from Redis in this Write
     size_t first_group = 0, n_groups = 0;
     StageState state;  // before the write
+    // read keys: where their items' "already present" flags start in skip_
+    size_t skip_at = SIZE_MAX;
   };
   struct PlannedGroup {
     uint32_t stage = 0;

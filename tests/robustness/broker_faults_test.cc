@@ -44,11 +44,7 @@ void RunWithFault(const std::string& name, const std::function<void(Stack&)>& se
   if (setup) setup(stack);
   const std::string config = stack.WriteConfig();
   Stream stream(stack, name, 5, 10ms);
-  auto daemon = stack.StartDaemon(config, name + ".log");
-  bool started = WaitFor([&] { return !daemon->Running() || stack.TotalCommitted() > 0; }, 30s);
-  INFO(daemon->Output());
-  REQUIRE(started);
-  REQUIRE(daemon->Running());
+  auto daemon = stack.StartDaemonAwaitingCommit(config, name + ".log");
   CommitGapMonitor monitor(stack);
   const Fault f = fault(stack);
   std::this_thread::sleep_for(2s);  // keep producing after the fault ends

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "config/config.h"
-#include "pipeline/dead_letter.h"
 #include "kafka/mock_cluster.h"
 #include "kafka/source.h"
 #include "metrics/ingest_metrics.h"
+#include "pipeline/dead_letter.h"
 #include "support/kafka_reader.h"
 
 namespace ef {

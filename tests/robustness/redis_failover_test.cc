@@ -59,10 +59,7 @@ TEST_CASE(
   REQUIRE(r2.AwaitInSync(r1, 20s));
   const std::string config = stack.WriteConfig();
   Stream stream(stack, "rfail", 5, 10ms);
-  auto daemon = stack.StartDaemon(config);
-  bool started = WaitFor([&] { return !daemon->Running() || stack.TotalCommitted() > 0; }, 30s);
-  INFO(daemon->Output());
-  REQUIRE(started);
+  auto daemon = stack.StartDaemonAwaitingCommit(config);
   CommitGapMonitor monitor(stack);
   // One connection of the test's own to R1, so the server's connection count
   // tells the daemon's reconnects.

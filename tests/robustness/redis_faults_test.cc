@@ -26,10 +26,7 @@ TEST_CASE("redis faults: Redis stopped mid-stream and started again loses nothin
   Stack stack(4);
   const std::string config = stack.WriteConfig();
   Stream stream(stack, "rstop", 5, 10ms);
-  auto daemon = stack.StartDaemon(config);
-  bool started = WaitFor([&] { return !daemon->Running() || stack.TotalCommitted() > 0; }, 30s);
-  INFO(daemon->Output());
-  REQUIRE(started);
+  auto daemon = stack.StartDaemonAwaitingCommit(config);
   CommitGapMonitor monitor(stack);
   stack.redis().Stop();
   const int64_t committed_at_stop = stack.TotalCommitted();

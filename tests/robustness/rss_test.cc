@@ -78,10 +78,7 @@ TEST_CASE("rss: memory stays bounded while Redis is down for 60 s and events kee
   Stack stack(4);
   const std::string config = stack.WriteConfig();
   Stream stream(stack, "rss", 100, 10ms);
-  auto daemon = stack.StartDaemon(config);
-  bool started = WaitFor([&] { return !daemon->Running() || stack.TotalCommitted() > 0; }, 30s);
-  INFO(daemon->Output());
-  REQUIRE(started);
+  auto daemon = stack.StartDaemonAwaitingCommit(config);
   const long before = RssKiB(daemon->pid());
   const size_t produced_before = stream.delivered();
   stack.redis().Stop();

@@ -98,6 +98,17 @@ std::unique_ptr<Process> Stack::StartDaemon(const std::string& config_path,
       dir_.File(log));
 }
 
+std::unique_ptr<Process> Stack::StartDaemonAwaitingCommit(const std::string& config_path,
+                                                          const std::string& log,
+                                                          std::chrono::milliseconds timeout) {
+  auto daemon = StartDaemon(config_path, log);
+  const bool started = WaitFor([&] { return !daemon->Running() || TotalCommitted() > 0; }, timeout);
+  INFO(daemon->Output());
+  REQUIRE(started);
+  REQUIRE(daemon->Running());
+  return daemon;
+}
+
 void Stack::Produce(const std::vector<TestEvent>& events) {
   for (const auto& e : events) {
     Status st = producer_->Produce(topic_, -1, e.user, e.Json(), e.ts_ms);

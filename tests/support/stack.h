@@ -45,6 +45,12 @@ class Stack {
   // `exposure-filter run -c <config>` in the background, output to <dir>/<log>.
   std::unique_ptr<Process> StartDaemon(const std::string& config_path,
                                        const std::string& log = "daemon.log");
+  // StartDaemon, then waits until something is committed: the daemon is up and
+  // writing. A test REQUIREs that within `timeout`, with the daemon still running
+  // (its output in the failure message).
+  std::unique_ptr<Process> StartDaemonAwaitingCommit(
+      const std::string& config_path, const std::string& log = "daemon.log",
+      std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
   // Produces events (key = user) and waits for delivery.
   void Produce(const std::vector<TestEvent>& events);
