@@ -1,5 +1,6 @@
 // Contract v1, rule 2: for i = 0..k-1, p_i = ((h1 + i*h2) mod 2^64) mod m.
-// (Guava MURMUR128_MITZ_64 index rule without the sign mask; rueidisprob.)
+// (The progression of Guava's MURMUR128_MITZ_64 and of rueidisprob, whose
+// bitmaps are laid out otherwise: docs/FORMAT.md rule 2.)
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,31 @@ inline void ComputePositions(Hash128 h, uint32_t m, uint32_t k, uint32_t* out) {
   for (uint32_t i = 0; i < k; ++i) {
     out[i] = static_cast<uint32_t>(x % m);
     x += h.h2;  // unsigned wrap-around is the mod 2^64 of the contract
+  }
+}
+
+// The position rule of layout version 3 (issue 29; docs/FORMAT.md gets it with
+// the version): for i = 0..k-1,
+//   x   = (h1 + i*h2) mod 2^64
+//   y   = ((x XOR (x >> 32)) * 0xff51afd7ed558ccd) mod 2^64
+//   p_i = floor(y * m / 2^64)          (the high word of a 64x64->128 product)
+// The xorshift-multiply remix makes the k positions behave as independent draws
+// (no false-positive floor at small m: docs/perf-history.md, "Layout v3: the
+// position rule"); the multiply-shift replaces the 64-bit division. Integers only.
+inline constexpr uint64_t kV3Remix = 0xff51afd7ed558ccdULL;  // MurmurHash3 fmix64's first
+
+inline uint64_t RemixV3(uint64_t x) { return (x ^ (x >> 32)) * kV3Remix; }
+
+inline uint32_t ReduceV3(uint64_t y, uint32_t m) {
+  return static_cast<uint32_t>((static_cast<unsigned __int128>(y) * m) >> 64);
+}
+
+// Writes the k version-3 positions in [0, m) to out[0..k-1]. Pure; thread-safe.
+inline void ComputePositionsV3(Hash128 h, uint32_t m, uint32_t k, uint32_t* out) {
+  uint64_t x = h.h1;
+  for (uint32_t i = 0; i < k; ++i) {
+    out[i] = ReduceV3(RemixV3(x), m);
+    x += h.h2;
   }
 }
 
