@@ -111,21 +111,11 @@ std::string ActivityDefinition(const Activity& a) {
 
 std::string FormatBytesHuman(uint64_t bytes) { return BytesHuman(bytes); }
 
-StatusOr<SizeReportInput> SizeReportInputFromConfig(const FilterConfig& f, uint64_t users) {
-  auto sizing = ComputeSizing(f.items_per_bucket, f.fpr, f.window_seconds, f.bucket_seconds);
-  if (!sizing.ok()) return sizing.status();
-  auto layout = LayoutFromConfig(f);
-  if (!layout.ok()) return layout.status();
-  SizeReportInput in = SingleStageInput(*sizing, f.items_per_bucket, f.fpr, f.window_seconds,
-                                        f.bucket_seconds, users);
-  in.stages = layout->stage_table;
-  in.growth = layout->growth;
-  in.k_step = layout->k_step;
-  return in;
-}
+namespace {
 
-SizeReportInput SingleStageInput(const Sizing& sizing, int64_t items_per_bucket, double fpr,
-                                 int64_t window_seconds, int64_t bucket_seconds, uint64_t users) {
+// The fields of every input, with no stage table yet.
+SizeReportInput BaseInput(const Sizing& sizing, int64_t items_per_bucket, double fpr,
+                          int64_t window_seconds, int64_t bucket_seconds, uint64_t users) {
   SizeReportInput in;
   in.sizing = sizing;
   in.items_per_bucket = items_per_bucket;
@@ -133,6 +123,28 @@ SizeReportInput SingleStageInput(const Sizing& sizing, int64_t items_per_bucket,
   in.window_seconds = window_seconds;
   in.bucket_seconds = bucket_seconds;
   in.users = users;
+  return in;
+}
+
+}  // namespace
+
+StatusOr<SizeReportInput> SizeReportInputFromConfig(const FilterConfig& f, uint64_t users) {
+  auto sizing = ComputeSizing(f.items_per_bucket, f.fpr, f.window_seconds, f.bucket_seconds);
+  if (!sizing.ok()) return sizing.status();
+  auto layout = LayoutFromConfig(f);
+  if (!layout.ok()) return layout.status();
+  SizeReportInput in =
+      BaseInput(*sizing, f.items_per_bucket, f.fpr, f.window_seconds, f.bucket_seconds, users);
+  in.stages = std::move(layout->stage_table);
+  in.growth = layout->growth;
+  in.k_step = layout->k_step;
+  return in;
+}
+
+SizeReportInput SingleStageInput(const Sizing& sizing, int64_t items_per_bucket, double fpr,
+                                 int64_t window_seconds, int64_t bucket_seconds, uint64_t users) {
+  SizeReportInput in =
+      BaseInput(sizing, items_per_bucket, fpr, window_seconds, bucket_seconds, users);
   // The stage table of the one-stage layout these m and k make (Layout::Finish).
   Layout single;
   single.m = sizing.m;
