@@ -1,6 +1,4 @@
 // Contract v1, rule 2: for i = 0..k-1, p_i = ((h1 + i*h2) mod 2^64) mod m.
-// (The progression of Guava's MURMUR128_MITZ_64 and of rueidisprob, whose
-// bitmaps are laid out otherwise: docs/FORMAT.md rule 2.)
 #pragma once
 
 #include <cstdint>
