@@ -44,7 +44,11 @@ void Run(benchmark::State& state, Rule rule) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kItems));
 }
 
-void BM_Positions_V2Mod(benchmark::State& state) { Run(state, ComputePositions); }
+void BM_Positions_V2Mod(benchmark::State& state) {
+  Run(state, [](Hash128 h, uint32_t m, uint32_t k, uint32_t* out) {
+    ComputePositions(h, m, k, PositionRule::kModulo, out);
+  });
+}
 
 void BM_Positions_V2FastMod(benchmark::State& state) {
   const FastMod mod(static_cast<uint32_t>(state.range(0)));

@@ -31,7 +31,8 @@ void BM_StagePlan(benchmark::State& state) {
   StagePlanner planner(stages);
   StageStats stats;
   for (auto _ : state) {
-    const bool staged = planner.Plan(StageState{stage, 0}, items.data(), n, nullptr, &stats);
+    const bool staged =
+        planner.Plan(StageState{stage, 0}, items.data(), n, nullptr, PositionRule::kRemix, &stats);
     benchmark::DoNotOptimize(staged);
     benchmark::DoNotOptimize(planner.positions().data());
   }

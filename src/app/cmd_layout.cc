@@ -1,7 +1,8 @@
 // exposure-filter layout show|upgrade|stats: the layout stored at <prefix>meta,
-// the explicit upgrade of a version-1 deployment to version 2 (docs/FORMAT.md,
-// README runbook; safe while `run` runs: version-2 daemons that found the
-// version-1 meta write stage 0 only and switch within 10 s of the upgrade), and
+// the explicit upgrades (docs/FORMAT.md "Versions and upgrade"; safe while `run`
+// runs): version 1 to 2 (daemons that found the version-1 meta write stage 0
+// only and switch within 10 s), 1 or 2 to 3 (rule 9 from a bucket that begins at
+// least --lead seconds later: every program reads the meta again before it), and
 // what the filters hold: keys, users, bytes per user, keys by stages present.
 #include <unistd.h>
 
@@ -15,6 +16,8 @@
 #include "bloom/layout.h"
 #include "bloom/size_report.h"
 #include "bloom/stages.h"
+#include "common/clock.h"
+#include "common/time_arg.h"
 #include "redis/cluster.h"
 #include "redis/connection.h"
 #include "redis/meta.h"
@@ -53,7 +56,33 @@ StatusOr<Target> Connect(const RedisOptions& redis) {
   return t;
 }
 
-int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run) {
+// What the stored version-3 meta means now: where its rollover stands.
+void PrintRollover(const Layout& stored, int64_t now_s) {
+  if (!stored.v3) return;
+  if (stored.v3_from == 0) {
+    std::printf("every bucket follows rule 9 (version 3 since the first write)\n");
+    return;
+  }
+  const std::string from = FormatTimeRfc3339(stored.v3_from * 1000);
+  const std::string done = FormatTimeRfc3339((stored.v3_from + stored.window_seconds) * 1000);
+  if (now_s < stored.v3_from) {
+    std::printf(
+        "rollover scheduled: buckets from %s (v3_from %lld) follow rule 9; it begins in "
+        "%lld s and is complete at %s\n",
+        from.c_str(), static_cast<long long>(stored.v3_from),
+        static_cast<long long>(stored.v3_from - now_s), done.c_str());
+  } else if (stored.RollingOver(now_s)) {
+    std::printf(
+        "rollover in progress: buckets from %s on follow rule 9, the live ones before "
+        "it rule 2 until they age out; complete at %s\n",
+        from.c_str(), done.c_str());
+  } else {
+    std::printf("rollover complete: every live bucket follows rule 9 (v3_from %s)\n", from.c_str());
+  }
+}
+
+int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run, int to_version,
+            int64_t lead_seconds) {
   auto config = LoadOrReport(args);
   if (!config.ok()) return kExitConfig;
   auto layout = LayoutFromConfig(config->filter);
@@ -72,43 +101,80 @@ int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run) {
     PrintFields(("stored at " + key + ":").c_str(), stored);
   }
   PrintFields("configured:", layout->ToFields());
+  const int64_t now_s = SystemClock().NowMs() / 1000;
+  StatusOr<Layout> current =
+      stored.empty() ? StatusOr<Layout>(FailedPrecondition("none")) : LayoutFromFields(stored, key);
+  if (!stored.empty() && !current.ok()) {
+    std::fflush(stdout);
+    return Fail(current.status(), kExitLayout);
+  }
   if (!upgrade) {
     if (stored.empty()) return kExitOk;
     if (CompareLayout(stored, *layout, key).ok()) {
-      std::printf("the stored layout is the configured one\n");
+      std::printf("the stored layout is the configured one (version %d)\n", current->version());
+      if (current->version() == 2)
+        std::printf("`exposure-filter layout upgrade --to 3` moves it to version 3 (rule 9)\n");
+      PrintRollover(*current, now_s);
     } else if (IsUpgradableV1(stored, *layout)) {
       std::printf(
           "the stored layout is the configured one's version 1 (stage 0 alone): "
-          "`exposure-filter layout upgrade` turns it into version %d\n",
-          layout->version());
+          "`exposure-filter layout upgrade --to 2` (or --to 3) upgrades it\n");
     } else {
       std::fflush(stdout);
       return Fail(CompareLayout(stored, *layout, key), kExitLayout);
     }
     return kExitOk;
   }
+  const int64_t v3_from = V3FromAfter(now_s, lead_seconds, layout->bucket_seconds);
   if (dry_run) {
-    if (!stored.empty() && layout->version() == 2 && IsUpgradableV1(stored, *layout)) {
-      std::printf("dry run: would replace the version-1 meta with the configured version 2\n");
-      return kExitOk;
+    if (stored.empty()) {
+      std::printf("dry run: no layout stored: nothing to upgrade\n");
+      return kExitLayout;
     }
-    Status check = stored.empty() ? FailedPrecondition("no layout stored: nothing to upgrade")
-                                  : CompareLayout(stored, *layout, key);
-    std::printf("dry run: %s\n", check.ok() ? "already the configured layout, nothing to do"
-                                            : check.message().c_str());
-    return check.ok() ? kExitOk : kExitLayout;
+    if (current->version() >= to_version) {
+      Status check = CompareLayout(stored, *layout, key);
+      std::printf("dry run: %s\n",
+                  check.ok() ? "already that version, nothing to do" : check.message().c_str());
+      return check.ok() ? kExitOk : kExitLayout;
+    }
+    const Layout earlier = current->version() == 1 ? layout->SingleStage() : layout->WithoutV3();
+    Status check = CompareLayout(stored, earlier, key);
+    if (!check.ok()) {
+      std::printf("dry run: %s\n", check.message().c_str());
+      return kExitLayout;
+    }
+    if (to_version == 3) {
+      std::printf("dry run: would replace the version-%d meta with version 3, v3_from %lld (%s)\n",
+                  current->version(), static_cast<long long>(v3_from),
+                  FormatTimeRfc3339(v3_from * 1000).c_str());
+    } else {
+      std::printf("dry run: would replace the version-1 meta with the configured version 2\n");
+    }
+    return kExitOk;
   }
   bool changed = false;
-  st = UpgradeMeta(target->meta(), *layout, &changed);
+  Layout after;
+  st = UpgradeMeta(target->meta(), *layout, to_version, v3_from, &changed, &after);
   if (!st.ok()) {
     // filter.stages is 1 (nothing to upgrade to) is the config's; a stored layout
-    // that is not the configured one's version 1 is a mismatch.
+    // that is not the configured one's earlier version is a mismatch.
     return Fail(st, st.code() == StatusCode::kInvalidArgument ? kExitConfig : ExitCodeForStart(st));
   }
-  std::printf(changed ? "upgraded %s to version %d: running writers switch within 10 s, readers "
-                        "on their next meta check\n"
-                      : "%s is version %d already: nothing to do\n",
-              key.c_str(), layout->version());
+  if (!changed) {
+    std::printf("%s is version %d already: nothing to do\n", key.c_str(), after.version());
+  } else if (to_version == 3) {
+    std::printf(
+        "upgraded %s to version 3: buckets from %s (v3_from %lld) on follow rule 9; "
+        "running writers and readers read the meta again within 10 s, before it\n",
+        key.c_str(), FormatTimeRfc3339(after.v3_from * 1000).c_str(),
+        static_cast<long long>(after.v3_from));
+  } else {
+    std::printf(
+        "upgraded %s to version 2: running writers switch within 10 s, readers on their "
+        "next meta check\n",
+        key.c_str());
+  }
+  PrintRollover(after, now_s);
   return kExitOk;
 }
 
@@ -231,8 +297,8 @@ Action AddLayoutCommand(CLI::App& app) {
   auto* show = cmd->add_subcommand("show", "Print the stored and the configured layout");
   auto* upgrade = cmd->add_subcommand(
       "upgrade",
-      "Upgrade a version-1 layout to the configured version 2 (scalable filters for heavy "
-      "users); safe while `run` runs");
+      "Upgrade the stored layout: --to 2 (version 1 to scalable filters for heavy users) or "
+      "--to 3 (rule 9's positions from a coming bucket on); safe while `run` runs");
   auto* stats = cmd->add_subcommand(
       "stats", "Scan the filters (read-only): keys, users, bytes per user, keys by stages");
   auto show_args = std::make_shared<ConfigArgs>();
@@ -244,11 +310,22 @@ Action AddLayoutCommand(CLI::App& app) {
   AddConfigOptions(upgrade, up_args.get(), false);
   AddConfigOptions(stats, stats_args.get(), false);
   upgrade->add_flag("--dry-run", *dry_run, "Say what would change, change nothing");
+  auto to_version = std::make_shared<int>(2);
+  upgrade->add_option("--to", *to_version, "The version to upgrade to: 2 or 3")
+      ->check(CLI::IsMember({2, 3}))
+      ->default_val(2);
+  auto lead = std::make_shared<int64_t>(60);
+  upgrade
+      ->add_option("--lead", *lead,
+                   "--to 3: seconds from now before the first rule-9 bucket may begin, at "
+                   "least 20 (every running program reads the meta again within 10 s)")
+      ->check(CLI::Range(int64_t{20}, int64_t{86400 * 366}))
+      ->default_val(60);
   stats->add_flag("--json", *json, "One JSON object");
   return [=] {
-    if (show->parsed()) return Layouts(*show_args, false, false);
+    if (show->parsed()) return Layouts(*show_args, false, false, 2, 0);
     if (stats->parsed()) return Stats(*stats_args, *json);
-    return Layouts(*up_args, true, *dry_run);
+    return Layouts(*up_args, true, *dry_run, *to_version, *lead);
   };
 }
 

@@ -12,11 +12,11 @@
 #include "event/decoder.h"
 #include "kafka/consumer.h"
 #include "kafka/consumer_handle.h"
-#include "pipeline/dead_letter.h"
 #include "metrics/build_info.h"
 #include "metrics/http_server.h"
 #include "metrics/ingest_metrics.h"
 #include "metrics/partition_monitor.h"
+#include "pipeline/dead_letter.h"
 #include "pipeline/ingest.h"
 #include "redis/meta.h"
 #include "write/bit_writer.h"
@@ -89,9 +89,9 @@ int Run(const ConfigArgs& args) {
   spdlog::info("layout: version {} m={} k={} seed={} prefix='{}' bucket={}s window={}s{}",
                layout->version(), layout->m, layout->k, layout->seed, layout->prefix,
                layout->bucket_seconds, layout->window_seconds,
-               layout->version() == 2 ? fmt::format(" stages={} growth={} k_step={}",
-                                                    layout->stages, layout->growth, layout->k_step)
-                                      : "");
+               layout->stages > 1 ? fmt::format(" stages={} growth={} k_step={}", layout->stages,
+                                                layout->growth, layout->k_step)
+                                  : "");
   Status st = ConnectAndCheckMeta(*redis, *layout);
   if (!st.ok()) {
     // A layout that disagrees, refused credentials, a SELECT refused: final.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bloom/hash.h"
+#include "bloom/positions.h"
 
 namespace ef {
 
@@ -15,9 +16,13 @@ struct KeyBits {
   std::string key;                  // `<prefix>{<user>}:<bucket>`
   int64_t expire_at = 0;            // EXPIREAT, epoch seconds
   std::vector<uint32_t> positions;  // stage 0's, sorted, unique once the batch is sealed
-  // The items' hashes, in arrival order (repeats possible), kept when the layout
-  // has more than one stage: the writer places them in later stages.
+  // The items' hashes, in arrival order (repeats possible): the writer places
+  // them in later stages, or computes the positions again by another rule.
   std::vector<Hash128> items;
+  int64_t bucket_start = 0;  // the bucket the key names, epoch seconds
+  // The rule `positions` follow (the coalescer's guess of the bucket's rule: a
+  // writer whose stored layout says otherwise computes them again from `items`).
+  PositionRule rule = PositionRule::kModulo;
 };
 
 struct BitBatch {

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdint>
 
+#include "bloom/keys.h"
 #include "bloom/sizing.h"
 #include "common/duration.h"
 #include "common/printable.h"
@@ -27,8 +28,29 @@ Status Layout::Finish() {
 Layout Layout::SingleStage() const {
   Layout l = *this;
   l.stages = 1;
+  l.v3 = false;
+  l.v3_from = 0;
   l.stage_table.resize(std::min<size_t>(1, l.stage_table.size()));
   return l;
+}
+
+Layout Layout::WithoutV3() const {
+  Layout l = *this;
+  l.v3 = false;
+  l.v3_from = 0;
+  return l;
+}
+
+bool Layout::RollingOver(int64_t now_seconds) const {
+  if (!v3 || v3_from == 0) return false;
+  // ReadBuckets (rule 6): the oldest live bucket.
+  return BucketStart(now_seconds - window_seconds, bucket_seconds) < v3_from;
+}
+
+int64_t V3FromAfter(int64_t now_seconds, int64_t lead_seconds, int64_t bucket_seconds) {
+  const int64_t t = now_seconds + lead_seconds;
+  const int64_t start = BucketStart(t, bucket_seconds);
+  return start == t ? start : start + bucket_seconds;
 }
 
 std::map<std::string, std::string> Layout::ToFields() const {
@@ -39,12 +61,13 @@ std::map<std::string, std::string> Layout::ToFields() const {
                                           {"prefix", prefix},
                                           {"bucket_seconds", std::to_string(bucket_seconds)},
                                           {"window_seconds", std::to_string(window_seconds)}};
-  if (version() == 2) {
+  if (version() >= 2) {
     f["growth"] = std::to_string(growth);
     f["k_step"] = std::to_string(k_step);
     f["stages"] = std::to_string(stages);
     f["fill_ppm"] = std::to_string(fill_ppm);
   }
+  if (version() == 3) f["v3_from"] = std::to_string(v3_from);
   return f;
 }
 
@@ -80,6 +103,8 @@ StatusOr<Layout> LayoutFromConfig(const FilterConfig& filter) {
   l.k_step = filter.k_step;
   l.stages = filter.stages;
   l.fill_ppm = DesignFillPpm(l.m, l.k, filter.items_per_bucket);
+  l.v3 = filter.layout_version >= 3;
+  l.v3_from = 0;
   if (Status st = l.Finish(); !st.ok()) return st.Prefixed("filter");
   return l;
 }
@@ -92,8 +117,8 @@ constexpr uint64_t kI64Max = 0x7fffffffffffffffu;
 // Every field FORMAT.md rule 7 names, of any version: the others are ignored.
 bool IsMetaField(const std::string& name) {
   static const char* const kNames[] = {
-      "version",        "m",      "k",      "seed",   "prefix",  "bucket_seconds",
-      "window_seconds", "growth", "k_step", "stages", "fill_ppm"};
+      "version",        "m",      "k",      "seed",   "prefix",   "bucket_seconds",
+      "window_seconds", "growth", "k_step", "stages", "fill_ppm", "v3_from"};
   for (const char* n : kNames)
     if (name == n) return true;
   return false;
@@ -126,9 +151,10 @@ Status ParseField(const std::map<std::string, std::string>& stored, const std::s
 Status ParseFields(const std::map<std::string, std::string>& stored, Layout* l) {
   uint64_t version = 0;
   EF_RETURN_IF_ERROR(ParseField(stored, "version", 1, UINT64_MAX, &version));
-  if (version > 2) {
+  if (version > 3) {
     return InvalidArgument("field version: " + std::to_string(version) +
-                           " is newer than this program knows (1 and 2): upgrade exposure-filter");
+                           " is newer than this program knows (1, 2 and 3): upgrade "
+                           "exposure-filter");
   }
   EF_RETURN_IF_ERROR(ParseField(stored, "m", 1, kU32Max, &l->m));
   EF_RETURN_IF_ERROR(ParseField(stored, "k", 1, kU32Max, &l->k));
@@ -143,12 +169,22 @@ Status ParseFields(const std::map<std::string, std::string>& stored, Layout* l) 
                            " is not a multiple of bucket_seconds " +
                            std::to_string(l->bucket_seconds));
   }
-  l->stages = 1;  // version 1; the fields of version 2 mean nothing to it
-  if (version == 2) {
+  l->stages = 1;  // version 1; the fields of later versions mean nothing to it
+  if (version >= 2) {
     EF_RETURN_IF_ERROR(ParseField(stored, "growth", 1, 16, &l->growth));
     EF_RETURN_IF_ERROR(ParseField(stored, "k_step", 0, 64, &l->k_step));
-    EF_RETURN_IF_ERROR(ParseField(stored, "stages", 2, 32, &l->stages));
+    // Version 3 may have one stage (version 2 with one is version 1).
+    EF_RETURN_IF_ERROR(ParseField(stored, "stages", version == 3 ? 1 : 2, 32, &l->stages));
     EF_RETURN_IF_ERROR(ParseField(stored, "fill_ppm", 1, 999999, &l->fill_ppm));
+  }
+  if (version == 3) {
+    l->v3 = true;
+    EF_RETURN_IF_ERROR(ParseField(stored, "v3_from", 0, kI64Max, &l->v3_from));
+    if (l->v3_from % l->bucket_seconds != 0) {
+      return InvalidArgument("field v3_from: " + std::to_string(l->v3_from) +
+                             " is not a multiple of bucket_seconds " +
+                             std::to_string(l->bucket_seconds));
+    }
   }
   return l->Finish();  // rule 8: names the stage past the 2^32-bit limit
 }
@@ -167,7 +203,16 @@ StatusOr<Layout> LayoutFromFields(const std::map<std::string, std::string>& stor
 Status CompareLayout(const std::map<std::string, std::string>& stored, const Layout& layout,
                      const std::string& meta_key) {
   std::string diffs;
-  auto fields = layout.ToFields();
+  // The configured layout in the stored meta's version 2 or 3: which rule a
+  // bucket follows is the stored meta's to say, not the config's.
+  Layout shaped = layout;
+  auto version = stored.find("version");
+  shaped.v3 = version != stored.end() && version->second == "3";
+  auto fields = shaped.ToFields();
+  if (shaped.v3) {
+    auto from = stored.find("v3_from");
+    fields["v3_from"] = from == stored.end() ? "(missing)" : from->second;
+  }
   for (const auto& [field, value] : fields) {
     auto it = stored.find(field);
     std::string have = it == stored.end() ? "(missing)" : it->second;

@@ -2,7 +2,9 @@
 // v2 adds the stages of rule 8), derived from config. Stored in Redis at
 // `<prefix>meta` and checked at start (redis/meta.h).
 // Version 1 is the one-stage layout (stages == 1); version 2 a scalable filter of
-// up to `stages` stages whose stage 0 is bit for bit the version-1 filter.
+// up to `stages` stages whose stage 0 is bit for bit the version-1 filter;
+// version 3 the same stages, with rule 9's positions in every bucket that starts
+// at or after v3_from (rule 2's before it: the rollover of an upgraded v2).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bloom/positions.h"
 #include "bloom/stages.h"
 #include "common/status.h"
 #include "config/config.h"
@@ -23,23 +26,37 @@ struct Layout {
   std::string prefix;
   int64_t bucket_seconds = 0;
   int64_t window_seconds = 0;
-  // Version 2 (ignored, and not stored, when stages == 1).
+  // Version 2 (ignored, and not stored, when stages == 1 and not v3).
   uint32_t growth = 2;
   uint32_t k_step = 2;
   uint32_t stages = 1;
   uint32_t fill_ppm = 500000;
+  // Version 3: the buckets starting at or after v3_from (a multiple of
+  // bucket_seconds; 0 = every bucket) follow rule 9, the earlier ones rule 2.
+  bool v3 = false;
+  int64_t v3_from = 0;
   // ComputeStages of the above: stage_table[0] = {m, k, 0, fill}. Filled in by
   // LayoutFromConfig / LayoutFromFields / Finish.
   std::vector<Stage> stage_table;
 
-  int version() const { return stages > 1 ? 2 : 1; }
+  int version() const { return v3 ? 3 : stages > 1 ? 2 : 1; }
+  // The position rule of the key of the bucket that starts at bucket_start.
+  PositionRule RuleFor(int64_t bucket_start) const {
+    return v3 && bucket_start >= v3_from ? PositionRule::kRemix : PositionRule::kModulo;
+  }
+  // True iff some live bucket at `now_seconds` (rule 6: the window's buckets and
+  // the next one) follows rule 2: a version-3 rollover not complete yet.
+  bool RollingOver(int64_t now_seconds) const;
   // Recomputes stage_table; errors name the parameter.
   Status Finish();
-  // The same layout with one stage (what a v1 meta describes).
+  // The version-1 layout of stage 0 (what a v1 meta describes): one stage, not v3.
   Layout SingleStage() const;
+  // The same stages and rule-2 positions everywhere (version 2, or 1 for one stage).
+  Layout WithoutV3() const;
 
   // The meta hash fields: version, m, k, seed, prefix, bucket_seconds,
-  // window_seconds; version 2 adds growth, k_step, stages, fill_ppm.
+  // window_seconds; version 2 adds growth, k_step, stages, fill_ppm; version 3
+  // those and v3_from.
   std::map<std::string, std::string> ToFields() const;
 };
 
@@ -49,21 +66,28 @@ struct Layout {
 // (app/common.cc LoadOrReport, `size`); LayoutFromConfig returns the same error.
 Status CheckFilterSizing(const FilterConfig& filter);
 
-// Sizing from filter.* (errors name the keys).
+// Sizing from filter.* (errors name the keys). filter.layout_version 3 gives a
+// version-3 layout with v3_from 0 (what a fresh deployment stores).
 StatusOr<Layout> LayoutFromConfig(const FilterConfig& filter);
 
-// The layout a stored meta hash describes (version 1 or 2). kFailedPrecondition
+// The layout a stored meta hash describes (version 1, 2 or 3). kFailedPrecondition
 // for a version this code does not know (naming it) or a missing/bad field.
 StatusOr<Layout> LayoutFromFields(const std::map<std::string, std::string>& stored,
                                   const std::string& meta_key);
 
 // Compares stored meta fields with `layout`; the error names every field that
-// differs with both values, e.g. "m: stored 3345, configured 4000".
+// differs with both values, e.g. "m: stored 3345, configured 4000". The version
+// 2/3 difference alone is no difference (the rule of each bucket is the stored
+// meta's: `layout` is taken as stored v2, or v3 with the stored v3_from).
 Status CompareLayout(const std::map<std::string, std::string>& stored, const Layout& layout,
                      const std::string& meta_key);
 
 // True iff `stored` is a version-1 meta whose fields equal `layout`'s stage 0
 // (layout.SingleStage().ToFields()): data a version-2 layout extends.
 bool IsUpgradableV1(const std::map<std::string, std::string>& stored, const Layout& layout);
+
+// The first bucket start at or after now_seconds + lead_seconds: the v3_from of
+// `layout upgrade --to 3`.
+int64_t V3FromAfter(int64_t now_seconds, int64_t lead_seconds, int64_t bucket_seconds);
 
 }  // namespace ef

@@ -1,4 +1,8 @@
-// Contract v1, rule 2: for i = 0..k-1, p_i = ((h1 + i*h2) mod 2^64) mod m.
+// The position rules of the contract (docs/FORMAT.md):
+// - rule 2 (versions 1 and 2, and in version 3 the buckets before v3_from):
+//   for i = 0..k-1, p_i = ((h1 + i*h2) mod 2^64) mod m;
+// - rule 9 (version 3, the buckets from v3_from on): RemixV3 then ReduceV3 below.
+// Pure and thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -6,6 +10,12 @@
 #include "bloom/hash.h"
 
 namespace ef {
+
+// Which rule a bucket's key follows (Layout::RuleFor picks it by bucket start).
+enum class PositionRule : uint8_t {
+  kModulo,  // rule 2: x mod m
+  kRemix,   // rule 9 (version 3): mulhi(remix(x), m)
+};
 
 // Writes k positions to out[0..k-1]. Pure; thread-safe.
 inline void ComputePositions(Hash128 h, uint32_t m, uint32_t k, uint32_t* out) {
@@ -39,6 +49,17 @@ inline void ComputePositionsV3(Hash128 h, uint32_t m, uint32_t k, uint32_t* out)
     out[i] = ReduceV3(RemixV3(x), m);
     x += h.h2;
   }
+}
+
+// Position of progression value x (= h1 + i*h2 mod 2^64) in [0, m) by `rule`.
+inline uint32_t PositionOf(PositionRule rule, uint64_t x, uint32_t m) {
+  return rule == PositionRule::kRemix ? ReduceV3(RemixV3(x), m) : static_cast<uint32_t>(x % m);
+}
+
+// The k positions of h in [0, m) by `rule`.
+inline void ComputePositions(Hash128 h, uint32_t m, uint32_t k, PositionRule rule, uint32_t* out) {
+  if (rule == PositionRule::kRemix) return ComputePositionsV3(h, m, k, out);
+  ComputePositions(h, m, k, out);
 }
 
 // Bit test on a Redis bitmap value (bit 0 = MSB of byte 0). Bits beyond the

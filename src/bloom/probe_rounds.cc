@@ -13,8 +13,19 @@ namespace ef {
 
 namespace {
 
-template <typename W>
-size_t RunScalar(const W* sliced, const FastMod& mod, uint32_t k, size_t n, ProbeList<W>* list) {
+// Rule 2's position in [0, m): x mod m, by FastMod.
+struct ModuloOf {
+  const FastMod& mod;
+  uint32_t operator()(uint64_t x) const { return mod.Mod(x); }
+};
+// Rule 9's (version 3): mulhi(remix(x), m).
+struct RemixOf {
+  uint32_t m;
+  uint32_t operator()(uint64_t x) const { return ReduceV3(RemixV3(x), m); }
+};
+
+template <typename W, typename Reduce>
+size_t RunScalar(const W* sliced, Reduce reduce, uint32_t k, size_t n, ProbeList<W>* list) {
   uint64_t* xs = list->x.data();
   uint64_t* h2s = list->h2.data();
   W* alive = list->alive.data();
@@ -22,7 +33,7 @@ size_t RunScalar(const W* sliced, const FastMod& mod, uint32_t k, size_t n, Prob
   for (uint32_t p = 0; p < k && n != 0; ++p) {
     size_t kept = 0;
     for (size_t j = 0; j < n; ++j) {
-      const W a = alive[j] & sliced[mod.Mod(xs[j])];
+      const W a = alive[j] & sliced[reduce(xs[j])];
       xs[kept] = xs[j] + h2s[j];  // kept <= j: compaction in place
       h2s[kept] = h2s[j];
       alive[kept] = a;
@@ -92,14 +103,41 @@ EF_AVX512 inline U64x8 Mod8(U64x8 x, const ModX8& c) {
   return (x - qm) & c.mask;
 }
 
+// Rule 9 on eight lanes: y = (x ^ (x >> 32)) * kV3Remix (mod 2^64, from three
+// 32 x 32-bit products), then mulhi(y, m) for m < 2^32 from two:
+// (y_hi m + (y_lo m >> 32)) >> 32, which stays below 2^64.
+struct RemixX8 {
+  U64x8 c_lo, c_hi, m;
+};
+
+EF_AVX512 inline RemixX8 MakeRemixX8(uint32_t m) {
+  return RemixX8{Splat(kV3Remix & 0xffffffffu), Splat(kV3Remix >> 32), Splat(m)};
+}
+
+EF_AVX512 inline U64x8 Remix8(U64x8 x, const RemixX8& c) {
+  x ^= x >> 32;
+  const U64x8 cross = Mul32(x, c.c_hi) + Mul32(x >> 32, c.c_lo);
+  const U64x8 y = Mul32(x, c.c_lo) + (cross << 32);
+  return (Mul32(y >> 32, c.m) + (Mul32(y, c.m) >> 32)) >> 32;
+}
+
+struct ModLanes {
+  ModX8 c;
+  EF_AVX512 U64x8 operator()(U64x8 x) const { return Mod8(x, c); }
+};
+struct RemixLanes {
+  RemixX8 c;
+  EF_AVX512 U64x8 operator()(U64x8 x) const { return Remix8(x, c); }
+};
+
 // ef_microbench BM_TestItems light/heavy/top, 2026-11-25 (medians of 2): one round
 // per pass 26.8/44.6/64.5 µs, two 25.6/42.2/62.1, three 26.0/41.0/60.1, four
 // 25.9/40.8/59.6, five 26.5/40.8/60.1.
 constexpr uint32_t kFirstPass = 3;
 
-EF_AVX512 size_t RunAvx512(const uint32_t* sliced, const FastMod& mod, uint32_t k, size_t n,
+template <typename Lanes>
+EF_AVX512 size_t RunAvx512(const uint32_t* sliced, Lanes reduce, uint32_t k, size_t n,
                            ProbeList<uint32_t>* list) {
-  const ModX8 c = MakeModX8(mod);
   uint64_t* xs = list->x.data();
   uint64_t* h2s = list->h2.data();
   uint32_t* alive = list->alive.data();
@@ -124,7 +162,7 @@ EF_AVX512 size_t RunAvx512(const uint32_t* sliced, const FastMod& mod, uint32_t 
       const __m256i it = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(item + j));
       for (uint32_t q = 0; q < r; ++q) {
         const __m256i words = _mm512_mask_i64gather_epi32(
-            _mm256_setzero_si256(), valid, reinterpret_cast<__m512i>(Mod8(x, c)), sliced, 4);
+            _mm256_setzero_si256(), valid, reinterpret_cast<__m512i>(reduce(x)), sliced, 4);
         a = _mm256_and_si256(a, words);
         x += h2;
       }
@@ -185,16 +223,17 @@ EF_AVX512 size_t FillAvx512(const Hash128* hashes, const int8_t* best, size_t n,
   return FillScalar(hashes, best, i, n, has, kept, list);
 }
 
-EF_AVX512 void ModEachAvx512(const FastMod& mod, const uint64_t* x, size_t n, uint32_t* out) {
-  const ModX8 c = MakeModX8(mod);
+template <typename Lanes, typename Reduce>
+EF_AVX512 void ReduceEachAvx512(Lanes lanes, Reduce reduce, const uint64_t* x, size_t n,
+                                uint32_t* out) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     U64x8 v;
     std::memcpy(&v, x + i, sizeof v);
-    v = Mod8(v, c);
+    v = lanes(v);
     for (int l = 0; l < 8; ++l) out[i + l] = static_cast<uint32_t>(v[l]);
   }
-  for (; i < n; ++i) out[i] = mod.Mod(x[i]);
+  for (; i < n; ++i) out[i] = reduce(x[i]);
 }
 #endif
 
@@ -212,14 +251,19 @@ ProbeRounds::ProbeRounds(Isa max_isa) {
 }
 
 template <typename W>
-size_t ProbeRounds::Run(const W* sliced, const FastMod& mod, uint32_t k, size_t n,
-                        ProbeList<W>* list) const {
+size_t ProbeRounds::Run(const W* sliced, const FastMod& mod, PositionRule rule, uint32_t k,
+                        size_t n, ProbeList<W>* list) const {
+  const bool remix = rule == PositionRule::kRemix;
 #if defined(EF_PROBE_AVX512)
   if constexpr (sizeof(W) == sizeof(uint32_t)) {
-    if (isa_ == Isa::kAvx512) return RunAvx512(sliced, mod, k, n, list);
+    if (isa_ == Isa::kAvx512) {
+      return remix ? RunAvx512(sliced, RemixLanes{MakeRemixX8(mod.m())}, k, n, list)
+                   : RunAvx512(sliced, ModLanes{MakeModX8(mod)}, k, n, list);
+    }
   }
 #endif
-  return RunScalar(sliced, mod, k, n, list);
+  return remix ? RunScalar(sliced, RemixOf{mod.m()}, k, n, list)
+               : RunScalar(sliced, ModuloOf{mod}, k, n, list);
 }
 
 template <typename W>
@@ -233,17 +277,23 @@ size_t ProbeRounds::Fill(const Hash128* hashes, const int8_t* best, size_t n, W 
   return FillScalar(hashes, best, 0, n, has, 0, list);
 }
 
-void ProbeRounds::ModEach(const FastMod& mod, const uint64_t* x, size_t n, uint32_t* out) const {
+void ProbeRounds::ReduceEach(const FastMod& mod, PositionRule rule, const uint64_t* x, size_t n,
+                             uint32_t* out) const {
+  const bool remix = rule == PositionRule::kRemix;
 #if defined(EF_PROBE_AVX512)
-  if (isa_ == Isa::kAvx512) return ModEachAvx512(mod, x, n, out);
+  if (isa_ == Isa::kAvx512) {
+    if (remix)
+      return ReduceEachAvx512(RemixLanes{MakeRemixX8(mod.m())}, RemixOf{mod.m()}, x, n, out);
+    return ReduceEachAvx512(ModLanes{MakeModX8(mod)}, ModuloOf{mod}, x, n, out);
+  }
 #endif
-  for (size_t i = 0; i < n; ++i) out[i] = mod.Mod(x[i]);
+  for (size_t i = 0; i < n; ++i) out[i] = remix ? RemixOf{mod.m()}(x[i]) : mod.Mod(x[i]);
 }
 
-template size_t ProbeRounds::Run<uint32_t>(const uint32_t*, const FastMod&, uint32_t, size_t,
-                                           ProbeList<uint32_t>*) const;
-template size_t ProbeRounds::Run<uint64_t>(const uint64_t*, const FastMod&, uint32_t, size_t,
-                                           ProbeList<uint64_t>*) const;
+template size_t ProbeRounds::Run<uint32_t>(const uint32_t*, const FastMod&, PositionRule, uint32_t,
+                                           size_t, ProbeList<uint32_t>*) const;
+template size_t ProbeRounds::Run<uint64_t>(const uint64_t*, const FastMod&, PositionRule, uint32_t,
+                                           size_t, ProbeList<uint64_t>*) const;
 
 template size_t ProbeRounds::Fill<uint32_t>(const Hash128*, const int8_t*, size_t, uint32_t,
                                             ProbeList<uint32_t>*) const;

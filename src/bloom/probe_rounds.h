@@ -1,15 +1,16 @@
 // The probe rounds of one bit-sliced stage, for TestItems (read/bloom_reader.cc).
 //
 // A stage's candidates still in the running are a work list; round p probes
-// position p of every entry: entry.alive &= sliced[entry.x mod m], then
+// position p of every entry: entry.alive &= sliced[position(entry.x)], then
 // entry.x += entry.h2, and the entries whose alive mask became 0 leave the list
 // (the others keep their order). The loads of a round do not depend on each
 // other, and no branch waits on one.
 //
 // Two implementations give the same results: a scalar loop, and (for up to 32
 // buckets, W = uint32_t, on a CPU with AVX-512 F and VL) eight entries per step:
-// the exact x mod m of bloom/fast_mod.h on 64-bit lanes, a gather of the sliced
-// words and a compress-store of the entries kept. Chosen at run time, so the
+// the position on 64-bit lanes (rule 2: the exact x mod m of bloom/fast_mod.h;
+// rule 9: the remix and multiply-shift of bloom/positions.h), a gather of the
+// sliced words and a compress-store of the entries kept. Chosen at run time, so the
 // binary still runs on any x86-64; tests/unit/bloom/probe_rounds_test.cc checks both.
 #pragma once
 
@@ -19,6 +20,7 @@
 
 #include "bloom/fast_mod.h"
 #include "bloom/hash.h"
+#include "bloom/positions.h"
 
 namespace ef {
 
@@ -50,12 +52,14 @@ class ProbeRounds {
   Isa isa() const { return isa_; }
 
   // Rounds 0 .. k-1 over entries [0, n) of *list (stopping early once none is
-  // left); `sliced` holds a word for every position below mod.m(). Returns how
+  // left), positions in [0, mod.m()) by `rule`; `sliced` holds a word for every
+  // position below mod.m(). Returns how
   // many entries are left: [0, returned) of *list, in their former order, with
   // x advanced by one h2 per round run. *list must have been Resize()d for n.
   // Thread-safe (no state but the ISA).
   template <typename W>
-  size_t Run(const W* sliced, const FastMod& mod, uint32_t k, size_t n, ProbeList<W>* list) const;
+  size_t Run(const W* sliced, const FastMod& mod, PositionRule rule, uint32_t k, size_t n,
+             ProbeList<W>* list) const;
 
   // The work list of a stage: for each item i < n, alive = has & NewerThan(best[i])
   // (the buckets of `has` newer than best[i]; best[i] < 0: all of them), and the
@@ -72,8 +76,10 @@ class ProbeRounds {
     return b < 0 ? ~W{0} : b == kWidth - 1 ? W{0} : static_cast<W>(~((W{2} << b) - 1));
   }
 
-  // out[i] = x[i] % mod.m() for i < n, by the path Run uses (for the test).
-  void ModEach(const FastMod& mod, const uint64_t* x, size_t n, uint32_t* out) const;
+  // out[i] = the position of x[i] in [0, mod.m()) by `rule`, for i < n, by the
+  // path Run uses (for the test).
+  void ReduceEach(const FastMod& mod, PositionRule rule, const uint64_t* x, size_t n,
+                  uint32_t* out) const;
 
  private:
   Isa isa_ = Isa::kScalar;

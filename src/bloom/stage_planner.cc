@@ -5,7 +5,7 @@
 namespace ef {
 
 bool StagePlanner::Plan(StageState state, const Hash128* items, size_t n, const uint8_t* skip,
-                        StageStats* stats) {
+                        PositionRule rule, StageStats* stats) {
   groups_.clear();
   positions_.clear();
   stage_of_.assign(n, 0xff);
@@ -54,7 +54,7 @@ bool StagePlanner::Plan(StageState state, const Hash128* items, size_t n, const 
       if (stage_of_[i] == 0xff) continue;
       const size_t at = positions_.size();
       positions_.resize(at + st.k);
-      ComputeStagePositions(items[i], st, positions_.data() + at);
+      ComputeStagePositions(items[i], st, rule, positions_.data() + at);
     }
     // Sorted and unique: the writer's lost-key check takes any old bit 1 of a
     // write as data already in the key, and a position repeated in one BITFIELD

@@ -35,12 +35,12 @@ class StagePlanner {
   explicit StagePlanner(const std::vector<Stage>& stages) : stages_(stages) {}
 
   // Plans `n` items from `state`; skip (may be null) marks items already present
-  // (not placed, not counted). Returns false if every placed item stays in stage 0
-  // and nothing is skipped: the caller can then write stage 0's positions as the
-  // coalescer computed them (no groups are made). Else fills groups() (at most
-  // one per stage, ascending; none if every item is skipped).
+  // (not placed, not counted); `rule` is the key's bucket's position rule. Returns false if every
+  // placed item stays in stage 0 and nothing is skipped: the caller can then write stage 0's
+  // positions as the coalescer computed them (no groups are made). Else fills groups() (at most one
+  // per stage, ascending; none if every item is skipped).
   bool Plan(StageState state, const Hash128* items, size_t n, const uint8_t* skip,
-            StageStats* stats);
+            PositionRule rule, StageStats* stats);
 
   const std::vector<Group>& groups() const { return groups_; }
   const std::vector<uint32_t>& positions() const { return positions_; }

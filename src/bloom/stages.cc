@@ -114,20 +114,21 @@ uint32_t StagePopcount(std::string_view value, const Stage& stage) {
   return static_cast<uint32_t>(n);
 }
 
-bool StageContains(std::string_view value, const Stage& stage, Hash128 h) {
+bool StageContains(std::string_view value, const Stage& stage, PositionRule rule, Hash128 h) {
   uint64_t x = h.h1;
   for (uint32_t i = 0; i < stage.k; ++i) {
-    if (!TestBit(value.data(), value.size(), static_cast<uint32_t>(stage.offset + x % stage.m)))
-      return false;
+    const uint64_t pos = stage.offset + PositionOf(rule, x, stage.m);
+    if (!TestBit(value.data(), value.size(), static_cast<uint32_t>(pos))) return false;
     x += h.h2;
   }
   return true;
 }
 
-bool ValueContains(std::string_view value, const std::vector<Stage>& stages, Hash128 h) {
+bool ValueContains(std::string_view value, const std::vector<Stage>& stages, PositionRule rule,
+                   Hash128 h) {
   const size_t present = StagesPresent(stages, value.size());
   for (size_t s = 0; s < present; ++s) {
-    if (StageContains(value, stages[s], h)) return true;
+    if (StageContains(value, stages[s], rule, h)) return true;
   }
   return false;
 }

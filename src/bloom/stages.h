@@ -7,7 +7,8 @@
 // so every stage has the bits per item of stage 0 scaled by k_s / k_0 (capacity
 // n_s = n_0 * growth^s at the same design fill) and a false-positive rate about
 // fill^(k_s), i.e. tighter by about fill^k_step (the paper's r) per stage.
-// Position i of an item in stage s: offset_s + ((h1 + i*h2) mod 2^64) mod m_s.
+// Position i of an item in stage s: offset_s + ((h1 + i*h2) mod 2^64) mod m_s
+// (rule 2), or in a version-3 bucket offset_s + rule 9's position in [0, m_s).
 // A stage exists in a value iff the value is longer than offset_s / 8 bytes.
 // Writers start stage s+1 once stage s has `fill_s` bits set:
 //   fill_s = ceil(m_s * fill_ppm / 10^6), fill_ppm = ceil(10^6 * (1 - e^(-k_0 n_0 / m_0))),
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "bloom/hash.h"
+#include "bloom/positions.h"
 #include "common/status.h"
 
 namespace ef {
@@ -69,22 +71,23 @@ inline size_t StagesPresent(const std::vector<Stage>& stages, size_t value_bytes
   return n;
 }
 
-// Writes stage.k bit offsets (positions within the value) to out.
-inline void ComputeStagePositions(Hash128 h, const Stage& stage, uint32_t* out) {
-  uint64_t x = h.h1;
-  for (uint32_t i = 0; i < stage.k; ++i) {
-    out[i] = static_cast<uint32_t>(stage.offset + x % stage.m);
-    x += h.h2;
-  }
+// Writes stage.k bit offsets (positions within the value) to out, by the
+// bucket's position rule.
+inline void ComputeStagePositions(Hash128 h, const Stage& stage, PositionRule rule, uint32_t* out) {
+  ComputePositions(h, stage.m, stage.k, rule, out);
+  for (uint32_t i = 0; i < stage.k; ++i) out[i] += static_cast<uint32_t>(stage.offset);
 }
 
 // Number of set bits of `value` in [stage.offset, stage.offset + stage.m).
 uint32_t StagePopcount(std::string_view value, const Stage& stage);
 
-// True iff all stage.k positions of h are set in `value` (bits past the end are 0).
-bool StageContains(std::string_view value, const Stage& stage, Hash128 h);
+// True iff all stage.k positions of h (by `rule`) are set in `value` (bits past
+// the end are 0).
+bool StageContains(std::string_view value, const Stage& stage, PositionRule rule, Hash128 h);
 
-// True iff h is in some stage present in `value` (rule 6 of v2 for one key).
-bool ValueContains(std::string_view value, const std::vector<Stage>& stages, Hash128 h);
+// True iff h is in some stage present in `value` (rule 6 for one key), with the
+// positions of the key's bucket's rule.
+bool ValueContains(std::string_view value, const std::vector<Stage>& stages, PositionRule rule,
+                   Hash128 h);
 
 }  // namespace ef

@@ -57,6 +57,10 @@ struct FilterConfig {
   uint32_t stages = 8;  // filter.stages: stage limit
   uint32_t growth = 2;  // filter.growth: capacity factor per stage
   uint32_t k_step = 2;  // filter.k_step: extra positions per stage
+  // filter.layout_version: the version a writer stores when Redis holds no meta:
+  // 3 (docs/FORMAT.md rule 9), or 2 (version 1 or 2, by stages). A stored meta
+  // of any known version is used as stored.
+  uint32_t layout_version = 3;
 };
 
 struct EventsConfig {

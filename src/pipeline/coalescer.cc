@@ -26,7 +26,9 @@ void Coalescer::Add(const Event& event) {
     if (idx == batch_.keys.size()) batch_.keys.emplace_back();
     KeyBits& kb = batch_.keys[idx];
     kb.key.assign(scratch_key_);
+    kb.bucket_start = bucket;
     kb.expire_at = ExpireAt(bucket, layout_.bucket_seconds, layout_.window_seconds);
+    kb.rule = layout_.RuleFor(bucket);
     kb.positions.clear();
     kb.items.clear();
   }
@@ -35,12 +37,12 @@ void Coalescer::Add(const Event& event) {
   const size_t old_size = positions.size();
   positions.resize(old_size + event.items.size() * layout_.k);
   uint32_t* out = positions.data() + old_size;
-  const bool keep_items = layout_.stages > 1;
+  const PositionRule rule = kb.rule;
   for (std::string_view item : event.items) {
     const Hash128 h = HashItem(item, layout_.seed);
-    ComputePositions(h, layout_.m, layout_.k, out);
+    ComputePositions(h, layout_.m, layout_.k, rule, out);
     out += layout_.k;
-    if (keep_items) kb.items.push_back(h);
+    kb.items.push_back(h);
   }
 }
 

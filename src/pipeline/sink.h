@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "bloom/bit_batch.h"
+#include "bloom/layout.h"
 #include "bloom/stages.h"
 #include "common/status.h"
 
@@ -57,6 +58,9 @@ class BitSink {
   // The group's assignment changed: what the sink remembers about keys may be
   // stale (another writer may have written them meanwhile). Thread-safe.
   virtual void ForgetKeyStates() {}
+  // The stored layout the last write followed (null: not known, or no layout):
+  // the pipeline's coalescers take its version-3 rule from it. Call between writes.
+  virtual const Layout* effective_layout() const { return nullptr; }
   virtual Status Await(WriteStats* stats) {
     const BitBatch* batch = in_flight_;
     in_flight_ = nullptr;

@@ -31,7 +31,7 @@ CheckResult TestItemsPerBucket(const Layout& layout,
     for (size_t b = bucket_values.size(); b-- > 0;) {  // newest first
       const std::string_view v = bucket_values[b];
       if (v.empty()) continue;
-      if (ValueContains(v, layout.stage_table, h)) {
+      if (ValueContains(v, layout.stage_table, layout.RuleFor(bucket_starts[b]), h)) {
         r.seen[i] = true;
         ++r.seen_count;
         r.seen_bucket[i] = bucket_starts[b];
@@ -81,8 +81,10 @@ CheckResult TestItemsMasked(const Layout& layout,
   r.seen.assign(items.size(), false);
   r.seen_bucket.assign(items.size(), -1);
   const std::vector<Stage>& stages = layout.stage_table;
-  // has[s]: the buckets whose value holds stage s (StagesPresent).
+  // has[s]: the buckets whose value holds stage s (StagesPresent); remix: the
+  // buckets that follow rule 9 (version 3, from v3_from on), the others rule 2.
   std::array<W, StageStats::kTrackedStages> has{};
+  W remix = 0;
   size_t stages_used = 0;
   std::array<const char*, kWidth> data{};
   std::array<size_t, kWidth> len{};
@@ -90,6 +92,7 @@ CheckResult TestItemsMasked(const Layout& layout,
     const std::string_view v = bucket_values[b];
     data[b] = v.data();
     len[b] = v.size();
+    if (layout.RuleFor(bucket_starts[b]) == PositionRule::kRemix) remix |= W{1} << b;
     if (v.empty()) continue;
     ++r.buckets_present;
     const size_t present = std::min(StagesPresent(stages, v.size()), has.size());
@@ -132,21 +135,29 @@ CheckResult TestItemsMasked(const Layout& layout,
   list.Resize(items.size());
   static const ProbeRounds rounds;
 
-  for (size_t s = 0; s < stages_used; ++s) {
+  // Each stage once per position rule its buckets follow (one pass for all but
+  // during a version-3 rollover). The passes may run in either order: each tests
+  // only buckets newer than the item's best so far, so best ends as the newest.
+  for (size_t pass = 0; pass < 2 * stages_used; ++pass) {
+    const size_t s = pass / 2;
+    const PositionRule rule = pass % 2 ? PositionRule::kRemix : PositionRule::kModulo;
+    const W has_rule = has[s] & (rule == PositionRule::kRemix ? remix : static_cast<W>(~remix));
+    if (has_rule == 0) continue;
     const Stage& st = stages[s];
     const FastMod mod(st.m);  // x % m without a division (exact)
     if (slice_at[s] != SIZE_MAX) {
-      size_t n = rounds.Fill(hashes.data(), best.data(), items.size(), has[s], &list);
-      n = rounds.Run(scratch.data() + slice_at[s], mod, st.k, n, &list);
+      size_t n = rounds.Fill(hashes.data(), best.data(), items.size(), has_rule, &list);
+      n = rounds.Run(scratch.data() + slice_at[s], mod, rule, st.k, n, &list);
       for (size_t j = 0; j < n; ++j) best[list.item[j]] = newest(list.alive[j]);
       continue;
     }
     // Too large to slice: item by item, the bit in each bucket still in the running.
     for (size_t i = 0; i < items.size(); ++i) {
-      W alive = has[s] & ProbeRounds::NewerThan<W>(best[i]);
+      W alive = has_rule & ProbeRounds::NewerThan<W>(best[i]);
       uint64_t x = hashes[i].h1;
       for (uint32_t p = 0; p < st.k && alive != 0; ++p, x += hashes[i].h2) {
-        const uint64_t pos = st.offset + mod.Mod(x);
+        const uint64_t pos =
+            st.offset + (rule == PositionRule::kRemix ? ReduceV3(RemixV3(x), st.m) : mod.Mod(x));
         // Branch-free per bucket (the bits are random: a branch would mispredict
         // about every other time). Bits past a value's end are 0; the value is
         // not empty, so its byte 0 is a safe stand-in to read.

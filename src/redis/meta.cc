@@ -17,7 +17,7 @@ end
 return redis.call('HGETALL', KEYS[1])
 )lua";
 
-// Replace the whole hash iff it still holds exactly the expected v1 fields
+// Replace the whole hash iff it still holds exactly the expected fields
 // (ARGV[1] = how many expected field/value pairs follow, then the new ones).
 constexpr const char* kUpgradeScript = R"lua(
 local n = tonumber(ARGV[1])
@@ -77,12 +77,15 @@ Status EnsureMeta(MetaTarget conn, const Layout& layout, Layout* effective) {
   }
   std::map<std::string, std::string> stored;
   EF_RETURN_IF_ERROR(ToMap(conn.Command(key, std::move(args)), What(conn, key), &stored));
-  if (layout.version() == 2 && IsUpgradableV1(stored, layout)) {
+  if (layout.stages > 1 && IsUpgradableV1(stored, layout)) {
     *effective = layout.SingleStage();
     return Status::Ok();
   }
   EF_RETURN_IF_ERROR(CompareLayout(stored, layout, key));
-  *effective = layout;
+  // The stored version (2 or 3) and v3_from: each bucket's rule is the meta's.
+  auto from = LayoutFromFields(stored, key);
+  if (!from.ok()) return from.status();
+  *effective = std::move(*from);
   return Status::Ok();
 }
 
@@ -104,29 +107,45 @@ Status ReadLayout(MetaTarget conn, const Layout& layout, Layout* effective, bool
   return Status::Ok();
 }
 
-Status UpgradeMeta(MetaTarget conn, const Layout& layout, bool* changed) {
+Status UpgradeMeta(MetaTarget conn, const Layout& layout, int to_version, int64_t v3_from,
+                   bool* changed, Layout* stored_after) {
   *changed = false;
   const std::string key = MetaKey(layout.prefix);
-  if (layout.version() != 2)
+  Layout target = layout.WithoutV3();
+  if (to_version == 3) {
+    target.v3 = true;
+    target.v3_from = v3_from;
+  } else if (target.stages == 1) {
     return InvalidArgument(
-        "filter.stages is 1: the configured layout is version 1, nothing to "
-        "upgrade to");
+        "filter.stages is 1: the configured layout is version 1, nothing to upgrade to "
+        "version 2 (--to 3 moves it to version 3)");
+  }
   std::map<std::string, std::string> stored;
   EF_RETURN_IF_ERROR(ReadMetaFields(conn, layout.prefix, &stored));
   if (stored.empty())
     return FailedPrecondition(What(conn, key) +
-                              ": no layout stored (nothing written with this "
-                              "prefix yet): `run` creates a version-2 meta by itself");
-  if (CompareLayout(stored, layout, key).ok()) return Status::Ok();  // already v2
-  if (!IsUpgradableV1(stored, layout)) return CompareLayout(stored, layout.SingleStage(), key);
-  const auto expected = layout.SingleStage().ToFields();
-  std::vector<std::string> args = {"EVAL", kUpgradeScript, "1", key,
-                                   std::to_string(expected.size())};
-  for (const auto& [f, v] : expected) {
+                              ": no layout stored (nothing written with this prefix yet): `run` "
+                              "creates the configured version's meta by itself");
+  auto current = LayoutFromFields(stored, key);
+  if (!current.ok()) return current.status();
+  if (current->version() >= to_version) {  // already there (or past it)
+    EF_RETURN_IF_ERROR(CompareLayout(stored, layout, key));
+    *stored_after = std::move(*current);
+    return Status::Ok();
+  }
+  // The stored meta must be the configured layout's earlier version: version 1 of
+  // its stage 0, or (to 3) its version 2.
+  const Layout earlier = current->version() == 1 ? layout.SingleStage() : layout.WithoutV3();
+  EF_RETURN_IF_ERROR(CompareLayout(stored, earlier, key));
+  if (current->version() == 1 && !IsUpgradableV1(stored, layout))
+    return CompareLayout(stored, layout.SingleStage(), key);
+  // Compare-and-set: the whole hash as read, replaced by the target's fields.
+  std::vector<std::string> args = {"EVAL", kUpgradeScript, "1", key, std::to_string(stored.size())};
+  for (const auto& [f, v] : stored) {
     args.push_back(f);
     args.push_back(v);
   }
-  for (const auto& [f, v] : layout.ToFields()) {
+  for (const auto& [f, v] : target.ToFields()) {
     args.push_back(f);
     args.push_back(v);
   }
@@ -136,6 +155,7 @@ Status UpgradeMeta(MetaTarget conn, const Layout& layout, bool* changed) {
   if (reply->type != RedisReply::Type::kInteger || reply->integer != 1)
     return FailedPrecondition(What(conn, key) + ": changed while upgrading; run it again");
   *changed = true;
+  *stored_after = std::move(target);
   return Status::Ok();
 }
 

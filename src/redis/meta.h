@@ -36,7 +36,8 @@ Status ReadMetaFields(MetaTarget conn, const std::string& prefix,
 
 // Writers: stores the layout if no meta exists (atomically, one Lua script), else
 // compares, and sets *effective to the layout to write with:
-// - the stored fields equal `layout`'s: `layout`;
+// - the stored fields equal `layout`'s (CompareLayout: version 2 and 3 alike):
+//   the stored layout (its version, and v3_from: each bucket's position rule);
 // - `layout` is version 2 and the stored meta is the version-1 meta of its stage 0
 //   (IsUpgradableV1): `layout.SingleStage()` — a v2 program keeps writing v1 until
 //   the operator upgrades the meta (`exposure-filter layout upgrade`);
@@ -56,9 +57,15 @@ Status EnsureMetaAt(const RedisOptions& redis, const Layout& layout, Layout* eff
 // *effective = `layout` and *stored_found = false.
 Status ReadLayout(MetaTarget conn, const Layout& layout, Layout* effective, bool* stored_found);
 
-// `exposure-filter layout upgrade`: turns a version-1 meta into `layout`'s version-2
-// meta in one atomic step (Lua), if the stored meta is IsUpgradableV1; OK and
-// *changed = false if it already equals `layout`'s. Errors as EnsureMeta.
-Status UpgradeMeta(MetaTarget conn, const Layout& layout, bool* changed);
+// `exposure-filter layout upgrade --to N`: replaces a stored meta of an earlier
+// version by `layout`'s version-N meta (N = 2: stages; N = 3: stages and rule 9
+// from bucket v3_from on) in one atomic compare-and-set step (Lua: if the hash
+// changed since it was read, nothing is written and the error says to run it
+// again). The stored meta must be `layout`'s stage 0 as version 1, or (N = 3)
+// `layout` as version 2 (else kFailedPrecondition naming the differing fields).
+// OK and *changed = false if it is version N or later and agrees with `layout`.
+// *stored_after: the stored layout afterwards. Errors as EnsureMeta.
+Status UpgradeMeta(MetaTarget conn, const Layout& layout, int to_version, int64_t v3_from,
+                   bool* changed, Layout* stored_after);
 
 }  // namespace ef

@@ -10,6 +10,7 @@
 
 #include "bloom/keys.h"
 #include "common/printable.h"
+#include "common/time_arg.h"
 #include "redis/cluster.h"
 #include "redis/meta.h"
 #include "redis/module_probe.h"
@@ -125,14 +126,21 @@ Status RedisBitWriter::CheckMeta(RedisConnection& conn) {
   }
   if (!st.ok()) return st;
   const bool was_v1 = effective_ && effective_->version() == 1;
-  if (effective.version() == 2 && was_v1) {
+  if (effective.stages > 1 && was_v1) {
     spdlog::info(
-        "redis {}: the layout stored at {} is version 2 now: heavy users' filters grow "
+        "redis {}: the layout stored at {} is version {} now: heavy users' filters grow "
         "in stages from this write on",
-        conn.address(), MetaKey(effective.prefix));
+        conn.address(), MetaKey(effective.prefix), effective.version());
+  }
+  if (effective.v3 && effective_ && !effective_->v3) {
+    spdlog::info(
+        "redis {}: the layout stored at {} is version 3 now: buckets from {} (v3_from {}) get "
+        "rule 9's positions",
+        conn.address(), MetaKey(effective.prefix), FormatTimeRfc3339(effective.v3_from * 1000),
+        effective.v3_from);
   }
   effective_ = std::move(effective);
-  stages_ = effective_->version() == 2 ? effective_->stage_table : std::vector<Stage>{};
+  stages_ = effective_->stages > 1 ? effective_->stage_table : std::vector<Stage>{};
   return Status::Ok();
 }
 
@@ -140,13 +148,20 @@ Status RedisBitWriter::RecheckMeta(int64_t now_s) {
   if (!options_.layout) return Status::Ok();
   if (mode_ == WriteMode::kModule) {
     // No write tells a lost key (FLUSHALL) from a new one here (no sentinel):
-    // ensure the meta every module_meta_check_s instead.
+    // ensure the meta every module_meta_check_s instead (and at most 10 s apart
+    // while a version-3 upgrade may come, as below).
     if (now_s < next_meta_check_s_) return Status::Ok();
-    next_meta_check_s_ = now_s + options_.module_meta_check_s;
+    int64_t every = options_.module_meta_check_s;
+    if (!effective_ || !effective_->v3) every = std::min<int64_t>(every, kMetaRecheckSeconds);
+    next_meta_check_s_ = now_s + every;
   } else {
-    if (options_.layout->version() == 1 || stages_.size() > 1) return Status::Ok();
+    // While the stored layout is version 1 or 2, its upgrade may come: read it
+    // again before any write when the copy is 10 s old (docs/FORMAT.md rule 9:
+    // `layout upgrade --to 3` puts v3_from at least 20 s ahead, so no bucket
+    // from v3_from on is written by the rule of the copy before it).
+    if (effective_ && effective_->v3) return Status::Ok();
     if (now_s < next_meta_check_s_) return Status::Ok();
-    next_meta_check_s_ = now_s + 10;
+    next_meta_check_s_ = now_s + kMetaRecheckSeconds;
   }
   Status st = CheckMeta(*conn_);
   if (!st.ok() && st.code() == StatusCode::kUnavailable) conn_.reset();
@@ -253,7 +268,7 @@ size_t RedisBitWriter::AppendBitop(const BitBatch& batch, size_t k) {
     for (size_t g = plan->first_group; g < plan->first_group + plan->n_groups; ++g)
       set(groups_[g].p, groups_[g].n);
   } else {
-    set(kb.positions.data(), kb.positions.size());
+    set(key_pos_[k].p, key_pos_[k].n);
   }
   buffer_.append("*1\r\n$5\r\nMULTI\r\n");
   buffer_.append("*5\r\n$3\r\nSET\r\n");
@@ -431,6 +446,45 @@ Status RedisBitWriter::CheckReplicasUnchanged(const BitBatch& batch) {
   return Status::Ok();
 }
 
+Status RedisBitWriter::PositionsByStoredRule(const BitBatch& batch) {
+  key_rule_.resize(batch.size);
+  key_pos_.resize(batch.size);
+  fixed_positions_.clear();
+  fixed_at_.clear();
+  for (size_t k = 0; k < batch.size; ++k) {
+    const KeyBits& kb = batch.keys[k];
+    const PositionRule rule = effective_ ? effective_->RuleFor(kb.bucket_start) : kb.rule;
+    key_rule_[k] = rule;
+    key_pos_[k] = {kb.positions.data(), kb.positions.size()};
+    if (rule == kb.rule) continue;
+    // The coalescer guessed the rule before this write read the stored layout
+    // (the first batch, or one coalesced during a `layout upgrade --to 3`).
+    if (kb.items.empty() && !kb.positions.empty()) {
+      return Internal("key '" + Printable(kb.key) +
+                      "': its positions follow another rule than its bucket's and its items "
+                      "are not kept to compute them again");
+    }
+    const Layout& l = *effective_;
+    const size_t begin = fixed_positions_.size();
+    fixed_positions_.resize(begin + kb.items.size() * l.k);
+    uint32_t* out = fixed_positions_.data() + begin;
+    for (const Hash128& h : kb.items) {
+      ComputePositions(h, l.m, l.k, rule, out);
+      out += l.k;
+    }
+    uint32_t* end = unique_.Run(fixed_positions_.data() + begin,
+                                fixed_positions_.data() + fixed_positions_.size(), 0, l.m);
+    fixed_positions_.resize(static_cast<size_t>(end - fixed_positions_.data()));
+    fixed_at_.push_back({k, begin});
+  }
+  for (size_t f = 0; f < fixed_at_.size(); ++f) {
+    const size_t begin = fixed_at_[f].second;
+    const size_t end = f + 1 < fixed_at_.size() ? fixed_at_[f + 1].second : fixed_positions_.size();
+    key_pos_[fixed_at_[f].first] = {fixed_positions_.data() + begin, end - begin};
+  }
+  return Status::Ok();
+}
+
 Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteStats* stats) {
   if (forget_states_.exchange(false)) expire_cache_.ForgetStages();
   plans_.assign(batch.size, KeyPlan{});
@@ -515,7 +569,7 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
       plan.state.fill = StagePopcount(value, stages_[plan.state.stage]);
       plan.skip_at = next_skip;
       for (const Hash128& h : kb.items) {
-        const bool present = !value.empty() && ValueContains(value, stages_, h);
+        const bool present = !value.empty() && ValueContains(value, stages_, key_rule_[k], h);
         skip_[next_skip++] = present;
         stats->items_present += present;
       }
@@ -529,11 +583,12 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
     plan.first_group = groups_.size();
     if (key_state_[k].failed || key_state_[k].redirected) continue;
     const uint8_t* skip = plan.skip_at == SIZE_MAX ? nullptr : skip_.data() + plan.skip_at;
-    plan.staged = planner_.Plan(plan.state, kb.items.data(), kb.items.size(), skip, &stats->stages);
+    plan.staged = planner_.Plan(plan.state, kb.items.data(), kb.items.size(), skip, key_rule_[k],
+                                &stats->stages);
     if (!plan.staged) {
       PlannedGroup g;
-      g.p = kb.positions.data();
-      g.n = kb.positions.size();
+      g.p = key_pos_[k].p;
+      g.n = key_pos_[k].n;
       groups_.push_back(g);
     } else {
       const size_t base = group_positions_.size();
@@ -583,6 +638,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
   key_hash_.resize(batch.size);
   if (expire_cache_.enabled())
     for (size_t k = 0; k < batch.size; ++k) key_hash_[k] = ExpireCache::KeyHash(batch.keys[k].key);
+  EF_RETURN_IF_ERROR(PositionsByStoredRule(batch));
   const bool staged = stages_.size() > 1;
   if (staged) EF_RETURN_IF_ERROR(PlanStages(batch, now_s, &local));
   const WriteMode mode = mode_;
@@ -625,7 +681,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
           continue;
         }
         if (mode == WriteMode::kBitop && !asking_ && pass == 0) {
-          size_t key_bits = kb.positions.size();
+          size_t key_bits = key_pos_[i].n;
           if (staged) {
             key_bits = 0;
             for (size_t g = 0; g < plans_[i].n_groups; ++g)
@@ -666,12 +722,12 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
             if (pass == 0) local.bits += pg.n;
           }
         } else {
-          size_t n = AppendBits(kb.key, kb.positions.data(), kb.positions.size(),
-                                probe ? &sentinel : nullptr, kb.expire_at);
+          size_t n = AppendBits(kb.key, key_pos_[i].p, key_pos_[i].n, probe ? &sentinel : nullptr,
+                                kb.expire_at);
           command_key_.insert(command_key_.end(), n, i);
           command_group_.insert(command_group_.end(), n, SIZE_MAX);
           command_reply_.insert(command_reply_.end(), n, bits_reply);
-          if (pass == 0) local.bits += kb.positions.size();
+          if (pass == 0) local.bits += key_pos_[i].n;
         }
         if (ks.expire_sent) {
           AppendExpire(kb);
@@ -765,7 +821,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
             if (ints_[c].count != 1) continue;
             const uint64_t zeros = static_cast<uint64_t>(std::max<int64_t>(ints_[c].first, 0));
             const size_t g = command_group_[c];
-            const uint64_t n = g != SIZE_MAX ? groups_[g].n : batch.keys[k].positions.size();
+            const uint64_t n = g != SIZE_MAX ? groups_[g].n : key_pos_[k].n;
             if (zeros < n) ks.old_bit_set = true;
             if (g != SIZE_MAX) groups_[g].new_bits += zeros;
             continue;
@@ -836,7 +892,7 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
     const KeyBits& kb = batch.keys[k];
     if (!key_state_[k].expire_set) continue;
     // The sentinel: a bit this write set (v2: of the key's first stage written).
-    uint32_t sentinel = kb.positions.empty() ? 0 : kb.positions.front();
+    uint32_t sentinel = key_pos_[k].n == 0 ? 0 : key_pos_[k].p[0];
     if (staged && plans_[k].n_groups > 0 && groups_[plans_[k].first_group].n > 0)
       sentinel = groups_[plans_[k].first_group].p[0];
     expire_cache_.Remember(key_hash_[k], kb.expire_at, now_s, sentinel);

@@ -107,6 +107,7 @@
 
 #include "bloom/layout.h"
 #include "bloom/stage_planner.h"
+#include "bloom/unique_positions.h"
 #include "pipeline/sink.h"
 #include "redis/connection.h"
 #include "write/expire_cache.h"
@@ -170,7 +171,7 @@ class RedisBitWriter : public BitSink {
 
   // The layout in use after the last meta check (the configured one, or its
   // stage 0 alone while the stored meta is version 1). Call between writes.
-  const Layout* effective_layout() const { return effective_ ? &*effective_ : nullptr; }
+  const Layout* effective_layout() const override { return effective_ ? &*effective_ : nullptr; }
 
   // cluster_node: the keys of the last Write that Redis redirected (MOVED or ASK),
   // in batch order; they were not written. Call after Write/Await.
@@ -233,6 +234,11 @@ class RedisBitWriter : public BitSink {
   // Layout v2: reads the keys whose stage state is unknown and plans every key
   // (plans_, groups_, group_positions_).
   Status PlanStages(const BitBatch& batch, int64_t now_s, WriteStats* stats);
+  // Each key's stage-0 positions by the rule of its bucket in the stored layout
+  // (key_pos_, key_rule_): the batch's own, or computed again from its items
+  // when the coalescer guessed another rule. kInternal if a key has no items to
+  // compute them from.
+  Status PositionsByStoredRule(const BitBatch& batch);
   // Layout v2: keys of unknown state are read with MGETs of this many keys.
   static constexpr size_t kReadKeysPerMget = 512;
   // Layout v2: records each written key's stage state after the write.
@@ -288,7 +294,21 @@ class RedisBitWriter : public BitSink {
     uint64_t new_bits = 0;    // old bits that were 0 (from the replies)
   };
   std::optional<Layout> effective_;
-  std::vector<Stage> stages_;  // effective_'s stage table; size <= 1: v1
+  std::vector<Stage> stages_;  // effective_'s stage table; size <= 1: one stage
+  // Per key of the batch: its bucket's position rule and its stage-0 positions
+  // (PositionsByStoredRule); fixed_positions_ holds those computed again, from
+  // fixed_at_[i].second on for key fixed_at_[i].first.
+  struct Span {
+    const uint32_t* p = nullptr;
+    size_t n = 0;
+  };
+  std::vector<PositionRule> key_rule_;
+  std::vector<Span> key_pos_;
+  std::vector<uint32_t> fixed_positions_;
+  std::vector<std::pair<size_t, size_t>> fixed_at_;
+  UniquePositions unique_;
+  // How old the copy of a version-1/2 meta may be before a write (rule 9).
+  static constexpr int64_t kMetaRecheckSeconds = 10;
   StagePlanner planner_{stages_};
   std::vector<KeyPlan> plans_;
   std::vector<PlannedGroup> groups_;

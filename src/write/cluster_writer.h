@@ -71,7 +71,7 @@ class ClusterBitWriter : public BitSink {
   RedisErrorKind last_error_kind() const { return last_error_; }
   void SetErrorObserver(std::function<void(RedisErrorKind)> observer);
   // The layout in use after the last meta check (see RedisBitWriter).
-  const Layout* effective_layout() const;
+  const Layout* effective_layout() const override;
   const ClusterRouter::Stats& router_stats() const { return router_.stats(); }
   // The master addresses that have a node writer now, in address order.
   // Thread-safe.

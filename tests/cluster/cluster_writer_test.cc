@@ -76,6 +76,7 @@ std::string Addresses(const std::vector<NodeAddress>& nodes) {
 Layout V1Layout() {
   FilterConfig f;
   f.stages = 1;
+  f.layout_version = 2;
   auto l = LayoutFromConfig(f);
   REQUIRE(l.ok());
   return *l;

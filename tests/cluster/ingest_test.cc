@@ -227,7 +227,7 @@ TEST_CASE("cluster: replay writes a topic's range into the cluster", "[cluster][
   REQUIRE(router.Discover().ok());
   auto meta = router.Command("ef:meta", {"HGET", "ef:meta", "version"});
   REQUIRE(meta.ok());
-  CHECK(meta->str == "2");
+  CHECK(meta->str == "3");
 }
 
 }  // namespace ef

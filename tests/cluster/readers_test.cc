@@ -63,7 +63,8 @@ std::vector<bool> Expected(const Layout& layout, const std::vector<std::set<uint
   std::vector<uint32_t> pos(st.k);
   std::vector<bool> out;
   for (const std::string& item : items) {
-    ComputeStagePositions(HashItem(item, layout.seed), st, pos.data());
+    ComputeStagePositions(HashItem(item, layout.seed), st, layout.RuleFor(std::time(nullptr)),
+                          pos.data());
     bool seen = false;
     for (const auto& set : buckets) {
       bool all = true;
@@ -117,7 +118,8 @@ Written WriteUsers(LocalRedisCluster& cluster, const std::string& tag) {
       for (int j = 0; j < kItemsPerBucket; ++j) {
         const std::string item = user + "-b" + std::to_string(start) + "-i" + std::to_string(j);
         cands.push_back(item);
-        ComputeStagePositions(HashItem(item, w.layout.seed), st, pos.data());
+        ComputeStagePositions(HashItem(item, w.layout.seed), st, w.layout.RuleFor(start),
+                              pos.data());
         for (uint32_t p : pos) {
           set.insert(p);
           setbits.push_back({slot, {"SETBIT", k, std::to_string(p), "1"}});

@@ -434,7 +434,7 @@ TEST_CASE("cli: run and check authenticate as an ACL user, and a wrong password 
     CHECK(Missing(**conn, events).empty());
     auto meta = (*conn)->Command({"HGET", "ef:meta", "version"});
     REQUIRE(meta.ok());
-    CHECK(meta->str == "2");  // layout version 2 by default (filter.stages 8)
+    CHECK(meta->str == "3");  // a fresh deployment: layout version 3 (filter.layout_version)
 
     const TestEvent& e = events.front();
     auto r = Ef({"check", "-c", config, "--set", "redis.username=efuser", "-u", e.user, "--json",

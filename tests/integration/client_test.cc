@@ -60,10 +60,12 @@ struct Fixture {
   FilterConfig filter;
   Layout layout;
 
-  explicit Fixture(int64_t items_per_bucket = 200, uint32_t stages = 1) {
+  explicit Fixture(int64_t items_per_bucket = 200, uint32_t stages = 1,
+                   uint32_t layout_version = 3) {
     filter.key_prefix = "ct:";
     filter.items_per_bucket = items_per_bucket;
     filter.stages = stages;
+    filter.layout_version = layout_version;
     auto l = LayoutFromConfig(filter);
     REQUIRE(l.ok());
     layout = *l;
@@ -72,7 +74,8 @@ struct Fixture {
   std::vector<std::string> Overrides() const {
     return {"redis.address=" + redis.address(), "filter.key_prefix=" + filter.key_prefix,
             "filter.items_per_bucket=" + std::to_string(filter.items_per_bucket),
-            "filter.stages=" + std::to_string(filter.stages)};
+            "filter.stages=" + std::to_string(filter.stages),
+            "filter.layout_version=" + std::to_string(filter.layout_version)};
   }
 
   ClientOptions Options(OnError on_error = OnError::kFailOpen) const {
@@ -108,17 +111,19 @@ struct Fixture {
   std::vector<bool> Oracle(const std::string& user, const std::vector<std::string>& items) const {
     auto conn = redis.Connect();
     std::vector<std::string> values;
-    for (int64_t s : ReadBuckets(Now(), layout.window_seconds, kDay)) {
+    const std::vector<int64_t> starts = ReadBuckets(Now(), layout.window_seconds, kDay);
+    for (int64_t s : starts) {
       auto v = conn->Command({"GET", MakeKey(layout.prefix, user, s, kDay)});
       REQUIRE(v.ok());
       values.push_back(v->str);
     }
-    // The stored layout (v2 once the writer ensured it).
+    // The stored layout (v2 once the writer ensured it; v3 from v3_from 0).
     std::vector<bool> out;
     for (const auto& item : items) {
       const Hash128 h = HashItem(item, layout.seed);
       bool seen = false;
-      for (const auto& v : values) seen = seen || ValueContains(v, layout.stage_table, h);
+      for (size_t b = 0; b < values.size(); ++b)
+        seen = seen || ValueContains(values[b], layout.stage_table, layout.RuleFor(starts[b]), h);
       out.push_back(seen);
     }
     return out;
@@ -147,7 +152,7 @@ TEST_CASE("client: seen and unseen candidates of items the writer wrote, one MGE
   fx.Write("u2", 0, Items("other", 50));
   auto client = fx.MakeClient(fx.Options());
   CHECK(client->layout().stored);
-  CHECK(client->layout().version == 1);
+  CHECK(client->layout().version == 3);  // a fresh deployment, one stage
 
   const auto candidates = Concat(Concat(Items("today", 50), Items("older", 50)), Items("new", 200));
   const uint64_t mgets_before = fx.MgetCalls();
@@ -195,7 +200,7 @@ TEST_CASE("client: seen and unseen candidates of items the writer wrote, one MGE
 
 TEST_CASE("client: layout v2, a heavy user's items in several stages are all seen",
           "[integration][client][v2]") {
-  Fixture fx(10, 8);  // 10 items per bucket at stage 0: 300 items fill several stages
+  Fixture fx(10, 8, 2);  // 10 items per bucket at stage 0: 300 items fill several stages
   REQUIRE(fx.layout.version() == 2);
   fx.Write("heavy", 1, Items("h", 300));
   auto conn = fx.redis.Connect();
@@ -216,7 +221,8 @@ TEST_CASE("client: layout v2, a heavy user's items in several stages are all see
   size_t stage0_only = 0;
   auto value = conn->Command({"GET", key});
   for (const auto& item : Items("h", 300))
-    stage0_only += ValueContains(value->str, v1.stage_table, HashItem(item, v1.seed));
+    stage0_only +=
+        ValueContains(value->str, v1.stage_table, PositionRule::kModulo, HashItem(item, v1.seed));
   CHECK(stage0_only < 300);
 }
 
@@ -545,7 +551,7 @@ TEST_CASE("client: no layout in Redis fails Create, unless allowed: then it is p
       },
       10s));
   CHECK(client->Seen("heavy", Items("h", 100)).seen_count == 100);
-  CHECK(client->layout().version == 2);
+  CHECK(client->layout().version == 3);
 }
 
 }  // namespace ef::test
@@ -559,7 +565,7 @@ TEST_CASE(
     "client: after a layout upgrade, a value longer than the known layout makes the "
     "client re-read the meta before it answers",
     "[integration][client][v2][upgrade]") {
-  Fixture fx(10, 8);
+  Fixture fx(10, 8, 2);
   REQUIRE(fx.layout.version() == 2);
   auto admin = fx.redis.Connect();
   Layout v1_effective;
@@ -572,7 +578,8 @@ TEST_CASE(
   REQUIRE(client->Seen("heavy", {"x"}).ok);
 
   bool changed = false;
-  REQUIRE(UpgradeMeta(*admin, fx.layout, &changed).ok());
+  Layout after;
+  REQUIRE(UpgradeMeta(*admin, fx.layout, 2, 0, &changed, &after).ok());
   REQUIRE(changed);
   fx.Write("heavy", 0, Items("h", 300));  // stages 0..3 of a v2 writer
 
@@ -585,7 +592,7 @@ TEST_CASE(
 
 TEST_CASE("client: the stored layout is re-read periodically while connections are healthy",
           "[integration][client][v2][upgrade]") {
-  Fixture fx(10, 8);
+  Fixture fx(10, 8, 2);
   auto admin = fx.redis.Connect();
   Layout v1_effective;
   REQUIRE(EnsureMeta(*admin, fx.layout.SingleStage(), &v1_effective).ok());
@@ -595,7 +602,8 @@ TEST_CASE("client: the stored layout is re-read periodically while connections a
   REQUIRE(client->layout().version == 1);
   REQUIRE(client->Seen("heavy", {"x"}).ok);
   bool changed = false;
-  REQUIRE(UpgradeMeta(*admin, fx.layout, &changed).ok());
+  Layout after;
+  REQUIRE(UpgradeMeta(*admin, fx.layout, 2, 0, &changed, &after).ok());
   // No long value to hint at it: only the period brings the new layout in.
   CHECK(WaitFor(
       [&] {

@@ -112,12 +112,12 @@ TEST_CASE("heavy users: no false negatives and the FPR within 2x target up to 50
   f.items_per_bucket = kItemsPerBucket;
   auto layout = LayoutFromConfig(f);
   REQUIRE(layout.ok());
-  REQUIRE(layout->version() == 2);
+  REQUIRE(layout->version() == 3);  // a fresh deployment's default: stages, rule 9
   f.stages = 1;
   f.key_prefix = "v1:";
   auto v1 = LayoutFromConfig(f);
   REQUIRE(v1.ok());
-  REQUIRE(v1->version() == 1);
+  REQUIRE(v1->stage_table.size() == 1);
   auto sizing = ComputeSizing(kItemsPerBucket, f.fpr, f.window_seconds, f.bucket_seconds);
   REQUIRE(sizing.ok());
   // Target for a user with data in two buckets: 1 - (1 - p_b)^2.

@@ -259,8 +259,8 @@ size_t Missing(RedisConnection& c, const Layout& l, const std::string& key, cons
   REQUIRE(v.ok());
   size_t missing = 0;
   for (int i = 0; i < n; ++i)
-    missing +=
-        !ValueContains(v->str, l.stage_table, HashItem(tag + "-" + std::to_string(i), l.seed));
+    missing += !ValueContains(v->str, l.stage_table, l.RuleFor(test::BucketOfExpiry(l, kExpireAt)),
+                              HashItem(tag + "-" + std::to_string(i), l.seed));
   return missing;
 }
 

@@ -5,10 +5,13 @@ run time, so the text itself is what is tested) plus a minimal RESP client.
 
   format_ref.py write --port P [--prefix ef:] --user U --ts-ms T --stage S ITEM...
       sets each ITEM's positions in stage S of the user's key for time T (the
-      layout from <prefix>meta) with SETBIT, and its EXPIREAT.
+      layout from <prefix>meta; the position rule of that key's bucket: rule 9
+      from a version-3 meta's v3_from on, else rule 2) with SETBIT, and its
+      EXPIREAT. Prints the key.
   format_ref.py check --port P [--prefix ef:] --user U --now S ITEM...
       prints "seen ITEM" or "unseen ITEM" per item: rule 6 (the live buckets and
-      the next one) and rule 8 (every stage present), from GET of each key.
+      the next one, from one MGET, each key tested with its own bucket's rule)
+      and rule 8 (every stage present).
   format_ref.py meta-vectors
       checks the reference's read_meta against every row of FORMAT.md's table
       "Meta hash: accept or refuse"; prints one line per row, exits 1 on a mismatch.
@@ -82,6 +85,7 @@ class Redis:
 
 
 def layout(ref, r, prefix):
+    """The stored meta (read_meta: versions 1, 2 and 3) and its stage table."""
     fields = r.command("HGETALL", prefix + "meta")
     meta = {fields[i].decode(): fields[i + 1].decode() for i in range(0, len(fields), 2)}
     if not meta:
@@ -90,10 +94,7 @@ def layout(ref, r, prefix):
         meta = ref["read_meta"](meta)
     except ValueError as e:
         raise SystemExit(f"format_ref: {prefix}meta refused: {e}")
-    if meta["version"] == 1:
-        return meta, ref["v1_table"](meta["m"], meta["k"])
-    return meta, ref["stage_table"](meta["m"], meta["k"], meta["growth"], meta["k_step"],
-                                    meta["stages"], meta["fill_ppm"])
+    return meta, ref["meta_table"](meta)
 
 
 DEFAULT_V2_META = ("version 2 m 3345 k 12 seed 0 prefix ef: bucket_seconds 86400 "
@@ -170,21 +171,20 @@ def main():
             raise SystemExit(f"format_ref: --stage {a.stage}: the layout has {len(table)}")
         start = ref["write_bucket"](a.ts_ms, a.ts_ms, bucket_s)
         key = ref["key"](a.prefix, a.user, start, bucket_s)
+        rule = ref["rule_for"](meta, start)  # the rule of this key's bucket
         for item in a.items:
-            for p in ref["stage_positions"](item, table[a.stage], seed):
+            for p in ref["stage_positions"](item, table[a.stage], seed, rule):
                 r.command("SETBIT", key, p, 1)
         r.command("EXPIREAT", key, ref["expire_at"](start, bucket_s, window_s))
         print(key)
         return
     if a.now is None:
         raise SystemExit("format_ref: check needs --now")
-    values = []
-    for start in ref["read_buckets"](a.now, window_s, bucket_s):
-        v = r.command("GET", ref["key"](a.prefix, a.user, start, bucket_s))
-        values.append(v or b"")
+    starts = ref["read_buckets"](a.now, window_s, bucket_s)
+    got = r.command("MGET", *[ref["key"](a.prefix, a.user, s, bucket_s) for s in starts])
+    values = {s: v or b"" for s, v in zip(starts, got)}  # bucket start -> value
     for item in a.items:
-        seen = any(ref["seen_in_value"](v, table, item, seed) for v in values if v)
-        print(("seen " if seen else "unseen ") + item)
+        print(("seen " if ref["seen"](meta, values, item) else "unseen ") + item)
 
 
 if __name__ == "__main__":

@@ -69,6 +69,7 @@ TEST_CASE("write mode bitop on a cluster: a slot half migrated - every key writt
   LocalRedisCluster cluster;
   FilterConfig f;
   f.stages = 1;
+  f.layout_version = 2;  // version 1: hand-made batches of rule-2 positions
   auto layout = LayoutFromConfig(f);
   REQUIRE(layout.ok());
   BitWriterOptions wo;

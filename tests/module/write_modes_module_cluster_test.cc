@@ -57,6 +57,7 @@ Layout V2Layout(const std::string& prefix) {
   FilterConfig f;
   f.items_per_bucket = 10;
   f.key_prefix = prefix;
+  f.layout_version = 2;
   auto l = LayoutFromConfig(f);
   REQUIRE(l.ok());
   REQUIRE(l->version() == 2);
@@ -203,6 +204,7 @@ TEST_CASE("module cluster: a slot half migrated - EF.SETBITS follows ASK and wri
   LocalRedisCluster cluster(ModuleCluster());
   FilterConfig f;
   f.stages = 1;
+  f.layout_version = 2;  // version 1: hand-made batches of rule-2 positions
   f.key_prefix = "mm:";
   auto layout = LayoutFromConfig(f);
   REQUIRE(layout.ok());

@@ -158,6 +158,7 @@ TEST_CASE("write modes: every mode leaves the same values and expiries (layout v
 TEST_CASE("write modes: every mode leaves the same values and expiries (layout v2 stages)",
           "[module][write_mode]") {
   FilterConfig f;
+  f.layout_version = 2;  // version 2: the write modes, not the position rule
   f.items_per_bucket = 10;
   f.key_prefix = "wm:";
   auto l = LayoutFromConfig(f);
@@ -322,6 +323,7 @@ TEST_CASE("write modes: module mode puts the meta back after a FLUSHALL behind i
   auto redis = ServerWithModule();
   auto conn = redis->Connect();
   FilterConfig f;
+  f.layout_version = 2;  // version 2: the write modes, not the position rule
   f.items_per_bucket = 10;
   f.key_prefix = "wf:";
   auto l = LayoutFromConfig(f);
@@ -352,6 +354,7 @@ TEST_CASE(
     "never retried for ever",
     "[module][write_mode]") {
   FilterConfig f;
+  f.layout_version = 2;  // version 2: the write modes, not the position rule
   f.items_per_bucket = 10;
   f.key_prefix = "wx:";
   auto l = LayoutFromConfig(f);

@@ -14,17 +14,25 @@
 
 namespace ef::test {
 
-// One key holding `items`.
+// The start of the bucket whose keys expire at expire_at (rule 4).
+inline int64_t BucketOfExpiry(const Layout& l, int64_t expire_at) {
+  return expire_at - l.bucket_seconds - l.window_seconds;
+}
+
+// One key holding `items`, with the positions of its bucket's rule (the bucket
+// whose keys expire at expire_at).
 inline KeyBits KeyOfItems(const Layout& l, const std::string& key,
                           const std::vector<std::string>& items, int64_t expire_at) {
   KeyBits kb;
   kb.key = key;
   kb.expire_at = expire_at;
+  kb.bucket_start = BucketOfExpiry(l, expire_at);
+  kb.rule = l.RuleFor(kb.bucket_start);
   std::vector<uint32_t> pos(l.k);
   for (const std::string& item : items) {
     const Hash128 h = HashItem(item, l.seed);
     kb.items.push_back(h);
-    ComputePositions(h, l.m, l.k, pos.data());
+    ComputePositions(h, l.m, l.k, kb.rule, pos.data());
     kb.positions.insert(kb.positions.end(), pos.begin(), pos.end());
   }
   std::sort(kb.positions.begin(), kb.positions.end());

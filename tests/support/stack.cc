@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "read/bloom_reader.h"
+#include "redis/meta.h"
 #include "support/wait.h"
 
 namespace ef::test {
@@ -183,7 +184,12 @@ std::vector<std::string> MissingItems(RedisConnection& conn, const Layout& layou
   std::map<std::string, std::vector<std::string>> by_user;
   for (const auto& e : events)
     for (const auto& i : e.items) by_user[e.user].push_back(i);
-  BloomReader reader(conn, layout);
+  // As a reader does: the stored layout (its version and v3_from), if any.
+  Layout stored;
+  bool found = false;
+  if (Status st = ReadLayout(conn, layout, &stored, &found); !st.ok())
+    throw std::runtime_error(st.message());
+  BloomReader reader(conn, found ? stored : layout);
   const int64_t now_s = SystemClock().NowMs() / 1000;
   std::vector<std::string> missing;
   for (const auto& [user, items] : by_user) {

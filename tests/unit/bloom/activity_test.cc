@@ -159,13 +159,14 @@ TEST_CASE("Stage model agrees with the StagePlanner: stages and bytes exactly an
           batch.push_back(HashItem("k" + std::to_string(key) + "-i" + std::to_string(j), 0));
         }
         std::vector<uint32_t> positions;
-        if (planner.Plan(state, batch.data(), batch.size(), nullptr, &stats)) {
+        if (planner.Plan(state, batch.data(), batch.size(), nullptr, PositionRule::kModulo,
+                         &stats)) {
           positions = planner.positions();
           if (!planner.groups().empty()) state.stage = planner.groups().back().stage;
         } else {
           for (const Hash128& h : batch) {
             std::vector<uint32_t> p(st[0].k);
-            ComputeStagePositions(h, st[0], p.data());
+            ComputeStagePositions(h, st[0], PositionRule::kModulo, p.data());
             positions.insert(positions.end(), p.begin(), p.end());
           }
         }
@@ -181,7 +182,7 @@ TEST_CASE("Stage model agrees with the StagePlanner: stages and bytes exactly an
       CHECK(value.size() <= model.bytes_per_key);
       CHECK(value.size() + 64 > model.bytes_per_key);  // the last stage reaches near its end
       for (int p = 0; p < 50000; ++p, ++probes) {
-        hits += ValueContains(value, st,
+        hits += ValueContains(value, st, PositionRule::kModulo,
                               HashItem("probe-" + std::to_string(key) + "-" + std::to_string(p), 0))
                     ? 1
                     : 0;

@@ -1,5 +1,5 @@
-// ProbeRounds (src/bloom/probe_rounds.h): both paths against a plain reference,
-// entry by entry.
+// ProbeRounds (src/bloom/probe_rounds.h): both paths, by both position rules,
+// against a plain reference, entry by entry.
 #include "bloom/probe_rounds.h"
 
 #include <catch2/catch.hpp>
@@ -16,16 +16,24 @@ struct Entry {
   bool operator==(const Entry&) const = default;
 };
 
+// The positions written out: rule 2 is x mod m; rule 9 (FORMAT.md) remixes x
+// with xorshift-multiply and takes the high word of the 128-bit product with m.
+uint64_t PositionWrittenOut(PositionRule rule, uint64_t x, uint32_t m) {
+  if (rule == PositionRule::kModulo) return x % m;
+  const uint64_t y = (x ^ (x >> 32)) * 0xff51afd7ed558ccdULL;
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(y) * m) >> 64);
+}
+
 // The rule, one entry at a time: k rounds, out at the first round that leaves
 // no bucket.
 template <typename W>
-std::vector<Entry> Reference(const std::vector<W>& sliced, uint32_t m, uint32_t k,
-                             const std::vector<Entry>& in) {
+std::vector<Entry> Reference(const std::vector<W>& sliced, PositionRule rule, uint32_t m,
+                             uint32_t k, const std::vector<Entry>& in) {
   std::vector<Entry> out;
   for (Entry e : in) {
     W a = static_cast<W>(e.alive);
     for (uint32_t p = 0; p < k && a != 0; ++p) {
-      a &= sliced[e.x % m];
+      a &= sliced[PositionWrittenOut(rule, e.x, m)];
       e.x += e.h2;
     }
     e.alive = a;
@@ -35,8 +43,9 @@ std::vector<Entry> Reference(const std::vector<W>& sliced, uint32_t m, uint32_t 
 }
 
 template <typename W>
-std::vector<Entry> RunRounds(const ProbeRounds& rounds, const std::vector<W>& sliced, uint32_t m,
-                             uint32_t k, const std::vector<Entry>& in) {
+std::vector<Entry> RunRounds(const ProbeRounds& rounds, const std::vector<W>& sliced,
+                             PositionRule rule, uint32_t m, uint32_t k,
+                             const std::vector<Entry>& in) {
   ProbeList<W> list;
   list.Resize(in.size());
   for (size_t j = 0; j < in.size(); ++j) {
@@ -46,7 +55,7 @@ std::vector<Entry> RunRounds(const ProbeRounds& rounds, const std::vector<W>& sl
     list.item[j] = in[j].item;
   }
   const FastMod mod(m);
-  const size_t n = rounds.Run(sliced.data(), mod, k, in.size(), &list);
+  const size_t n = rounds.Run(sliced.data(), mod, rule, k, in.size(), &list);
   std::vector<Entry> out;
   for (size_t j = 0; j < n; ++j)
     out.push_back({list.x[j], list.h2[j], list.alive[j], list.item[j]});
@@ -58,7 +67,8 @@ void CheckPaths(std::mt19937_64& rng, size_t* checked) {
   const ProbeRounds best;
   const ProbeRounds scalar(ProbeRounds::Isa::kScalar);
   REQUIRE(scalar.isa() == ProbeRounds::Isa::kScalar);
-  for (int trial = 0; trial < 400; ++trial) {
+  for (int trial = 0; trial < 800; ++trial) {
+    const PositionRule rule = trial % 2 ? PositionRule::kRemix : PositionRule::kModulo;
     const uint32_t m =
         trial % 5 == 0 ? 1u << (trial % 13) : 1 + static_cast<uint32_t>(rng() % 5000);
     const uint32_t k = 1 + static_cast<uint32_t>(rng() % 16);
@@ -77,10 +87,10 @@ void CheckPaths(std::mt19937_64& rng, size_t* checked) {
       if (alive == 0) alive = 1;
       in[j] = Entry{rng(), rng(), alive, static_cast<uint32_t>(j * 3 + 1)};
     }
-    const std::vector<Entry> want = Reference(sliced, m, k, in);
-    INFO("m " << m << ", k " << k << ", n " << n);
-    CHECK(RunRounds(scalar, sliced, m, k, in) == want);
-    CHECK(RunRounds(best, sliced, m, k, in) == want);
+    const std::vector<Entry> want = Reference(sliced, rule, m, k, in);
+    INFO("rule " << (trial % 2 ? 9 : 2) << ", m " << m << ", k " << k << ", n " << n);
+    CHECK(RunRounds(scalar, sliced, rule, m, k, in) == want);
+    CHECK(RunRounds(best, sliced, rule, m, k, in) == want);
     *checked += want.size();
   }
 }
@@ -95,7 +105,10 @@ TEST_CASE("ProbeRounds: both paths keep exactly the entries the rule keeps", "[p
     WARN("this CPU has no AVX-512 (F, VL): only the scalar path was checked");
 }
 
-TEST_CASE("ProbeRounds::ModEach equals x % m for edge and random divisors", "[probe_rounds]") {
+TEST_CASE(
+    "ProbeRounds::ReduceEach: rule 2 is x % m, rule 9 the 128-bit product, for edge and "
+    "random divisors",
+    "[probe_rounds]") {
   std::mt19937_64 rng(5);
   std::vector<uint32_t> divisors = {
       1,    2,    3,     7,          8,          31,         32,         33,        1023,
@@ -118,16 +131,19 @@ TEST_CASE("ProbeRounds::ModEach equals x % m for edge and random divisors", "[pr
     }
     xs.push_back(0);  // odd lengths: the scalar tail too
     out.resize(xs.size());
-    rounds.ModEach(FastMod(m), xs.data(), xs.size(), out.data());
-    for (size_t i = 0; i < xs.size(); ++i) {
-      if (out[i] != xs[i] % m) {
-        INFO("m " << m << ", x " << xs[i]);
-        CHECK(out[i] == xs[i] % m);
+    for (PositionRule rule : {PositionRule::kModulo, PositionRule::kRemix}) {
+      rounds.ReduceEach(FastMod(m), rule, xs.data(), xs.size(), out.data());
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const uint64_t want = PositionWrittenOut(rule, xs[i], m);
+        if (out[i] != want) {
+          INFO("rule " << (rule == PositionRule::kRemix ? 9 : 2) << ", m " << m << ", x " << xs[i]);
+          CHECK(out[i] == want);
+        }
+        ++checked;
       }
-      ++checked;
     }
   }
-  CHECK(checked > 1'000'000);
+  CHECK(checked > 2'000'000);
 }
 
 }  // namespace

@@ -20,7 +20,9 @@ namespace ef {
 namespace {
 
 Layout DefaultV2() {
-  StatusOr<Layout> l = LayoutFromConfig(FilterConfig{});
+  FilterConfig f;
+  f.layout_version = 2;
+  StatusOr<Layout> l = LayoutFromConfig(f);
   REQUIRE(l.ok());
   return *l;
 }
@@ -36,7 +38,7 @@ void SetBits(std::string* value, const std::vector<uint32_t>& positions) {
 
 std::vector<uint32_t> Positions(const std::string& item, const Stage& st, uint32_t seed = 0) {
   std::vector<uint32_t> out(st.k);
-  ComputeStagePositions(HashItem(item, seed), st, out.data());
+  ComputeStagePositions(HashItem(item, seed), st, PositionRule::kModulo, out.data());
   return out;
 }
 
@@ -154,21 +156,21 @@ TEST_CASE("v2 query rule: seen iff all k_s positions of some present stage are s
   std::string value;
   SetBits(&value, Positions("a", t[0]));
   SetBits(&value, Positions("b", t[2]));  // also makes stages 1 and 2 present
-  CHECK(ValueContains(value, t, HashItem("a", 0)));
-  CHECK(ValueContains(value, t, HashItem("b", 0)));
-  CHECK_FALSE(ValueContains(value, t, HashItem("c", 0)));
-  CHECK(StageContains(value, t[2], HashItem("b", 0)));
-  CHECK_FALSE(StageContains(value, t[0], HashItem("b", 0)));
+  CHECK(ValueContains(value, t, PositionRule::kModulo, HashItem("a", 0)));
+  CHECK(ValueContains(value, t, PositionRule::kModulo, HashItem("b", 0)));
+  CHECK_FALSE(ValueContains(value, t, PositionRule::kModulo, HashItem("c", 0)));
+  CHECK(StageContains(value, t[2], PositionRule::kModulo, HashItem("b", 0)));
+  CHECK_FALSE(StageContains(value, t[0], PositionRule::kModulo, HashItem("b", 0)));
   // All but one position of "d" in stage 1: not seen.
   auto d = Positions("d", t[1]);
   d.pop_back();
   std::string partial = value;
   SetBits(&partial, d);
-  CHECK_FALSE(ValueContains(partial, t, HashItem("d", 0)));
+  CHECK_FALSE(ValueContains(partial, t, PositionRule::kModulo, HashItem("d", 0)));
   // Bits of a stage past the value's stages (truncated value): not read.
   std::string cut = value.substr(0, 419);
-  CHECK_FALSE(ValueContains(cut, t, HashItem("b", 0)));
-  CHECK(ValueContains(cut, t, HashItem("a", 0)));
+  CHECK_FALSE(ValueContains(cut, t, PositionRule::kModulo, HashItem("b", 0)));
+  CHECK(ValueContains(cut, t, PositionRule::kModulo, HashItem("a", 0)));
 }
 
 TEST_CASE("v2 StagePopcount counts a stage's bits only", "[bloom][v2]") {
@@ -272,11 +274,11 @@ TEST_CASE("v2 meta fields: version 2 adds the stage parameters, v1 stays as it w
   REQUIRE_FALSE(st.ok());
   CHECK(st.message().find("version: stored 2, configured 1") != std::string::npos);
   // An unknown version is refused by name.
-  auto v3 = f;
-  v3["version"] = "3";
-  auto bad = LayoutFromFields(v3, "ef:meta");
+  auto v4 = f;
+  v4["version"] = "4";
+  auto bad = LayoutFromFields(v4, "ef:meta");
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.status().message().find("field version: 3 is newer") != std::string::npos);
+  CHECK(bad.status().message().find("field version: 4 is newer") != std::string::npos);
 }
 
 TEST_CASE("StagePlanner: a light key stays in stage 0 and uses the coalescer's positions",
@@ -286,7 +288,8 @@ TEST_CASE("StagePlanner: a light key stays in stage 0 and uses the coalescer's p
   std::vector<Hash128> items;
   for (int i = 0; i < 50; ++i) items.push_back(HashItem("item-" + std::to_string(i), 0));
   StageStats stats;
-  CHECK_FALSE(planner.Plan(StageState{0, 100}, items.data(), items.size(), nullptr, &stats));
+  CHECK_FALSE(planner.Plan(StageState{0, 100}, items.data(), items.size(), nullptr,
+                           PositionRule::kModulo, &stats));
   CHECK(stats.items[0] == 50);
   CHECK(stats.advances == 0);
 }
@@ -300,7 +303,8 @@ TEST_CASE("StagePlanner: items past stage 0's fill go to stage 1, then on",
   for (int i = 0; i < 1000; ++i) items.push_back(HashItem("x-" + std::to_string(i), 0));
   StageStats stats;
   // Stage 0 just below its fill: the first item still goes there, later ones move on.
-  REQUIRE(planner.Plan(StageState{0, t[0].fill - 1}, items.data(), items.size(), nullptr, &stats));
+  REQUIRE(planner.Plan(StageState{0, t[0].fill - 1}, items.data(), items.size(), nullptr,
+                       PositionRule::kModulo, &stats));
   const auto& g = planner.groups();
   REQUIRE(g.size() >= 2);
   CHECK(g[0].stage == 0);
@@ -337,7 +341,7 @@ TEST_CASE("StagePlanner: at the stage limit items stay in the last stage and are
   for (int i = 0; i < 10; ++i) items.push_back(HashItem("y-" + std::to_string(i), 0));
   StageStats stats;
   REQUIRE(planner.Plan(StageState{1, l->stage_table[1].fill}, items.data(), items.size(), nullptr,
-                       &stats));
+                       PositionRule::kModulo, &stats));
   REQUIRE(planner.groups().size() == 1);
   CHECK(planner.groups()[0].stage == 1);
   CHECK(stats.limit_items == 10);
@@ -351,7 +355,8 @@ TEST_CASE("StagePlanner: skipped items are neither placed nor counted", "[bloom]
   std::vector<Hash128> items = {HashItem("a", 0), HashItem("b", 0), HashItem("c", 0)};
   const uint8_t skip[] = {1, 0, 1};
   StageStats stats;
-  REQUIRE(planner.Plan(StageState{0, 0}, items.data(), items.size(), skip, &stats));
+  REQUIRE(planner.Plan(StageState{0, 0}, items.data(), items.size(), skip, PositionRule::kModulo,
+                       &stats));
   REQUIRE(planner.groups().size() == 1);
   CHECK(planner.groups()[0].stage == 0);
   std::vector<uint32_t> got(planner.positions().begin(), planner.positions().end());
@@ -362,7 +367,8 @@ TEST_CASE("StagePlanner: skipped items are neither placed nor counted", "[bloom]
   CHECK(stats.items[0] == 1);
   const uint8_t all[] = {1, 1, 1};
   StageStats none;
-  REQUIRE(planner.Plan(StageState{0, 0}, items.data(), items.size(), all, &none));
+  REQUIRE(planner.Plan(StageState{0, 0}, items.data(), items.size(), all, PositionRule::kModulo,
+                       &none));
   CHECK(planner.groups().empty());
   CHECK(none.items[0] == 0);
 }

@@ -33,13 +33,20 @@ Layout DefaultLayout() {
   return *l;
 }
 
-// Contract rule 2, written out: p_i = ((h1 + i*h2) mod 2^64) mod m.
-std::vector<uint32_t> ContractPositions(const Layout& layout, std::string_view item) {
+// Contract rules 2 and 9, written out: x = (h1 + i*h2) mod 2^64; rule 2 (a
+// bucket before v3_from, or not version 3): p_i = x mod m; rule 9: the high word
+// of ((x ^ (x >> 32)) * 0xff51afd7ed558ccd mod 2^64) * m.
+std::vector<uint32_t> ContractPositions(const Layout& layout, int64_t bucket,
+                                        std::string_view item) {
   const Hash128 h = HashItem(item, layout.seed);
+  const bool rule9 = layout.v3 && bucket >= layout.v3_from;
   std::vector<uint32_t> out;
   for (uint64_t i = 0; i < layout.k; ++i) {
     const uint64_t x = h.h1 + i * h.h2;  // uint64_t arithmetic is mod 2^64
-    out.push_back(static_cast<uint32_t>(x % layout.m));
+    const uint64_t y = (x ^ (x >> 32)) * 0xff51afd7ed558ccdULL;
+    out.push_back(rule9
+                      ? static_cast<uint32_t>((static_cast<unsigned __int128>(y) * layout.m) >> 64)
+                      : static_cast<uint32_t>(x % layout.m));
   }
   return out;
 }
@@ -60,7 +67,7 @@ std::map<std::string, Expected> Model(const Layout& layout, const std::vector<Ev
     Expected& x = model[MakeKey(layout.prefix, e.user, bucket, layout.bucket_seconds)];
     x.expire_at = ExpireAt(bucket, layout.bucket_seconds, layout.window_seconds);
     for (std::string_view item : e.items) {
-      for (uint32_t p : ContractPositions(layout, item)) x.positions.insert(p);
+      for (uint32_t p : ContractPositions(layout, bucket, item)) x.positions.insert(p);
     }
   }
   return model;
@@ -254,10 +261,10 @@ TEST_CASE("Coalescer: prefix, seed and m come from the layout", "[pipeline]") {
   REQUIRE(c.batch().size == 1);
   CHECK(c.batch().keys[0].key == "x:{42}:20251122");
   // The seed matters: seed 0 gives other positions for the same item.
-  CHECK(ContractPositions(layout, "hello") != [&] {
+  CHECK(ContractPositions(layout, 0, "hello") != [&] {
     Layout l0 = layout;
     l0.seed = 0;
-    return ContractPositions(l0, "hello");
+    return ContractPositions(l0, 0, "hello");
   }());
 }
 
@@ -309,6 +316,43 @@ EventSet RandomEvents(std::mt19937_64& rng, size_t n, uint64_t users, uint64_t i
     set.events.push_back(std::move(ev));
   }
   return set;
+}
+
+TEST_CASE(
+    "Coalescer: each key gets its bucket's position rule, also across v3_from, and "
+    "SetPositionRule applies to keys added after it",
+    "[coalescer][v3]") {
+  Layout layout = DefaultLayout();
+  REQUIRE(layout.v3);
+  REQUIRE(layout.v3_from == 0);
+  std::mt19937_64 rng(3);
+  const EventSet set = RandomEvents(rng, 3000, 200, 100000, 4, 3);
+  // The rollover: buckets from the one two days back on follow rule 9.
+  const int64_t switch_bucket = BucketStart(kTsMs / 1000, kDay) - 2 * kDay;
+  layout.v3_from = switch_bucket;
+  Coalescer c(DefaultLayout());
+  c.SetPositionRule(true, switch_bucket);
+  AddAll(c, set.events);
+  c.Seal();
+  const std::map<std::string, Expected> model = Model(layout, set.events);
+  CheckBatch(c.batch(), model);
+  size_t rule2 = 0, rule9 = 0;
+  for (size_t i = 0; i < c.batch().size; ++i) {
+    const KeyBits& kb = c.batch().keys[i];
+    CHECK(kb.rule == layout.RuleFor(kb.bucket_start));
+    (kb.rule == PositionRule::kRemix ? rule9 : rule2) += 1;
+  }
+  CHECK(rule2 > 0);  // both sides of v3_from are in the batch
+  CHECK(rule9 > 0);
+  // A version-2 stored layout: rule 2 for every key added from now on.
+  c.Clear();
+  c.SetPositionRule(false, 0);
+  AddAll(c, set.events);
+  c.Seal();
+  Layout v2 = layout.WithoutV3();
+  CheckBatch(c.batch(), Model(v2, set.events));
+  for (size_t i = 0; i < c.batch().size; ++i)
+    CHECK(c.batch().keys[i].rule == PositionRule::kModulo);
 }
 
 TEST_CASE("Coalescer: thousands of keys in one batch grow the key index", "[coalescer]") {

@@ -89,12 +89,20 @@ std::string ListJson(const std::string& user, const std::vector<std::string>& it
          "],\"ts\":" + std::to_string(ts_ms) + "}";
 }
 
-// Contract rule 2, written out: p_i = ((h1 + i*h2) mod 2^64) mod m.
-std::set<uint32_t> ContractPositions(const Layout& layout, const std::string& item) {
+// Contract rules 2 and 9, written out: x = (h1 + i*h2) mod 2^64; rule 2 (a
+// bucket before v3_from, or not version 3): p_i = x mod m; rule 9: the high word
+// of ((x ^ (x >> 32)) * 0xff51afd7ed558ccd mod 2^64) * m.
+std::set<uint32_t> ContractPositions(const Layout& layout, int64_t bucket,
+                                     const std::string& item) {
   const Hash128 h = HashItem(item, layout.seed);
+  const bool rule9 = layout.v3 && bucket >= layout.v3_from;
   std::set<uint32_t> out;
-  for (uint64_t i = 0; i < layout.k; ++i)
-    out.insert(static_cast<uint32_t>((h.h1 + i * h.h2) % layout.m));
+  for (uint64_t i = 0; i < layout.k; ++i) {
+    const uint64_t x = h.h1 + i * h.h2;
+    const uint64_t y = (x ^ (x >> 32)) * 0xff51afd7ed558ccdULL;
+    out.insert(rule9 ? static_cast<uint32_t>((static_cast<unsigned __int128>(y) * layout.m) >> 64)
+                     : static_cast<uint32_t>(x % layout.m));
+  }
   return out;
 }
 
@@ -242,7 +250,7 @@ class Harness {
       x.expire_at = ExpireAt(bucket, layout.bucket_seconds, layout.window_seconds);
       x.bucket = bucket;
       for (const std::string& item : s.items) {
-        const std::set<uint32_t> p = ContractPositions(layout, item);
+        const std::set<uint32_t> p = ContractPositions(layout, bucket, item);
         x.positions.insert(p.begin(), p.end());
         x.items.push_back(item);
       }

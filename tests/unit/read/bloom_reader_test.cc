@@ -26,7 +26,8 @@ CheckResult Reference(const Layout& l, const std::vector<std::string>& values,
     const Hash128 h = HashItem(item, l.seed);
     int64_t bucket = -1;
     for (size_t b = values.size(); b-- > 0 && bucket < 0;)
-      if (!values[b].empty() && ValueContains(values[b], l.stage_table, h)) bucket = starts[b];
+      if (!values[b].empty() && ValueContains(values[b], l.stage_table, l.RuleFor(starts[b]), h))
+        bucket = starts[b];
     r.seen.push_back(bucket >= 0);
     r.seen_bucket.push_back(bucket);
   }
@@ -34,72 +35,80 @@ CheckResult Reference(const Layout& l, const std::vector<std::string>& values,
 }
 
 // Sets the item's positions in stage s of *value (grown as needed).
-void Put(const Layout& l, size_t s, const std::string& item, std::string* value) {
+// Sets the item's positions in stage s by the rule of the bucket starting at `start`.
+void Put(const Layout& l, int64_t start, size_t s, const std::string& item, std::string* value) {
   const Stage& st = l.stage_table[s];
   const size_t need = (st.offset + st.m + 7) / 8;
   if (value->size() < need) value->resize(need, '\0');
-  const Hash128 h = HashItem(item, l.seed);
-  uint64_t x = h.h1;
-  for (uint32_t i = 0; i < st.k; ++i, x += h.h2) {
-    const uint64_t pos = st.offset + x % st.m;
-    (*value)[pos / 8] = static_cast<char>((*value)[pos / 8] | (0x80 >> (pos % 8)));
-  }
+  std::vector<uint32_t> pos(st.k);
+  ComputeStagePositions(HashItem(item, l.seed), st, l.RuleFor(start), pos.data());
+  for (uint32_t p : pos) (*value)[p / 8] = static_cast<char>((*value)[p / 8] | (0x80 >> (p % 8)));
 }
 
 }  // namespace
 
-TEST_CASE("TestItems equals the per-bucket rule (v1, v2, missing keys, many buckets)", "[reader]") {
+TEST_CASE(
+    "TestItems equals the per-bucket rule (v1, v2, v3, a v3 rollover, missing keys, many buckets)",
+    "[reader]") {
   std::mt19937_64 rng(42);
   for (uint32_t stages : {1u, 4u}) {
     for (size_t buckets : {1u, 31u, 32u, 33u, 64u, 65u, 200u}) {
-      for (size_t n_items : {3u, 400u}) {  // few items: stages are probed bucket by bucket
-        FilterConfig f;
-        f.items_per_bucket = 20;
-        f.stages = stages;
-        f.window_seconds = 86400 * 7;
-        auto l = LayoutFromConfig(f);
-        REQUIRE(l.ok());
-        std::vector<std::string> values(buckets);
-        std::vector<int64_t> starts(buckets);
-        std::vector<std::string> items;
-        for (size_t i = 0; i < 400; ++i) items.push_back("item-" + std::to_string(i));
-        for (size_t b = 0; b < buckets; ++b) {
-          starts[b] = 1000 + static_cast<int64_t>(b) * 3600;
-          if (rng() % 4 == 0) continue;  // a missing key
-          for (int n = 0; n < 30; ++n) {
-            const size_t s = stages > 1 ? rng() % stages : 0;
-            Put(*l, s, items[rng() % items.size()], &values[b]);
+      // 0: rule 2 everywhere (v1/v2); 1: rule 9 everywhere (v3 from 0); 2: a
+      // rollover, v3_from at the middle bucket.
+      for (int rules : {0, 1, 2})
+        for (size_t n_items : {3u, 400u}) {  // few items: stages are probed bucket by bucket
+          FilterConfig f;
+          f.items_per_bucket = 20;
+          f.stages = stages;
+          f.window_seconds = 86400 * 7;
+          f.layout_version = rules == 0 ? 2 : 3;
+          auto l = LayoutFromConfig(f);
+          REQUIRE(l.ok());
+          if (rules == 2) l->v3_from = 1000 + static_cast<int64_t>(buckets / 2) * 3600;
+          std::vector<std::string> values(buckets);
+          std::vector<int64_t> starts(buckets);
+          std::vector<std::string> items;
+          for (size_t i = 0; i < 400; ++i) items.push_back("item-" + std::to_string(i));
+          for (size_t b = 0; b < buckets; ++b) {
+            starts[b] = 1000 + static_cast<int64_t>(b) * 3600;
+            if (b + 1 < buckets && rng() % 4 == 0) continue;  // a missing key (never all)
+            for (int n = 0; n < 30; ++n) {
+              const size_t s = stages > 1 ? rng() % stages : 0;
+              Put(*l, starts[b], s, items[rng() % items.size()], &values[b]);
+            }
+            // Random noise, and sometimes a value cut inside a later stage.
+            for (int n = 0; n < 20 && !values[b].empty(); ++n)
+              values[b][rng() % values[b].size()] |= static_cast<char>(1 << (rng() % 8));
+            if (stages > 1 && rng() % 3 == 0) values[b].resize(values[b].size() * 2 / 3);
           }
-          // Random noise, and sometimes a value cut inside a later stage.
-          for (int n = 0; n < 20 && !values[b].empty(); ++n)
-            values[b][rng() % values[b].size()] |= static_cast<char>(1 << (rng() % 8));
-          if (stages > 1 && rng() % 3 == 0) values[b].resize(values[b].size() * 2 / 3);
-        }
-        // Few items: those written in the most buckets (some must be seen).
-        if (n_items < items.size()) {
-          std::vector<std::pair<size_t, std::string>> hits;
-          for (const auto& item : items) {
-            size_t n = 0;
-            for (const auto& v : values)
-              n += !v.empty() && ValueContains(v, l->stage_table, HashItem(item, l->seed));
-            hits.emplace_back(n, item);
+          // Few items: those written in the most buckets (some must be seen).
+          if (n_items < items.size()) {
+            std::vector<std::pair<size_t, std::string>> hits;
+            for (const auto& item : items) {
+              size_t n = 0;
+              for (size_t b = 0; b < buckets; ++b)
+                n += !values[b].empty() &&
+                     ValueContains(values[b], l->stage_table, l->RuleFor(starts[b]),
+                                   HashItem(item, l->seed));
+              hits.emplace_back(n, item);
+            }
+            std::sort(hits.rbegin(), hits.rend());
+            items.clear();
+            for (size_t i = 0; i < n_items; ++i) items.push_back(hits[i].second);
+            items.push_back("never-written");
           }
-          std::sort(hits.rbegin(), hits.rend());
-          items.clear();
-          for (size_t i = 0; i < n_items; ++i) items.push_back(hits[i].second);
-          items.push_back("never-written");
+          INFO("stages " << stages << ", buckets " << buckets << ", rules " << rules << ", items "
+                         << items.size());
+          const CheckResult got = TestItems(*l, values, starts, items);
+          const CheckResult want = Reference(*l, values, starts, items);
+          CHECK(got.seen == want.seen);
+          CHECK(got.seen_bucket == want.seen_bucket);
+          CHECK(got.buckets_present == want.buckets_present);
+          size_t seen = 0;
+          for (bool s : got.seen) seen += s;
+          CHECK(seen > 0);  // the data puts items in: the comparison is not vacuous
+          CHECK(got.seen_count == seen);
         }
-        INFO("stages " << stages << ", buckets " << buckets << ", items " << items.size());
-        const CheckResult got = TestItems(*l, values, starts, items);
-        const CheckResult want = Reference(*l, values, starts, items);
-        CHECK(got.seen == want.seen);
-        CHECK(got.seen_bucket == want.seen_bucket);
-        CHECK(got.buckets_present == want.buckets_present);
-        size_t seen = 0;
-        for (bool s : got.seen) seen += s;
-        CHECK(seen > 0);  // the data puts items in: the comparison is not vacuous
-        CHECK(got.seen_count == seen);
-      }
     }
   }
 }
