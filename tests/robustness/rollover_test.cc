@@ -1,0 +1,286 @@
+// Issue 29 item 2: a version-2 deployment upgraded to layout version 3 in place,
+// under a running daemon and a running `serve`, across the switch bucket; then a
+// `replay` into a bucket before the switch. The daemon, serve, the commands and
+// their redis-server share a wall clock shifted (EF_CLOCK_SHIFT_LIB) to shortly
+// before an hour's end, so the switch bucket (1 h buckets) begins within a minute.
+//
+// Checked: no false negative through serve, through the C++ reader and through
+// the FORMAT.md Python reference; and every key holds the bits of one rule only,
+// its bucket's: a key's value is exactly the union of its items' positions by
+// that rule (the users stay below the design load, 200 items a bucket: stage 0
+// alone).
+#include <httplib.h>
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bloom/hash.h"
+#include "bloom/keys.h"
+#include "bloom/layout.h"
+#include "bloom/positions.h"
+#include "common/clock.h"
+#include "read/bloom_reader.h"
+#include "redis/meta.h"
+#include "support/process.h"
+#include "support/redis_server.h"
+#include "support/stack.h"
+#include "support/wait.h"
+
+#if defined(EF_CLOCK_SHIFT_LIB)
+
+namespace ef::test {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// A redis-server whose environment holds `env` ("NAME=value") only while it starts.
+std::unique_ptr<RedisServer> ServerWithEnv(const std::vector<std::string>& env) {
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  for (const auto& e : env) {
+    const std::string name = e.substr(0, e.find('='));
+    const char* old = std::getenv(name.c_str());
+    saved.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+    setenv(name.c_str(), e.substr(e.find('=') + 1).c_str(), 1);
+  }
+  auto server = std::make_unique<RedisServer>();
+  for (const auto& [name, old] : saved) {
+    if (old)
+      setenv(name.c_str(), old->c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
+  return server;
+}
+
+// POST /v1/filter; the reply's "unseen", or nullopt on an HTTP failure.
+std::optional<std::vector<std::string>> Unseen(httplib::Client& c, const std::string& user,
+                                               const std::vector<std::string>& items) {
+  auto r =
+      c.Post("/v1/filter", json{{"user_id", user}, {"items", items}}.dump(), "application/json");
+  if (!r || r->status != 200) return std::nullopt;
+  return json::parse(r->body).at("unseen").get<std::vector<std::string>>();
+}
+
+// The set bits of a Redis string value (bit 0 = the high bit of byte 0).
+std::set<uint32_t> Bits(const std::string& value) {
+  std::set<uint32_t> out;
+  for (size_t i = 0; i < value.size(); ++i)
+    for (int b = 0; b < 8; ++b)
+      if ((static_cast<unsigned char>(value[i]) >> (7 - b)) & 1)
+        out.insert(static_cast<uint32_t>(i * 8 + b));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "rollover: a layout upgrade to version 3 under a running daemon and serve, across the switch "
+    "bucket, then a replay into the bucket before it: no false negative, one rule per key",
+    "[robustness][rollover][v3]") {
+  constexpr int64_t kBudgetMs = 50000;  // from the shifted start to the hour's end
+  const int64_t real_start = SystemClock().NowMs();
+  const int64_t hour_end_s = (real_start + kBudgetMs) / 3600000 * 3600 + 3600;
+  const int64_t shift_ms = hour_end_s * 1000 - kBudgetMs - real_start;
+  const std::vector<std::string> clock_env = {"LD_PRELOAD=" EF_CLOCK_SHIFT_LIB,
+                                              "EF_TEST_CLOCK_SHIFT_MS=" + std::to_string(shift_ms)};
+  auto now_ms = [&] { return SystemClock().NowMs() + shift_ms; };
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  const std::string asan_env = "ASAN_OPTIONS=" + std::string(asan ? asan : "") +
+                               (asan && *asan ? ":" : "") + "verify_asan_link_order=0";
+  auto shifted = [&](std::vector<std::string> argv) {
+    std::vector<std::string> out{"env"};
+    out.insert(out.end(), clock_env.begin(), clock_env.end());
+    out.push_back(asan_env);
+    out.insert(out.end(), argv.begin(), argv.end());
+    return out;
+  };
+
+  auto redis = ServerWithEnv(clock_env);
+  Stack stack(2);
+  const int serve_port = FreePort();
+  // A version-2 deployment (its other readers not on version 3 yet), 1 h buckets.
+  const std::string config =
+      stack.WriteConfig("ef.yaml",
+                        "filter:\n  bucket: 1h\n  window: 1d\n  items_per_bucket: 200\n"
+                        "  layout_version: 2\nredis:\n  address: \"" +
+                            redis->address() + "\"\n");
+  Process daemon(
+      shifted({EF_BINARY, "run", "-c", config, "--set", "pipeline.commit_interval=200ms"}),
+      stack.dir().File("daemon.log"));
+  Process serve(shifted({EF_BINARY, "serve", "-c", config, "--set",
+                         "serve.listen=127.0.0.1:" + std::to_string(serve_port)}),
+                stack.dir().File("serve.log"));
+
+  // Which bucket each user's items went to (the bucket of the event time).
+  std::map<std::pair<std::string, int64_t>, std::vector<std::string>> written;
+  std::vector<TestEvent> all;
+  auto produce = [&](const std::vector<TestEvent>& events) {
+    stack.Produce(events);
+    for (const auto& e : events) {
+      auto& items = written[{e.user, BucketStart(e.ts_ms / 1000, 3600)}];
+      items.insert(items.end(), e.items.begin(), e.items.end());
+      all.push_back(e);
+    }
+  };
+  auto batch = [&](const std::string& tag, int users, int per_user, int64_t ts_ms) {
+    std::vector<TestEvent> out;
+    for (int u = 0; u < users; ++u) {
+      TestEvent e{"u" + std::to_string(u), {}, ts_ms};
+      for (int i = 0; i < per_user; ++i)
+        e.items.push_back(tag + "-u" + std::to_string(u) + "-i" + std::to_string(i));
+      out.push_back(std::move(e));
+    }
+    return out;
+  };
+
+  produce(batch("before", 12, 4, now_ms()));
+  {
+    INFO("daemon log:\n" << daemon.Output());
+    REQUIRE(stack.AwaitCommitted(daemon, 30s));
+  }
+  REQUIRE(redis->Command({"HGET", "ef:meta", "version"}).str == "2");
+  httplib::Client http("127.0.0.1", serve_port);
+  http.set_read_timeout(10, 0);
+  REQUIRE(WaitFor([&] { return Unseen(http, "u0", {"x"}).has_value(); }, 30s));
+
+  // The upgrade, with 20 s of lead: v3_from must be the coming hour.
+  const int64_t left_ms = hour_end_s * 1000 - now_ms();
+  INFO("ms left to the hour's end before the upgrade: " << left_ms);
+  REQUIRE(left_ms > 22000);
+  const auto up = RunCommand(
+      shifted({EF_BINARY, "layout", "upgrade", "--to", "3", "--lead", "20", "-c", config}), "",
+      true);
+  INFO("layout upgrade: " << up.out);
+  REQUIRE(up.code == 0);
+  REQUIRE(redis->Command({"HGET", "ef:meta", "version"}).str == "3");
+  REQUIRE(redis->Command({"HGET", "ef:meta", "v3_from"}).str == std::to_string(hour_end_s));
+  CHECK(Contains(up.out, "rollover scheduled"));
+
+  // Light traffic through the switch: one event a user every ~0.4 s.
+  int round = 0;
+  while (now_ms() < (hour_end_s + 8) * 1000) {
+    std::vector<TestEvent> trickle;
+    for (int u = 0; u < 12; u += 3)
+      trickle.push_back({"u" + std::to_string(u),
+                         {"t" + std::to_string(round) + "-u" + std::to_string(u)},
+                         now_ms()});
+    produce(trickle);
+    ++round;
+    std::this_thread::sleep_for(400ms);
+  }
+  produce(batch("after", 12, 4, now_ms()));
+  {
+    INFO("daemon log:\n" << daemon.Output());
+    REQUIRE(stack.AwaitCommitted(daemon, 30s));
+  }
+  CHECK(Contains(daemon.Output(), "is version 3 now"));
+  REQUIRE(daemon.Stop(SIGTERM, 30s) == 0);
+
+  // Late events of the bucket before the switch, written by `replay` after it.
+  produce(batch("late", 12, 3, (hour_end_s - 600) * 1000));
+  const auto replay =
+      RunCommand(shifted({EF_BINARY, "replay", "-c", config, "--since", "1d"}), "", true);
+  INFO("replay: " << replay.out);
+  REQUIRE(replay.code == 0);
+
+  const int64_t now_s = now_ms() / 1000;
+  auto conn = redis->Connect();
+  Layout stored;
+  bool found = false;
+  FilterConfig f;
+  f.bucket_seconds = 3600;
+  f.window_seconds = 86400;
+  f.items_per_bucket = 200;
+  auto configured = LayoutFromConfig(f);
+  REQUIRE(configured.ok());
+  REQUIRE(ReadLayout(*conn, *configured, &stored, &found).ok());
+  REQUIRE(found);
+  REQUIRE(stored.v3);
+  REQUIRE(stored.v3_from == hour_end_s);
+
+  // Every key holds exactly its items' positions by its bucket's rule.
+  size_t keys_rule2 = 0, keys_rule9 = 0, keys_wrong = 0;
+  for (const auto& [key_of, items] : written) {
+    const auto& [user, bucket] = key_of;
+    const PositionRule rule = stored.RuleFor(bucket);
+    std::set<uint32_t> want;
+    std::vector<uint32_t> pos(stored.k);
+    for (const auto& item : items) {
+      ComputePositions(HashItem(item, stored.seed), stored.m, stored.k, rule, pos.data());
+      want.insert(pos.begin(), pos.end());
+    }
+    const std::string key = MakeKey("ef:", user, bucket, 3600);
+    const std::set<uint32_t> got = Bits(redis->Command({"GET", key}).str);
+    INFO("key " << key << " (rule " << (rule == PositionRule::kRemix ? 9 : 2) << ")");
+    CHECK(got == want);
+    keys_wrong += got != want;
+    (rule == PositionRule::kRemix ? keys_rule9 : keys_rule2) += 1;
+  }
+  CHECK(keys_rule2 >= 12);  // both sides of the switch hold keys
+  CHECK(keys_rule9 >= 12);
+
+  // No false negative: the C++ reader, serve (which read the version-2 meta at
+  // start) and the Python reference of FORMAT.md.
+  std::map<std::string, std::vector<std::string>> by_user;
+  for (const auto& e : all)
+    by_user[e.user].insert(by_user[e.user].end(), e.items.begin(), e.items.end());
+  BloomReader reader(*conn, stored);
+  size_t items = 0, missing_cpp = 0, missing_serve = 0, missing_python = 0;
+  for (const auto& [user, list] : by_user) {
+    items += list.size();
+    auto r = reader.Check(user, list, now_s);
+    REQUIRE(r.ok());
+    for (size_t i = 0; i < list.size(); ++i) missing_cpp += !r->seen[i];
+    const auto unseen = Unseen(http, user, list);
+    REQUIRE(unseen.has_value());
+    missing_serve += unseen->size();
+    std::vector<std::string> argv = {"python3",
+                                     std::string(EF_SOURCE_DIR) + "/tests/interop/format_ref.py",
+                                     "check",
+                                     "--port",
+                                     std::to_string(redis->port()),
+                                     "--user",
+                                     user,
+                                     "--now",
+                                     std::to_string(now_s)};
+    argv.insert(argv.end(), list.begin(), list.end());
+    const auto py = RunCommand(argv, "", true);
+    INFO(py.out.substr(0, 2000));
+    REQUIRE(py.code == 0);
+    std::istringstream in(py.out);
+    std::string word, item;
+    while (in >> word >> item) missing_python += word != "seen";
+  }
+  const auto show = RunCommand(shifted({EF_BINARY, "layout", "show", "-c", config}), "", true);
+  std::printf(
+      "rollover: v2 -> v3 under a running daemon and serve, switch at %lld (shifted clock); "
+      "%zu keys by rule 2, %zu by rule 9, %zu keys not exactly their rule's bits; %zu items "
+      "written: false negatives %zu (C++ reader), %zu (serve), %zu (Python reference)\n",
+      static_cast<long long>(hour_end_s), keys_rule2, keys_rule9, keys_wrong, items, missing_cpp,
+      missing_serve, missing_python);
+  INFO("serve log:\n" << serve.Output());
+  CHECK(missing_cpp == 0);
+  CHECK(missing_serve == 0);
+  CHECK(missing_python == 0);
+  CHECK(keys_wrong == 0);
+  CHECK(Contains(show.out, "rollover in progress"));
+  CHECK(serve.Stop(SIGTERM, 30s) == 0);
+}
+
+}  // namespace ef::test
+
+#endif  // EF_CLOCK_SHIFT_LIB
