@@ -8,6 +8,8 @@
 //   - Top: every bucket holds 12x the design load (stages 0-2 full, stage 3 mostly:
 //     the bench-read fill's cap).
 // 300 of the candidates were written (in random buckets), as in scripts/bench-read.sh.
+// Layout version 3 (the default: rule 9 positions); BM_TestItems_V2_* the same with
+// version 2 (rule 2: x mod m), for comparison within one build.
 // Each iteration takes the next of 16 candidate sets: with one set, the CPU's
 // branch predictor learns where each item leaves its probe loop and the
 // figures flatter item-by-item probing (measured: 22 vs 28 us light with one set,
@@ -29,8 +31,11 @@ namespace {
 
 using ef::Layout;
 
-Layout BenchLayout() {
-  Layout l = ef::LayoutFromConfig(ef::FilterConfig{}).value();
+// The default layout: version 3 (rule 9 positions), or version 2 (rule 2).
+Layout BenchLayout(uint32_t version) {
+  ef::FilterConfig f;
+  f.layout_version = version;
+  Layout l = ef::LayoutFromConfig(f).value();
   l.stages = 8;
   (void)l.Finish();
   return l;
@@ -42,13 +47,16 @@ void SetBit(std::string& v, uint64_t pos) {
   v[byte] = static_cast<char>(static_cast<unsigned char>(v[byte]) | (0x80u >> (pos & 7)));
 }
 
-// Adds an item as a writer does: into the first stage not yet at its fill.
-void Add(const Layout& l, std::string& v, const std::string& item) {
+// Adds an item as a writer does: into the first stage not yet at its fill, by
+// the position rule of the bucket starting at `start`.
+void Add(const Layout& l, int64_t start, std::string& v, const std::string& item) {
   const ef::Hash128 h = ef::HashItem(item, l.seed);
+  std::vector<uint32_t> pos;
   for (const ef::Stage& st : l.stage_table) {
     if (ef::StagePopcount(v, st) >= st.fill && &st != &l.stage_table.back()) continue;
-    uint64_t x = h.h1;
-    for (uint32_t i = 0; i < st.k; ++i, x += h.h2) SetBit(v, st.offset + x % st.m);
+    pos.resize(st.k);
+    ef::ComputeStagePositions(h, st, l.RuleFor(start), pos.data());
+    for (uint32_t p : pos) SetBit(v, p);
     return;
   }
 }
@@ -71,20 +79,23 @@ State MakeState(const Layout& l, double even, double odd, uint64_t seed) {
   for (int b = 0; b < kBuckets; ++b) {
     s.starts.push_back(int64_t{86400} * b);
     const auto n = static_cast<int64_t>(static_cast<double>(per_bucket) * (b % 2 ? odd : even));
-    for (int64_t i = 0; i < n; ++i) Add(l, s.values[b], "bg" + std::to_string(rng()));
+    for (int64_t i = 0; i < n; ++i) Add(l, s.starts[b], s.values[b], "bg" + std::to_string(rng()));
   }
   s.candidates.resize(kSets);
   for (auto& set : s.candidates) {
     for (int i = 0; i < kCandidates; ++i) {
       set.push_back("item-" + std::to_string(rng() % 100000000));
-      if (i < kExposed) Add(l, s.values[rng() % kBuckets], set.back());
+      if (i < kExposed) {
+        const size_t b = rng() % kBuckets;
+        Add(l, s.starts[b], s.values[b], set.back());
+      }
     }
   }
   return s;
 }
 
-void Run(benchmark::State& state, double even, double odd, uint64_t seed) {
-  const Layout l = BenchLayout();
+void Run(benchmark::State& state, double even, double odd, uint64_t seed, uint32_t version = 3) {
+  const Layout l = BenchLayout(version);
   const State s = MakeState(l, even, odd, seed);
   size_t seen = 0, next = 0;
   for (auto _ : state) {
@@ -101,9 +112,16 @@ void Run(benchmark::State& state, double even, double odd, uint64_t seed) {
 void BM_TestItems_Light(benchmark::State& state) { Run(state, 0.5, 0.5, 1); }
 void BM_TestItems_Heavy(benchmark::State& state) { Run(state, 3, 6, 2); }
 void BM_TestItems_Top(benchmark::State& state) { Run(state, 12, 12, 3); }
+// The same with layout version 2 (rule 2: x mod m by FastMod), for comparison.
+void BM_TestItems_V2_Light(benchmark::State& state) { Run(state, 0.5, 0.5, 1, 2); }
+void BM_TestItems_V2_Heavy(benchmark::State& state) { Run(state, 3, 6, 2, 2); }
+void BM_TestItems_V2_Top(benchmark::State& state) { Run(state, 12, 12, 3, 2); }
 
 }  // namespace
 
 BENCHMARK(BM_TestItems_Light)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TestItems_Heavy)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TestItems_Top)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TestItems_V2_Light)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TestItems_V2_Heavy)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TestItems_V2_Top)->Unit(benchmark::kMicrosecond);
