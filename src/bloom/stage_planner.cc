@@ -1,71 +1,176 @@
 #include "bloom/stage_planner.h"
 
 #include <algorithm>
+#include <cstring>
+
+#include "bloom/positions.h"
 
 namespace ef {
 
+size_t StagePlanner::Distinct(const Hash128* items, size_t n) {
+  distinct_.assign(items, items + n);
+  std::sort(distinct_.begin(), distinct_.end(), [](const Hash128& a, const Hash128& b) {
+    return a.h1 != b.h1 ? a.h1 < b.h1 : a.h2 < b.h2;
+  });
+  const auto end =
+      std::unique(distinct_.begin(), distinct_.end(),
+                  [](const Hash128& a, const Hash128& b) { return a.h1 == b.h1 && a.h2 == b.h2; });
+  return static_cast<size_t>(end - distinct_.begin());
+}
+
+bool StagePlanner::BelowFill(StageState state, const Hash128* items, size_t n) {
+  const Stage& st = stages_[state.stage];
+  const uint64_t fill = state.fill;
+  // Each item adds at most k_s bits (repeats none): below fill_s after all of them,
+  // no item starts a stage or reaches the limit.
+  if (fill + uint64_t{st.k} * n < st.fill) return true;
+  return fill + uint64_t{st.k} * Distinct(items, n) < st.fill;
+}
+
+bool StagePlanner::NeedsValue(StageState state, const Hash128* items, size_t n) {
+  const uint32_t last = static_cast<uint32_t>(stages_.size() - 1);
+  state.stage = std::min(state.stage, last);
+  // At the stage limit nothing is written, whatever the bits.
+  if (state.stage == last && state.fill >= stages_[last].fill) return false;
+  return !BelowFill(state, items, n);
+}
+
 bool StagePlanner::Plan(StageState state, const Hash128* items, size_t n, const uint8_t* skip,
                         PositionRule rule, StageStats* stats) {
+  return PlanFrom(state, nullptr, items, n, skip, rule, stats);
+}
+
+bool StagePlanner::PlanValue(std::string_view value, const Hash128* items, size_t n,
+                             const uint8_t* skip, PositionRule rule, StageStats* stats) {
+  StageState state;
+  state.stage = static_cast<uint32_t>(StagesPresent(stages_, value.size()) - 1);
+  state.fill = StagePopcount(value, stages_[state.stage]);
+  return PlanFrom(state, &value, items, n, skip, rule, stats);
+}
+
+void StagePlanner::LoadStage(uint32_t s, const std::string_view* value) {
+  const Stage& st = stages_[s];
+  const size_t bytes = (static_cast<size_t>(st.m) + 7) / 8;
+  bits_.assign(bytes, 0);
+  if (!value) return;
+  const size_t first = st.offset / 8;
+  if (value->size() <= first) return;
+  std::memcpy(bits_.data(), value->data() + first, std::min(bytes, value->size() - first));
+}
+
+bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, const Hash128* items,
+                            size_t n, const uint8_t* skip, PositionRule rule, StageStats* stats) {
   groups_.clear();
+  runs_.clear();
   positions_.clear();
-  stage_of_.assign(n, 0xff);
+  present_ = 0;
   const uint32_t last = static_cast<uint32_t>(stages_.size() - 1);
   uint32_t s = std::min(state.stage, last);
-  double fill = state.fill;
-  bool any_skipped = false, beyond0 = s > 0, at_limit = false;
-  for (size_t i = 0; i < n; ++i) {
-    if (skip && skip[i]) {
-      any_skipped = true;
-      continue;
-    }
-    if (fill >= stages_[s].fill) {
-      if (s < last) {
-        if (s == 0) {
-          ++stats->stage0_advances;
-          stats->stage0_fill_ppm_sum +=
-              static_cast<uint64_t>(fill * 1e6 / static_cast<double>(stages_[0].m));
-        }
-        ++s;
-        fill = 0;
-        beyond0 = true;
-        ++stats->advances;
-      } else {
-        ++stats->limit_items;
-        at_limit = true;
-      }
-    }
-    stage_of_[i] = static_cast<uint8_t>(s);
-    ++stats->items[s];
-    const Stage& st = stages_[s];
-    fill += st.k * (1.0 - fill / st.m);
+  uint64_t fill = state.fill;
+  start_ = StageState{s, state.fill};
+  size_t skipped = 0;
+  if (skip)
+    for (size_t i = 0; i < n; ++i) skipped += skip[i] != 0;
+  const uint64_t placed = n - skipped;
+
+  // At the stage limit: nothing is written (counted), and no bit is needed.
+  if (!value && s == last && fill >= stages_[s].fill) {
+    stats->limit_items += placed;
+    if (placed) ++stats->limit_keys;
+    return true;
   }
-  if (at_limit) ++stats->limit_keys;
-  if (!beyond0 && !any_skipped) return false;
-  // One group per stage used, ascending (stages only grow along the items).
-  for (size_t i = 0; i < n;) {
-    if (stage_of_[i] == 0xff) {
-      ++i;
-      continue;
-    }
-    const uint32_t stage = stage_of_[i];
-    const Stage& st = stages_[stage];
-    const size_t begin = positions_.size();
-    for (; i < n && (stage_of_[i] == stage || stage_of_[i] == 0xff); ++i) {
-      if (stage_of_[i] == 0xff) continue;
+  // No item can bring the current stage to its fill: every item goes there (one that
+  // is present already sets no bit), which needs no bits.
+  if (!value && (skip ? fill + uint64_t{stages_[s].k} * placed < stages_[s].fill
+                      : BelowFill(StageState{s, state.fill}, items, n))) {
+    stats->items[s] += placed;
+    if (s == 0 && skipped == 0) return false;
+    const Stage& st = stages_[s];
+    for (size_t i = 0; i < n; ++i) {
+      if (skip && skip[i]) continue;
       const size_t at = positions_.size();
       positions_.resize(at + st.k);
       ComputeStagePositions(items[i], st, rule, positions_.data() + at);
     }
+    if (!positions_.empty()) runs_.push_back(Group{s, 0, positions_.size()});
+    MakeGroups();
+    return true;
+  }
+
+  // Item by item, against the current stage's bits (rule 8 exactly, given them).
+  LoadStage(s, value);
+  bool dropped_any = false;
+  item_.resize(stages_.back().k);
+  for (size_t i = 0; i < n; ++i) {
+    if (skip && skip[i]) continue;
+    const Stage* st = &stages_[s];
+    ComputePositions(items[i], st->m, st->k, rule, item_.data());
+    bool present = true;
+    for (uint32_t j = 0; j < st->k && present; ++j)
+      present = (bits_[item_[j] >> 3] & (0x80u >> (item_[j] & 7))) != 0;
+    if (present) {
+      ++present_;
+      continue;
+    }
+    if (fill >= st->fill) {
+      if (s == last) {
+        ++stats->limit_items;
+        dropped_any = true;
+        continue;
+      }
+      if (s == 0) {
+        ++stats->stage0_advances;
+        stats->stage0_fill_ppm_sum += fill * 1000000 / st->m;
+      }
+      ++stats->advances;
+      ++s;
+      st = &stages_[s];
+      LoadStage(s, value);
+      fill = value ? StagePopcount(*value, *st) : 0;
+      ComputePositions(items[i], st->m, st->k, rule, item_.data());
+    }
+    for (uint32_t j = 0; j < st->k; ++j) {
+      uint8_t& byte = bits_[item_[j] >> 3];
+      const uint8_t mask = static_cast<uint8_t>(0x80u >> (item_[j] & 7));
+      if (!(byte & mask)) {
+        byte |= mask;
+        ++fill;
+      }
+    }
+    if (runs_.empty() || runs_.back().stage != s)
+      runs_.push_back(Group{s, positions_.size(), positions_.size()});
+    const uint32_t offset = static_cast<uint32_t>(st->offset);
+    for (uint32_t j = 0; j < st->k; ++j) positions_.push_back(offset + item_[j]);
+    runs_.back().end = positions_.size();
+    ++stats->items[s];
+  }
+  if (dropped_any) ++stats->limit_keys;
+  // Everything into stage 0 (or no item) and nothing left out: the coalescer's
+  // positions are these.
+  if (skipped == 0 && present_ == 0 && !dropped_any &&
+      (runs_.empty() || (runs_.size() == 1 && runs_[0].stage == 0)))
+    return false;
+  MakeGroups();
+  return true;
+}
+
+void StagePlanner::MakeGroups() {
+  size_t out = 0;
+  for (const Group& run : runs_) {
+    const Stage& st = stages_[run.stage];
     // Sorted and unique: the writer's lost-key check takes any old bit 1 of a
     // write as data already in the key, and a position repeated in one BITFIELD
     // reads 1 the second time (without it, redis_writer_test "(v2): stages grow,
     // known keys cost no read, a lost key heals" fails: no EXPIREAT after a DEL).
-    uint32_t* end = unique_.Run(positions_.data() + begin, positions_.data() + positions_.size(),
+    uint32_t* end = unique_.Run(positions_.data() + run.begin, positions_.data() + run.end,
                                 static_cast<uint32_t>(st.offset), st.m);
-    positions_.resize(static_cast<size_t>(end - positions_.data()));
-    groups_.push_back(Group{stage, begin, positions_.size()});
+    const size_t len = static_cast<size_t>(end - (positions_.data() + run.begin));
+    if (out != run.begin)
+      std::memmove(positions_.data() + out, positions_.data() + run.begin, len * sizeof(uint32_t));
+    groups_.push_back(Group{run.stage, out, out + len});
+    out += len;
   }
-  return true;
+  positions_.resize(out);
 }
 
 }  // namespace ef

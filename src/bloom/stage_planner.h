@@ -1,16 +1,25 @@
-// StagePlanner: the writer's side of layout v2 (docs/FORMAT.md rule 8) for one
-// key of a batch: which stage each new item goes to, and the positions to set.
-// Items go to the key's current stage (the newest present) until its set bits
-// reach the stage's `fill`; then the next stage starts. Within a batch the fill
-// is estimated (each item adds k_s * (1 - fill / m_s) bits, the expectation for
-// random positions); the writer replaces the estimate by the true count from the
-// old bits its writes return, so the error does not accumulate across batches.
-// Past the last stage's fill, items still go into the last stage (counted:
-// `limit_items`): a user that active sees more false positives, never a miss.
+// StagePlanner: the writer's side of layouts v2 and v3 (docs/FORMAT.md rule 8,
+// "Writers: fill accounting and the stage limit") for one key of a batch: which
+// stage each item goes to, and the positions to set. It follows the rule exactly,
+// item by item: an item whose positions in the key's current stage are all set is
+// present (not written, starts nothing); otherwise, once the current stage's set
+// bits have reached its `fill`, the next stage starts, and in the last stage the
+// item is not written at all (counted: `limit_items`; the key keeps its designed
+// false-positive rate, that user may see such an item again). The fill grows by
+// the item's distinct positions that were 0, so repeats and items already there
+// add nothing.
+// Exactness needs the current stage's bits only where a stage may fill within the
+// batch. The writer asks NeedsValue: if `fill + k_s * distinct items < fill_s`, no
+// item of the batch can bring the stage to fill_s, and Plan from the state alone
+// is exact (every item into the current stage; the writer learns the new fill from
+// the old bits its write returns). Otherwise, or when the state is unknown, the
+// writer reads the key and calls PlanValue. A key at the stage limit needs no
+// read: nothing of it is written.
 // Not thread-safe; reuses its storage across keys.
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "bloom/hash.h"
@@ -34,23 +43,59 @@ class StagePlanner {
 
   explicit StagePlanner(const std::vector<Stage>& stages) : stages_(stages) {}
 
-  // Plans `n` items from `state`; skip (may be null) marks items already present
-  // (not placed, not counted); `rule` is the key's bucket's position rule. Returns false if every
-  // placed item stays in stage 0 and nothing is skipped: the caller can then write stage 0's
-  // positions as the coalescer computed them (no groups are made). Else fills groups() (at most one
-  // per stage, ascending; none if every item is skipped).
+  // True if planning these items from `state` alone could break the rule: some item
+  // may bring the current stage to its fill (fill + k_s * the number of distinct
+  // items >= fill_s) and the key is not at the stage limit. Then read the key and
+  // call PlanValue.
+  bool NeedsValue(StageState state, const Hash128* items, size_t n);
+
+  // Plans `n` items from `state`, without the key's bits. Exact when NeedsValue is
+  // false for them. Otherwise (a caller that does not read the key) the items'
+  // positions are counted against the bits of this batch alone: an upper bound of
+  // the fill, so a stage never passes fill_s but may start early. skip (may be null)
+  // marks items not to write (not placed, not counted); `rule` is the key's
+  // bucket's position rule. Returns false if every item goes into stage 0 and none
+  // is skipped, present or dropped: the caller can then write stage 0's positions
+  // as the coalescer computed them (no groups are made). Else fills groups() (at
+  // most one per stage, ascending; none if nothing is to be written).
   bool Plan(StageState state, const Hash128* items, size_t n, const uint8_t* skip,
             PositionRule rule, StageStats* stats);
 
+  // The same from the key's value as just read (GET; "" for a missing key): the
+  // state is the value's newest stage and its fill, and the plan follows the rule
+  // exactly whatever the batch.
+  bool PlanValue(std::string_view value, const Hash128* items, size_t n, const uint8_t* skip,
+                 PositionRule rule, StageStats* stats);
+
   const std::vector<Group>& groups() const { return groups_; }
   const std::vector<uint32_t>& positions() const { return positions_; }
+  // Of the last plan: the state it started from, and how many items it found
+  // present in the current stage (not written; repeats within the batch included).
+  StageState start() const { return start_; }
+  uint64_t present() const { return present_; }
 
  private:
+  bool PlanFrom(StageState state, const std::string_view* value, const Hash128* items, size_t n,
+                const uint8_t* skip, PositionRule rule, StageStats* stats);
+  // The number of distinct items (by hash).
+  size_t Distinct(const Hash128* items, size_t n);
+  // fill + k_s * (distinct items) < fill_s in state.stage (<= the last stage).
+  bool BelowFill(StageState state, const Hash128* items, size_t n);
+  // bits_ := stage s's bits from *value (zeros past its end, or without a value).
+  void LoadStage(uint32_t s, const std::string_view* value);
+  // Sorts and dedupes each stage's run of positions_ and records the groups.
+  void MakeGroups();
+
   const std::vector<Stage>& stages_;
-  std::vector<uint8_t> stage_of_;  // per item; 0xff = skipped
+  std::vector<uint8_t> bits_;  // the current stage's bits, Redis bit order
+  std::vector<Group> runs_;    // per stage used: its run of positions_
   std::vector<Group> groups_;
   std::vector<uint32_t> positions_;
-  UniquePositions unique_;  // each group's sort and dedupe
+  std::vector<uint32_t> item_;     // one item's positions in its stage
+  std::vector<Hash128> distinct_;  // NeedsValue's scratch
+  UniquePositions unique_;         // each group's sort and dedupe
+  StageState start_;
+  uint64_t present_ = 0;
 };
 
 }  // namespace ef

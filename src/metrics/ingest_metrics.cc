@@ -114,10 +114,11 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
                            "Layout v2: stages started (a key's newest stage reached its fill)");
   stage_limit_items =
       counter("exposure_filter_stage_limit_items_total",
-              "Layout v2: items written into a key's last stage past its fill (filter.stages "
-              "reached: that user's false-positive rate climbs)");
+              "Layouts v2/v3: items not written because their key's last stage had reached its "
+              "fill (filter.stages reached: the key keeps its false-positive rate, that user may "
+              "see such an item again)");
   stage_limit_keys = counter("exposure_filter_stage_limit_keys_total",
-                             "Layout v2: key writes with items past the last stage's fill");
+                             "Layouts v2/v3: key writes with items not written at the stage limit");
   stage0_fill_sum =
       counter("exposure_filter_stage0_advance_fill_total",
               "Layout v2: sum over advances out of stage 0 of stage 0's fill "
@@ -126,10 +127,13 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
   stage0_fill_count =
       counter("exposure_filter_stage0_advances_total", "Layout v2: advances out of stage 0");
   keys_read = counter("exposure_filter_redis_keys_read_total",
-                      "Layout v2: keys read before writing (stage state not known: first "
-                      "write since start, refresh, rebalance; every key in replay)");
+                      "Layouts v2/v3: keys read before writing (stage state not known: first "
+                      "write since start, refresh, rebalance; or a stage may fill in the batch; "
+                      "every key in replay)");
   items_present = counter("exposure_filter_items_already_present_total",
-                          "Layout v2: items such a read found already set (not written again)");
+                          "Layouts v2/v3: items of such a read key found already set in its "
+                          "current stage, repeats in the batch included (replay: in any stage); "
+                          "not written again");
   stage_items_family_ = &prometheus::BuildCounter()
                              .Name("exposure_filter_stage_items_total")
                              .Help("Layout v2: items written, by the stage they went to")

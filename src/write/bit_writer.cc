@@ -491,18 +491,24 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
   groups_.clear();
   group_positions_.clear();
   reads_.clear();
+  values_.assign(batch.size, std::string_view());
   size_t skip_items = 0;
   for (size_t k = 0; k < batch.size; ++k) {
     KeyPlan& plan = plans_[k];
+    if (key_state_[k].expired) continue;  // not written
+    const KeyBits& kb = batch.keys[k];
+    // Read the key when its state is unknown, or when some item of the batch may
+    // bring its stage to fill_s (docs/FORMAT.md rule 8: the bits decide then).
     if (options_.read_before_write ||
-        !expire_cache_.StageKnown(key_hash_[k], now_s, &plan.state.stage, &plan.state.fill)) {
+        !expire_cache_.StageKnown(key_hash_[k], now_s, &plan.state.stage, &plan.state.fill) ||
+        planner_.NeedsValue(plan.state, kb.items.data(), kb.items.size())) {
       reads_.push_back(k);
-      skip_items += batch.keys[k].items.size();
+      if (options_.read_before_write) skip_items += kb.items.size();
     }
   }
-  // Keys whose state is unknown: read them, one MGET per kReadKeysPerMget keys,
-  // all in one round. (A key holding another type reads as nil, and its write
-  // then fails with WRONGTYPE as usual.)
+  // Those keys: one MGET per kReadKeysPerMget keys, all in one round. (A key
+  // holding another type reads as nil, and its write then fails with WRONGTYPE as
+  // usual.)
   skip_.assign(skip_items, 0);
   // One MGET of the round: the keys reads_[first, end), sent as commands[command]
   // (after its ASKING, if any).
@@ -561,19 +567,20 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
                   Unavailable("redis " + conn_->address() + ": MGET: unexpected reply"));
     for (size_t r = 0; r < reply.elements.size(); ++r) {
       const size_t k = reads_[mget.first + r];
-      const KeyBits& kb = batch.keys[k];
-      const std::string_view value = reply.elements[r].str;  // "" for nil
       KeyPlan& plan = plans_[k];
       plan.read = true;
-      plan.state.stage = static_cast<uint32_t>(StagesPresent(stages_, value.size()) - 1);
-      plan.state.fill = StagePopcount(value, stages_[plan.state.stage]);
+      values_[k] = reply.elements[r].str;  // "" for nil; lives as long as `replies`
+      ++stats->keys_read;
+      if (!options_.read_before_write) continue;
+      // replay: an item the value holds in any stage (rule 6) is not written again,
+      // so replaying a range does not fill a stage by itself.
       plan.skip_at = next_skip;
-      for (const Hash128& h : kb.items) {
-        const bool present = !value.empty() && ValueContains(value, stages_, key_rule_[k], h);
+      for (const Hash128& h : batch.keys[k].items) {
+        const bool present =
+            !values_[k].empty() && ValueContains(values_[k], stages_, key_rule_[k], h);
         skip_[next_skip++] = present;
         stats->items_present += present;
       }
-      ++stats->keys_read;
     }
   }
   // Where each key's items go.
@@ -583,8 +590,15 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
     plan.first_group = groups_.size();
     if (key_state_[k].failed || key_state_[k].redirected) continue;
     const uint8_t* skip = plan.skip_at == SIZE_MAX ? nullptr : skip_.data() + plan.skip_at;
-    plan.staged = planner_.Plan(plan.state, kb.items.data(), kb.items.size(), skip, key_rule_[k],
-                                &stats->stages);
+    if (plan.read) {
+      plan.staged = planner_.PlanValue(values_[k], kb.items.data(), kb.items.size(), skip,
+                                       key_rule_[k], &stats->stages);
+      plan.state = planner_.start();
+      stats->items_present += planner_.present();
+    } else {
+      plan.staged = planner_.Plan(plan.state, kb.items.data(), kb.items.size(), skip, key_rule_[k],
+                                  &stats->stages);
+    }
     if (!plan.staged) {
       PlannedGroup g;
       g.p = key_pos_[k].p;
@@ -604,6 +618,7 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
     }
     plan.n_groups = groups_.size() - plan.first_group;
   }
+  values_.assign(batch.size, std::string_view());  // `replies` goes now
   for (PlannedGroup& g : groups_) {
     if (g.begin != SIZE_MAX) g.p = group_positions_.data() + g.begin;
   }
@@ -885,6 +900,10 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
     }
   }
   if (staged) RememberStages(batch, now_s);
+  // The meta was gone (FLUSHALL, FLUSHDB): the keys may be gone with it. A key
+  // remembered at the stage limit is never written, so no write of it would
+  // notice: read every key again.
+  if (staged && meta_gone) expire_cache_.ForgetStages();
   // Remember every expiry Redis set (a WRONGTYPE key's too: its writes fail for
   // good, and remembering it saves re-sending EXPIREAT), with the first
   // position of the write that preceded it as the sentinel.
@@ -939,8 +958,9 @@ void RedisBitWriter::LogStageLimit(const StageStats& s, int64_t now_s) {
   limit_keys_ += s.limit_keys;
   if (now_s - limit_logged_at_s_ < 60) return;
   spdlog::warn(
-      "redis: {} item(s) of {} key write(s) went into the last stage past its fill since the "
-      "last report (filter.stages = {} reached): those users' false-positive rate climbs; raise "
+      "redis: {} item(s) of {} key write(s) were not written since the last report: their key's "
+      "last stage had reached its fill (filter.stages = {} reached). Those users keep their "
+      "false-positive rate but may see such items again; bots or shared IDs? Else raise "
       "filter.stages (exposure_filter_stage_limit_items_total)",
       limit_items_, limit_keys_, stages_.size());
   limit_items_ = limit_keys_ = 0;

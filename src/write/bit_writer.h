@@ -66,16 +66,26 @@
 // setbit mode (no sentinel) only some old bit of the write itself counts, so
 // sparse keys get more follow-up EXPIREATs.
 //
-// Layout v2 (docs/FORMAT.md rule 8). Each key's items go to the stage the key
-// fills (StagePlanner): one BITFIELD per stage written. The writer learns a key's
-// stage state by reading the key (`GET`, one extra round per batch, only for keys
-// whose state it does not know, in MGETs of up to 512 keys: first write since start, a reconnect,
-// an revoke, or an hour after the last read) and from then on from the old bits its writes return,
-// so a batch of known keys costs no extra round trip. Items the read finds already present (a
-// replay, a redelivery) are not written again, so replaying a range does not fill a stage by
-// itself; read_before_write reads every key of every batch (replay). While the stored meta is
-// version 1 (a v2 config on data not yet upgraded) the writer writes stage 0 only and reads the
-// meta again every 10 s, switching to the stages once `exposure-filter layout upgrade` ran.
+// Layouts v2 and v3 (docs/FORMAT.md rule 8, "Writers: fill accounting and the
+// stage limit"). Each key's items go to the stage the key fills (StagePlanner):
+// one BITFIELD per stage written. The writer knows a key's stage state (its current
+// stage and that stage's exact fill) from a read of the key and from then on from
+// the old bits its writes return. A key is read (`GET`, in MGETs of up to 512 keys,
+// all in one round before the writes) when its state is unknown (first write since
+// start, a reconnect, a revoke, or an hour after the last read) or when some item of
+// the batch may bring its stage to fill_s (fill + k_s * distinct items >= fill_s);
+// the planner then follows the rule item by item on the value's bits, so repeats
+// and items already in the current stage add no fill. A batch of known keys below
+// that bound costs no extra round trip. A key whose last stage has reached its fill
+// is not written at all (its items are counted: limit_items, the metric
+// exposure_filter_stage_limit_items_total and a warning at most once a minute), and
+// needs no read (so if it is lost behind the writer's back, only a FLUSHALL or
+// FLUSHDB that took the meta too is noticed at once; a DEL of it, at the key's next
+// read: an hour at most, or a reconnect). read_before_write reads every key of every batch (replay)
+// and also skips items present in older stages, so replaying a range does not fill a stage by
+// itself. While the stored meta is version 1 (a v2 config on data not yet upgraded)
+// the writer writes stage 0 only and reads the meta again every 10 s, switching to
+// the stages once `exposure-filter layout upgrade` ran.
 //
 // Connections: a lost connection is re-established on the next Write; the
 // expire cache is then cleared and, if options.layout is set, `<prefix>meta` is
@@ -102,6 +112,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -135,8 +146,9 @@ struct BitWriterOptions {
   // Set: `<prefix>meta` is ensured (created if absent, else compared) on every
   // (re)connect, so a Redis that restarted empty gets it back.
   std::optional<Layout> layout;
-  // Layout v2: read every key before writing it, not only keys whose stage state
-  // is unknown (for replay: every item already present is then skipped).
+  // Layout v2/v3: read every key before writing it, not only keys whose stage state
+  // is unknown or whose stage may fill (for replay: every item already present, in
+  // any stage, is then skipped).
   bool read_before_write = false;
   // Set (Redis Cluster, write/cluster_writer.h): the meta is ensured through this
   // instead of on the writer's own connection (the meta key lives on one node).
@@ -199,7 +211,7 @@ class RedisBitWriter : public BitSink {
  private:
   // What one Write learnt about a key of its batch.
   struct KeyState {
-    bool nothing_to_write = false;  // v2: every item was already present
+    bool nothing_to_write = false;  // v2: every item was already present, or at the limit
     bool expire_sent = false;       // EXPIREAT went with the write (cache miss)
     bool expire_set = false;        // an EXPIREAT of this Write returned 1
     bool old_bit_set = false;       // a reply of the write showed an old bit 1
@@ -231,8 +243,8 @@ class RedisBitWriter : public BitSink {
   size_t AppendBitop(const BitBatch& batch, size_t k);
   // Resolves mode_ for kAuto/kModule on a new connection.
   Status ChooseMode(RedisConnection& conn);
-  // Layout v2: reads the keys whose stage state is unknown and plans every key
-  // (plans_, groups_, group_positions_).
+  // Layout v2/v3: reads the keys whose stage state is unknown or whose stage may
+  // fill in this batch, and plans every key (plans_, groups_, group_positions_).
   Status PlanStages(const BitBatch& batch, int64_t now_s, WriteStats* stats);
   // Each key's stage-0 positions by the rule of its bucket in the stored layout
   // (key_pos_, key_rule_): the batch's own, or computed again from its items
@@ -277,13 +289,13 @@ class RedisBitWriter : public BitSink {
   std::vector<uint64_t> key_hash_;   // per key of the batch: ExpireCache::KeyHash
   std::vector<size_t> follow_up_;    // keys that get EXPIREAT in a follow-up round
   std::vector<size_t> plain_retry_;  // keys rewritten as BITFIELD (KeyState::plain_retry)
-  // Layout v2, per key of the batch: where its bits go.
+  // Layouts v2/v3, per key of the batch: where its bits go.
   struct KeyPlan {
     bool staged = false;  // groups_[first_group, +n_groups) (else: kb.positions)
-    bool read = false;    // the state was read from Redis in this Write
+    bool read = false;    // the key was read from Redis in this Write
     size_t first_group = 0, n_groups = 0;
-    StageState state;  // before the write
-    // read keys: where their items' "already present" flags start in skip_
+    StageState state;  // before the write (for a read key: its value's)
+    // read_before_write: where the key's items' "already present" flags start in skip_
     size_t skip_at = SIZE_MAX;
   };
   struct PlannedGroup {
@@ -313,9 +325,10 @@ class RedisBitWriter : public BitSink {
   std::vector<KeyPlan> plans_;
   std::vector<PlannedGroup> groups_;
   std::vector<uint32_t> group_positions_;
-  std::vector<size_t> command_group_;  // per command of the round: groups_ index or SIZE_MAX
-  std::vector<uint8_t> skip_;          // scratch: items a read found present
-  std::vector<size_t> reads_;          // keys whose state is read in this Write
+  std::vector<size_t> command_group_;     // per command of the round: groups_ index or SIZE_MAX
+  std::vector<uint8_t> skip_;             // scratch (replay): items a read found present
+  std::vector<std::string_view> values_;  // PlanStages: per key, the value read ("" if none)
+  std::vector<size_t> reads_;             // keys whose state is read in this Write
   std::atomic<bool> forget_states_{false};
   std::vector<Redirected> redirects_;
   bool asking_ = false;

@@ -12,13 +12,14 @@
 // trusted (clock skew between the daemon and Redis). The writer clears it when
 // its connection is re-established (Redis may have restarted empty) and forgets
 // the keys of a write that failed.
-// With layout v2 it also keeps each key's stage state (docs/FORMAT.md rule 8): the
-// stage the writer fills and how many of its bits are set, learnt by reading the
-// key once and kept up to date from the old bits the writes return; trusted for
-// kStageRefreshS after that read, then the key is read again (bits other writers
-// set meanwhile are not counted in between; the writer also forgets all stage
-// states when its partitions are revoked). Forget and Clear drop it with the expiry.
-// capacity 0 disables the cache. Keys are remembered by a 64-bit hash, in flat
+// With layouts v2 and v3 it also keeps each key's stage state (docs/FORMAT.md rule
+// 8): the stage the writer fills and exactly how many of its bits are set, learnt
+// by reading the key and kept up to date from the old bits the writes return (the
+// writer also reads a key whose stage may fill within a batch, which restarts the
+// trust period); trusted for kStageRefreshS after the last read, then the key is
+// read again (bits other writers set meanwhile are not counted in between; the
+// writer also forgets all stage states when its partitions are revoked). Forget and Clear drop it
+// with the expiry. capacity 0 disables the cache. Keys are remembered by a 64-bit hash, in flat
 // open-addressing tables (32 bytes a slot, at most half full, grown on demand):
 // no allocation per key. Times are epoch seconds up to 2106. Not thread-safe.
 #pragma once

@@ -1,12 +1,14 @@
 // RedisBitWriter against a real redis-server, driven directly (no Kafka, no
 // daemon): expiries that heal after a key was lost behind the writer's back,
 // `<prefix>meta` re-created after Redis came back empty, a reconnect when the
-// server turned into a replica (READONLY), and a layout that changed while the
-// writer was away (fatal, not retried).
+// server turned into a replica (READONLY), a layout that changed while the
+// writer was away (fatal, not retried), and the stages: exact fill accounting
+// (byte for byte the reference writer's value) and the stage limit.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <ctime>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -309,6 +311,185 @@ TEST_CASE("redis writer (v2): stages grow, known keys cost no read, a lost key h
   REQUIRE(writer.Write(ItemsBatch(*l, key, "d", 5), &s4).ok());
   CHECK(s4.keys_read == 1);  // read again: the state was forgotten
   CHECK(Missing(*admin, *l, key, "d", 5) == 0);
+}
+
+}  // namespace ef::test
+
+namespace ef::test {
+namespace {
+
+// The reference writer of docs/FORMAT.md rule 8 ("Writers: fill accounting and the
+// stage limit"), item by item on a value held here (as
+// tests/unit/bloom/stage_fill_test.cc has it): the current stage is the newest the
+// value holds; an item whose positions there are all set is present; else, once
+// the stage's set bits reach fill_s, the next stage starts (in the last stage the
+// item is not written); then its positions are set.
+bool RefBit(const std::string& v, uint64_t p) {
+  return p / 8 < v.size() && ((static_cast<unsigned char>(v[p / 8]) >> (7 - p % 8)) & 1) != 0;
+}
+
+uint64_t RefWrite(const std::vector<Stage>& t, PositionRule rule, Hash128 h, std::string* v) {
+  size_t s = 0;
+  for (size_t i = 1; i < t.size(); ++i)
+    if (v->size() > t[i].offset / 8) s = i;
+  auto positions = [&](size_t stage) {
+    std::vector<uint64_t> p;
+    uint64_t x = h.h1;
+    for (uint32_t i = 0; i < t[stage].k; ++i, x += h.h2)
+      p.push_back(t[stage].offset + PositionOf(rule, x, t[stage].m));
+    return p;
+  };
+  std::vector<uint64_t> p = positions(s);
+  if (std::all_of(p.begin(), p.end(), [&](uint64_t q) { return RefBit(*v, q); })) return 0;
+  uint64_t fill = 0;
+  for (uint64_t q = t[s].offset; q < t[s].offset + t[s].m; ++q) fill += RefBit(*v, q);
+  if (fill >= t[s].fill) {
+    if (s + 1 == t.size()) return 1;  // not written: the stage limit
+    p = positions(++s);
+  }
+  for (uint64_t q : p) {
+    if (v->size() <= q / 8) v->resize(q / 8 + 1, '\0');
+    (*v)[q / 8] = static_cast<char>(static_cast<unsigned char>((*v)[q / 8]) | (0x80u >> (q % 8)));
+  }
+  return 0;
+}
+
+long long CommandCalls(RedisConnection& c, const std::string& command) {
+  auto r = c.Command({"INFO", "commandstats"});
+  REQUIRE(r.ok());
+  const std::string field = RedisServer::InfoValue(r->str, "cmdstat_" + command);
+  if (field.empty()) return 0;
+  return std::stoll(field.substr(field.find("calls=") + 6));
+}
+
+}  // namespace
+
+TEST_CASE("redis writer (v3): batches with repeated items leave the reference writer's bytes",
+          "[integration][redis][v3][fill]") {
+  RedisServer redis;
+  auto admin = redis.Connect();
+  const WriteMode mode = GENERATE(WriteMode::kBitfield, WriteMode::kSetbit, WriteMode::kBitop);
+  INFO("mode " << WriteModeName(mode));
+  FilterConfig f;  // the default layout: 200 items per bucket, m = 3345
+  f.key_prefix = "wt:";
+  auto l = LayoutFromConfig(f);
+  REQUIRE(l.ok());
+  REQUIRE(l->version() == 3);
+  BitWriterOptions o = Options(redis, mode);
+  o.layout = *l;
+  RedisBitWriter writer(o);
+  const PositionRule rule = l->RuleFor(BucketOfExpiry(*l, kExpireAt));
+  std::mt19937_64 rng(29);
+  // Users at 0.5x, 1x, 2x and 5x the design load; each item seen 3 times on
+  // average, in random order, in batches of 1 to 30 items.
+  for (const int distinct : {100, 200, 400, 1000}) {
+    const std::string key = "wt:{fill" + std::to_string(distinct) + "}:20251122";
+    std::vector<std::string> stream;
+    for (int i = 0; i < distinct; ++i)
+      for (int n = 1 + static_cast<int>(rng() % 5); n > 0; --n)
+        stream.push_back(key + "-" + std::to_string(i));
+    std::shuffle(stream.begin(), stream.end(), rng);
+    std::string reference;
+    for (const std::string& item : stream)
+      RefWrite(l->stage_table, rule, HashItem(item, l->seed), &reference);
+    uint64_t reads = 0, batches = 0;
+    for (size_t at = 0; at < stream.size(); ++batches) {
+      const size_t n = std::min<size_t>(stream.size() - at, 1 + rng() % 30);
+      BitBatch b;
+      b.keys.push_back(KeyOfItems(
+          *l, key, std::vector<std::string>(stream.begin() + at, stream.begin() + at + n),
+          kExpireAt));
+      b.size = 1;
+      WriteStats s;
+      REQUIRE(writer.Write(b, &s).ok());
+      reads += s.keys_read;
+      at += n;
+    }
+    const std::string value = admin->Command({"GET", key})->str;
+    INFO(distinct << " distinct items, " << stream.size() << " in " << batches << " batches, "
+                  << reads << " read(s): " << value.size() << " bytes ("
+                  << StagesPresent(l->stage_table, value.size()) << " stages), the reference "
+                  << reference.size() << " bytes ("
+                  << StagesPresent(l->stage_table, reference.size()) << " stages)");
+    CHECK((value == reference));
+    // Known keys are read only where a stage may fill in the batch.
+    CHECK(reads < batches / 2);
+    if (distinct < f.items_per_bucket) CHECK(value.size() <= (l->m + 7) / 8);
+  }
+}
+
+TEST_CASE("redis writer (v3): a key at the stage limit is not written any more, and counted",
+          "[integration][redis][v3][limit]") {
+  RedisServer redis;
+  auto admin = redis.Connect();
+  FilterConfig f;
+  f.items_per_bucket = 10;
+  f.stages = 2;  // about 30 items at design fill
+  f.key_prefix = "wt:";
+  auto l = LayoutFromConfig(f);
+  REQUIRE(l.ok());
+  BitWriterOptions o = Options(redis);
+  o.layout = *l;
+  RedisBitWriter writer(o);
+  const std::string key = "wt:{bot}:20251122";
+  const Stage& last = l->stage_table.back();
+  // Far past the limit, 10 items a batch.
+  uint64_t limit_items = 0;
+  for (int b = 0; b < 20; ++b) {
+    WriteStats s;
+    REQUIRE(writer.Write(ItemsBatch(*l, key, "x" + std::to_string(b), 10), &s).ok());
+    limit_items += s.stages.limit_items;
+  }
+  const std::string before = admin->Command({"GET", key})->str;
+  REQUIRE(StagesPresent(l->stage_table, before.size()) == 2);
+  CHECK(StagePopcount(before, last) >= last.fill);
+  CHECK(StagePopcount(before, last) < last.fill + last.k);  // not past it
+  CHECK(limit_items > 100);
+
+  SECTION("known at the limit: no command at all, the items counted") {
+    const long long bitfields = CommandCalls(*admin, "bitfield");
+    const long long reads = CommandCalls(*admin, "mget");
+    const long long expires = CommandCalls(*admin, "expireat");
+    WriteStats s;
+    REQUIRE(writer.Write(ItemsBatch(*l, key, "y", 20), &s).ok());
+    CHECK(s.commands == 0);
+    CHECK(s.bits == 0);
+    CHECK(s.keys_read == 0);
+    CHECK(s.stages.limit_items == 20);
+    CHECK(s.stages.limit_keys == 1);
+    CHECK(CommandCalls(*admin, "bitfield") == bitfields);
+    CHECK(CommandCalls(*admin, "mget") == reads);
+    CHECK(CommandCalls(*admin, "expireat") == expires);
+    CHECK((admin->Command({"GET", key})->str == before));
+    CHECK(Ttl(*admin, key) > 0);
+  }
+  SECTION("FLUSHALL: the batch that finds the meta gone makes the writer read every key again") {
+    Run(*admin, {"FLUSHALL"});
+    WriteStats s;
+    REQUIRE(writer.Write(ItemsBatch(*l, key, "y", 5), &s).ok());
+    CHECK(s.stages.limit_items == 5);  // still believed at the limit
+    REQUIRE(writer.Write(ItemsBatch(*l, key, "w", 5), &s).ok());
+    CHECK(s.keys_read == 1);
+    CHECK(s.stages.limit_items == 0);
+    CHECK(Missing(*admin, *l, key, "w", 5) == 0);
+    CHECK(Ttl(*admin, key) > 0);
+  }
+  SECTION("a writer that does not know the key reads it once, then writes nothing") {
+    RedisBitWriter fresh(o);
+    WriteStats s;
+    REQUIRE(fresh.Write(ItemsBatch(*l, key, "z", 20), &s).ok());
+    CHECK(s.keys_read == 1);
+    CHECK(s.commands == 1);  // the MGET
+    CHECK(s.bits == 0);
+    CHECK(s.stages.limit_items + s.items_present == 20);
+    CHECK(s.stages.limit_keys == (s.stages.limit_items > 0 ? 1 : 0));
+    CHECK((admin->Command({"GET", key})->str == before));
+    WriteStats again;
+    REQUIRE(fresh.Write(ItemsBatch(*l, key, "z2", 20), &again).ok());
+    CHECK(again.keys_read == 0);
+    CHECK(again.commands == 0);
+    CHECK(again.stages.limit_items == 20);
+  }
 }
 
 }  // namespace ef::test

@@ -330,22 +330,100 @@ TEST_CASE("StagePlanner: items past stage 0's fill go to stage 1, then on",
   CHECK(stats.items[1] < 500);
 }
 
-TEST_CASE("StagePlanner: at the stage limit items stay in the last stage and are counted",
-          "[bloom][v2][planner]") {
+TEST_CASE("StagePlanner: at the stage limit nothing is planned, and the items are counted",
+          "[bloom][v2][planner][limit]") {
   FilterConfig f;
   f.stages = 2;
   StatusOr<Layout> l = LayoutFromConfig(f);
   REQUIRE(l.ok());
+  const Stage& last = l->stage_table[1];
   StagePlanner planner(l->stage_table);
   std::vector<Hash128> items;
   for (int i = 0; i < 10; ++i) items.push_back(HashItem("y-" + std::to_string(i), 0));
+  // Known state at the limit: no read is needed, nothing is written.
+  const StageState full{1, last.fill};
+  CHECK_FALSE(planner.NeedsValue(full, items.data(), items.size()));
   StageStats stats;
-  REQUIRE(planner.Plan(StageState{1, l->stage_table[1].fill}, items.data(), items.size(), nullptr,
-                       PositionRule::kModulo, &stats));
-  REQUIRE(planner.groups().size() == 1);
-  CHECK(planner.groups()[0].stage == 1);
+  REQUIRE(planner.Plan(full, items.data(), items.size(), nullptr, PositionRule::kRemix, &stats));
+  CHECK(planner.groups().empty());
+  CHECK(planner.positions().empty());
   CHECK(stats.limit_items == 10);
   CHECK(stats.limit_keys == 1);
+  CHECK(stats.advances == 0);
+  CHECK(stats.items[1] == 0);
+  // One bit below the limit: the first new item still goes in (it brings the stage
+  // to or past fill_s), the rest are not written.
+  const StageState almost{1, last.fill - 1};
+  CHECK(planner.NeedsValue(almost, items.data(), items.size()));
+  StageStats s2;
+  REQUIRE(planner.Plan(almost, items.data(), items.size(), nullptr, PositionRule::kRemix, &s2));
+  REQUIRE(planner.groups().size() == 1);
+  CHECK(planner.groups()[0].stage == 1);
+  CHECK(s2.items[1] == 1);
+  CHECK(s2.limit_items == 9);
+  CHECK(s2.limit_keys == 1);
+  // The same from a value: a key whose last stage holds fill_s bits is left alone.
+  std::string value(last.offset / 8 + (last.m + 7) / 8, '\0');
+  for (uint32_t b = 0; b < last.fill; ++b) {
+    const uint64_t p = last.offset + b;
+    value[p / 8] = static_cast<char>(static_cast<unsigned char>(value[p / 8]) | (0x80u >> (p & 7)));
+  }
+  StageStats s3;
+  REQUIRE(planner.PlanValue(value, items.data(), items.size(), nullptr, PositionRule::kRemix, &s3));
+  CHECK(planner.start().stage == 1);
+  CHECK(planner.start().fill == last.fill);
+  CHECK(planner.groups().empty());
+  CHECK(s3.limit_items + planner.present() == 10);
+  CHECK(s3.limit_keys == (s3.limit_items > 0 ? 1 : 0));
+}
+
+TEST_CASE("StagePlanner: a read is needed only where a stage may fill in the batch",
+          "[bloom][v2][planner]") {
+  const Layout l = DefaultV2();
+  const Stage& s0 = l.stage_table[0];
+  StagePlanner planner(l.stage_table);
+  std::vector<Hash128> items;
+  for (int i = 0; i < 10; ++i) items.push_back(HashItem("n-" + std::to_string(i), 0));
+  // fill + k * 10 < fill_0: no item can bring stage 0 to its fill.
+  CHECK_FALSE(planner.NeedsValue(StageState{0, s0.fill - 12 * 10 - 1}, items.data(), 10));
+  CHECK(planner.NeedsValue(StageState{0, s0.fill - 12 * 10}, items.data(), 10));
+  // The bound counts distinct items: 10 items of which 5 repeat the others.
+  std::vector<Hash128> repeated(items.begin(), items.begin() + 5);
+  repeated.insert(repeated.end(), items.begin(), items.begin() + 5);
+  CHECK_FALSE(planner.NeedsValue(StageState{0, s0.fill - 12 * 5 - 1}, repeated.data(), 10));
+  CHECK(planner.NeedsValue(StageState{0, s0.fill - 12 * 5}, repeated.data(), 10));
+  // A full stage that is not the last: the next new item starts a stage, a present
+  // one does not; only the bits tell.
+  CHECK(planner.NeedsValue(StageState{0, s0.fill}, items.data(), 1));
+}
+
+TEST_CASE("StagePlanner: from a value, repeats and items already there add no fill",
+          "[bloom][v2][planner]") {
+  const Layout l = DefaultV2();
+  const Stage& s0 = l.stage_table[0];
+  StagePlanner planner(l.stage_table);
+  // A stage 0 one item short of its fill: 140 items bring it near, the rest of
+  // the batch repeats them. Planned exactly, nothing starts stage 1.
+  std::string value;
+  std::vector<Hash128> items;
+  uint32_t fill = 0;
+  for (int i = 0; fill + s0.k < s0.fill; ++i) {
+    const Hash128 h = HashItem("r-" + std::to_string(i), 0);
+    items.push_back(h);
+    SetBits(&value, [&] {
+      std::vector<uint32_t> p(s0.k);
+      ComputeStagePositions(h, s0, PositionRule::kModulo, p.data());
+      return p;
+    }());
+    fill = StagePopcount(value, s0);
+  }
+  std::vector<Hash128> batch = items;
+  batch.insert(batch.end(), items.begin(), items.end());
+  StageStats stats;
+  REQUIRE(
+      planner.PlanValue(value, batch.data(), batch.size(), nullptr, PositionRule::kModulo, &stats));
+  CHECK(planner.groups().empty());  // every item is there already: nothing to write
+  CHECK(planner.present() == batch.size());
   CHECK(stats.advances == 0);
 }
 
