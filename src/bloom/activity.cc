@@ -137,11 +137,19 @@ UserCost CostOfUser(const std::vector<Stage>& stages, int64_t n0, double multipl
   c.multiple = multiple;
   c.stages_used = StagesFor(cap, items);
   c.at_limit = items > cap.back() * (1 + kStageSlack);
+  // Past the limit the last stage stops at its fill and the rest is not written;
+  // one stage (v1) takes every item.
+  const bool drops = c.at_limit && stages.size() > 1;
+  const double written = drops ? cap.back() : items;
+  if (drops) {
+    c.items_not_written = items - written;
+    c.share_not_written = c.items_not_written / items;
+  }
   c.bytes_per_key = KeyBytes(stages, c.stages_used);
   double log_miss = 0;  // sum of ln(1 - FPR_s)
   for (uint32_t s = 0; s < c.stages_used; ++s) {
     const double before = s == 0 ? 0 : cap[s - 1];  // items in the stages before s
-    const double x = s + 1 < c.stages_used ? cap[s] - before : std::max(0.0, items - before);
+    const double x = s + 1 < c.stages_used ? cap[s] - before : std::max(0.0, written - before);
     log_miss += std::log1p(-StageFpr(stages[s], x));
   }
   c.bucket_fpr = -std::expm1(log_miss);

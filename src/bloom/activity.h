@@ -9,17 +9,21 @@
 // A stage with x items has m_s * (1 - e^(-k_s x / m_s)) bits set in expectation,
 // so stage s is full with
 //   x_s = -(m_s / k_s) * ln(1 - fill_s / m_s)     items (infinite if fill_s = m_s);
-// the last stage takes the rest, also past its fill (the user is "at the stage
-// limit"). A stage with x items has FPR_s = (1 - e^(-k_s x / m_s))^k_s; a key's
-// FPR is 1 - prod_s (1 - FPR_s) over the stages used (rule 6 of v2: seen iff
-// some stage has all its positions set), a window's is 1 - (1 - FPR)^B. A key
-// using stages 0..S-1 is a string of offset_{S-1} / 8 + ceil(m_{S-1} / 8) bytes
-// (every stage written up to its end: an upper bound like v1's ceil(m / 8)).
-// Stage boundaries allow a relative slack of kStageSlack so that a user exactly
-// at a boundary (1x fills stage 0 at most to fill_0 by construction) is not
-// pushed into the next stage by floating-point rounding.
-// The model ignores the position rule's floor: with small m_s the measured
-// rates run somewhat above it at 1x (docs/FORMAT.md).
+// the last stage takes the rest up to its fill. Past that the user is "at the
+// stage limit": a writer writes no further items into the key (docs/FORMAT.md
+// rule 8, "Writers: fill accounting and the stage limit"), so the last stage
+// stays at x_{S-1} items, the key keeps the FPR it had at the limit (bounded by
+// about p_0 / (1 - r)), and the items past it are counted as not written (they
+// may read as unseen). With one stage (v1) every item is written: its FPR
+// climbs past the design load and nothing is counted. A stage with x items has
+// FPR_s = (1 - e^(-k_s x / m_s))^k_s; a key's FPR is 1 - prod_s (1 - FPR_s) over
+// the stages used (rule 6 of v2: seen iff some stage has all its positions set),
+// a window's is 1 - (1 - FPR)^B. A key using stages 0..S-1 is a string of
+// offset_{S-1} / 8 + ceil(m_{S-1} / 8) bytes (every stage written up to its end: an upper bound
+// like v1's ceil(m / 8)). Stage boundaries allow a relative slack of kStageSlack so that a user
+// exactly at a boundary (1x fills stage 0 at most to fill_0 by construction) is not pushed into the
+// next stage by floating-point rounding. The model ignores the position rule's floor: with small
+// m_s the measured rates run somewhat above it at 1x (docs/FORMAT.md).
 //
 // Distributions (ParseActivity):
 //   "zipf:S"  U users ranked r = 1..U by activity; user r is at
@@ -51,6 +55,11 @@ struct UserCost {
   double multiple = 0;       // x n_0
   uint32_t stages_used = 0;  // 1..stages.size()
   bool at_limit = false;     // items past the last stage's fill
+  // Of those, the items a writer does not write (rule 8: nothing past the stage
+  // limit; 0 with one stage, where every item is written as under v1), and their
+  // share of the user's multiple x n0 items per key: items that may read as unseen.
+  double items_not_written = 0;
+  double share_not_written = 0;
   uint64_t bytes_per_key = 0;
   double bucket_fpr = 0;  // 1 - prod(1 - FPR_s)
   double window_fpr = 0;  // 1 - (1 - bucket_fpr)^buckets

@@ -99,6 +99,16 @@ std::vector<UserCost> ActivityTable(const SizeReportInput& in) {
   return out;
 }
 
+// The note of an activity table row past the stage limit: the share of the
+// user's items that a writer does not write (rule 8), or with one stage (v1)
+// that every item is written.
+std::string PastLimitNote(const UserCost& c, size_t stages) {
+  if (!c.at_limit) return "";
+  if (stages == 1) return "  (past the stage limit: one stage, every item written)";
+  return fmt::format("  (past the stage limit: {:.3g}% of its items not written)",
+                     c.share_not_written * 100);
+}
+
 std::string ActivityDefinition(const Activity& a) {
   if (a.kind == Activity::Kind::kZipf) {
     return fmt::format(
@@ -211,7 +221,7 @@ std::string FormatSizeReport(const SizeReportInput& in) {
            fmt::format("{:<9}{:<13}{:<14}{}{}",
                        fmt::format("{} of {}", c.stages_used, in.stages.size()),
                        Grouped(c.bytes_per_key), Percent(c.bucket_fpr), Percent(c.window_fpr),
-                       c.at_limit ? "  (past the stage limit)" : ""));
+                       PastLimitNote(c, in.stages.size())));
     }
   }
 
@@ -240,7 +250,9 @@ std::string FormatSizeReport(const SizeReportInput& in) {
   if (!table.empty()) {
     out +=
         "* Ideal model (stage s full at its design fill, FPR (1-e^(-k_s x/m_s))^k_s); measured "
-        "rates near 1x run somewhat higher with small m (position rule floor).\n";
+        "rates near 1x run somewhat higher with small m (position rule floor). Past the stage "
+        "limit the last stage stops at its fill: the items past it are not written (they may "
+        "read as unseen) and the FPR stays at the limit's.\n";
   }
   return out;
 }
@@ -298,6 +310,8 @@ nlohmann::json SizeReportJson(const SizeReportInput& in) {
                      {"items_per_bucket", c.multiple * static_cast<double>(in.items_per_bucket)},
                      {"stages", c.stages_used},
                      {"at_limit", c.at_limit},
+                     {"items_not_written", c.items_not_written},
+                     {"share_not_written", c.share_not_written},
                      {"bytes_per_key", c.bytes_per_key},
                      {"bucket_fpr", c.bucket_fpr},
                      {"window_fpr", c.window_fpr}});
@@ -334,6 +348,7 @@ nlohmann::json SizeReportJson(const SizeReportInput& in) {
                          {"users", users[i]},
                          {"stages", cost.stages_used},
                          {"at_limit", cost.at_limit},
+                         {"share_not_written", cost.share_not_written},
                          {"bytes_per_key", cost.bytes_per_key}});
     }
     act["classes"] = std::move(classes);

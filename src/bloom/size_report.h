@@ -10,7 +10,8 @@
 //
 // Beside the 1x figures, the report shows users at kActivityTableMultiples x
 // items_per_bucket (stages used, bytes per key, expected FPR per key and per
-// window: the ideal stage model of bloom/activity.h), and the cluster memory
+// window: the ideal stage model of bloom/activity.h; past the stage limit, the
+// share of the user's items not written), and the cluster memory
 // for an activity distribution (Activity). Pure and thread-safe.
 #pragma once
 
@@ -81,9 +82,13 @@ std::string FormatSizeReport(const SizeReportInput& in);
 //     offset_bits, fill_bits, cumulative_capacity_items (items in stages
 //     0..s when s is full; null if unbounded)}],
 //   activity_table: [{multiple, items_per_bucket, stages, at_limit,
-//     bytes_per_key, bucket_fpr, window_fpr}] for kActivityTableMultiples,
+//     items_not_written, share_not_written (per key: the items past the stage
+//     limit that a writer does not write, and their share of the user's items;
+//     0 with one stage), bytes_per_key, bucket_fpr, window_fpr}] for
+//     kActivityTableMultiples,
 //   activity: {spec, kind ("classes" | "zipf"), zipf_s (zipf only), classes:
-//     [{multiple, percent, users, stages, at_limit, bytes_per_key}] (classes
+//     [{multiple, percent, users, stages, at_limit, share_not_written,
+//     bytes_per_key}] (classes
 //     only), users_by_stages: [users using 1, 2, ... stages], users_past_stage0,
 //     share_past_stage0, users_at_limit, share_at_limit, total_bytes,
 //     total_human, total_bytes_with_key_overhead, total_with_key_overhead_human,

@@ -32,6 +32,7 @@ Layout LayoutFor(int64_t n, uint32_t stages) {
 struct Reference {
   uint32_t stages_used = 0;
   bool at_limit = false;
+  long double not_written = 0;  // items past the last stage's fill (stages > 1)
   long double bytes = 0;
   long double bucket_fpr = 0;
 };
@@ -47,12 +48,16 @@ Reference ReferenceCost(long double m0, long double k0, long double n0, long dou
     const long double fill = std::ceil(m * fill_ppm / 1e6L);
     const long double capacity = -(m / k) * std::log(1 - fill / m);
     const bool last = s + 1 == stages;
-    const long double x = (items <= capacity * (1 + 1e-9L) || last) ? items : capacity;
+    const bool fits = items <= capacity * (1 + 1e-9L);
+    // Past the stage limit the last stage stops at its fill and the rest is not
+    // written; a one-stage layout (v1) writes every item.
+    const long double x = fits || (last && stages == 1) ? items : capacity;
     miss *= 1 - std::pow(1 - std::exp(-k * x / m), k);
     r.stages_used = static_cast<uint32_t>(s + 1);
     r.bytes = offset / 8 + std::ceil(m / 8);
-    if (x == items) {
-      r.at_limit = items > capacity * (1 + 1e-9L);
+    if (fits || last) {
+      r.at_limit = !fits;
+      r.not_written = items - x;
       break;
     }
     items -= capacity;
@@ -75,6 +80,10 @@ TEST_CASE("Stage model: stages and bytes and FPR per key follow the formulas",
         const Reference r = ReferenceCost(l.m, l.k, n, 2, 2, static_cast<int>(stages), x);
         CHECK(c.stages_used == r.stages_used);
         CHECK(c.at_limit == r.at_limit);
+        CHECK(c.items_not_written ==
+              Approx(static_cast<double>(r.not_written)).epsilon(1e-9).margin(1e-6));
+        CHECK(c.share_not_written ==
+              Approx(static_cast<double>(r.not_written / (x * n))).epsilon(1e-9).margin(1e-12));
         CHECK(c.bytes_per_key == static_cast<uint64_t>(r.bytes));
         CHECK(c.bucket_fpr == Approx(static_cast<double>(r.bucket_fpr)).epsilon(1e-9));
         CHECK(c.window_fpr ==
@@ -105,13 +114,26 @@ TEST_CASE("Stage model: 1x is the v1 filter, heavier users take more stages, FPR
     CHECK(c.bucket_fpr > v1);
     CHECK(c.bucket_fpr < 2 * v1);
   }
-  // Past the last stage's fill the user is at the limit and the rate grows.
+  // Past the last stage's fill the user is at the limit: the last stage stops at
+  // its fill, the items past it are not written (rule 8), and the rate stays
+  // where it was at the limit, within the bound.
   const double limit = StageCapacities(l.stage_table).back() / n;
-  const UserCost past = CostOfUser(l.stage_table, n, 2 * limit, 31);
-  CHECK(past.at_limit);
-  CHECK(past.stages_used == 8);
-  CHECK(past.bucket_fpr > 2 * v1);
+  const UserCost at = CostOfUser(l.stage_table, n, limit, 31);
+  CHECK_FALSE(at.at_limit);
+  CHECK(at.items_not_written == 0);
+  for (double times : {2.0, 10.0}) {
+    INFO(times << " x the limit");
+    const UserCost past = CostOfUser(l.stage_table, n, times * limit, 31);
+    CHECK(past.at_limit);
+    CHECK(past.stages_used == 8);
+    CHECK(past.bytes_per_key == at.bytes_per_key);
+    CHECK(past.items_not_written == Approx((times - 1) * limit * n).epsilon(1e-9));
+    CHECK(past.share_not_written == Approx(1 - 1 / times).epsilon(1e-9));
+    CHECK(past.bucket_fpr == Approx(at.bucket_fpr).epsilon(1e-12));
+    CHECK(past.bucket_fpr < 2 * v1);
+  }
   CHECK_FALSE(CostOfUser(l.stage_table, n, limit * 0.99, 31).at_limit);
+  CHECK(CostOfUser(l.stage_table, n, 64, 31).items_not_written == 0);
 }
 
 TEST_CASE("Stage model with stages = 1 is v1: the FPR explodes past the design load",
@@ -123,6 +145,7 @@ TEST_CASE("Stage model with stages = 1 is v1: the FPR explodes past the design l
     const UserCost c = CostOfUser(l.stage_table, n, x, 31);
     CHECK(c.stages_used == 1);
     CHECK(c.at_limit == (x > 1));
+    CHECK(c.items_not_written == 0);  // one stage: every item is written, as v1
     CHECK(c.bytes_per_key == (l.m + 7) / 8);
     CHECK(c.bucket_fpr ==
           Approx(std::pow(1 - std::exp(-static_cast<double>(l.k) * x * n / l.m), l.k))
@@ -132,7 +155,8 @@ TEST_CASE("Stage model with stages = 1 is v1: the FPR explodes past the design l
 }
 
 // The model against what the real writer does: the StagePlanner with the true
-// fill after each batch (as BitWriter corrects its estimate), positions by
+// fill after each batch (as BitWriter learns it from the old bits its writes
+// return), positions by
 // ComputeStagePositions, the value as Redis grows it, and never-inserted probes
 // read with ValueContains. The model is the expectation: a key exactly at a
 // stage's capacity (1x is stage 0's) starts the next stage in about 4 of 10
@@ -192,6 +216,71 @@ TEST_CASE("Stage model agrees with the StagePlanner: stages and bytes exactly an
     INFO("measured " << measured << " model " << model.bucket_fpr);
     // An ideal model: the measured rate runs somewhat above it (the position
     // rule's floor with small m: ~1.3x at m = 3345) but within 2x, and not far below.
+    CHECK(measured < 2 * model.bucket_fpr);
+    CHECK(measured > 0.5 * model.bucket_fpr);
+  }
+}
+
+// Past the stage limit, against the real writer: the StagePlanner (PlanValue on
+// the value as Redis grows it, as a writer that reads the key) writes nothing
+// once the last stage has reached its fill. The items it drops (limit_items) are
+// the model's items_not_written, and the key's measured rate stays near the
+// model's, at the rate of a user at the limit.
+TEST_CASE("Stage model past the stage limit agrees with the StagePlanner: items not written",
+          "[bloom][activity]") {
+  const int64_t n = 200;
+  const Layout l = LayoutFor(n, 3);
+  const std::vector<Stage>& st = l.stage_table;
+  const double limit = StageCapacities(st).back() / n;
+  REQUIRE(limit < 10);
+  for (double x : {16.0, 64.0}) {
+    INFO("multiple " << x << " (limit " << limit << "x)");
+    const UserCost model = CostOfUser(st, n, x, 31);
+    REQUIRE(model.at_limit);
+    const int keys = 4;
+    uint64_t hits = 0, probes = 0, dropped = 0;
+    for (int key = 0; key < keys; ++key) {
+      std::string value;
+      StagePlanner planner(st);
+      StageStats stats;
+      const int64_t items = static_cast<int64_t>(x * n);
+      for (int64_t i = 0; i < items; i += 25) {
+        std::vector<Hash128> batch;
+        for (int64_t j = i; j < std::min(items, i + 25); ++j) {
+          batch.push_back(HashItem("l" + std::to_string(key) + "-i" + std::to_string(j), 0));
+        }
+        std::vector<uint32_t> positions;
+        if (planner.PlanValue(value, batch.data(), batch.size(), nullptr, PositionRule::kModulo,
+                              &stats)) {
+          positions = planner.positions();
+        } else {
+          for (const Hash128& h : batch) {
+            std::vector<uint32_t> p(st[0].k);
+            ComputeStagePositions(h, st[0], PositionRule::kModulo, p.data());
+            positions.insert(positions.end(), p.begin(), p.end());
+          }
+        }
+        for (uint32_t p : positions) {
+          if (value.size() <= p / 8) value.resize(p / 8 + 1, '\0');
+          value[p / 8] =
+              static_cast<char>(static_cast<unsigned char>(value[p / 8]) | (0x80u >> (p & 7)));
+        }
+      }
+      CHECK(StagesPresent(st, value.size()) == model.stages_used);
+      CHECK(value.size() <= model.bytes_per_key);
+      dropped += stats.limit_items;
+      for (int p = 0; p < 50000; ++p, ++probes) {
+        hits += ValueContains(value, st, PositionRule::kModulo,
+                              HashItem("probe-" + std::to_string(key) + "-" + std::to_string(p), 0))
+                    ? 1
+                    : 0;
+      }
+    }
+    const double mean_dropped = static_cast<double>(dropped) / keys;
+    const double measured = static_cast<double>(hits) / static_cast<double>(probes);
+    INFO("dropped " << mean_dropped << " model " << model.items_not_written << "; measured FPR "
+                    << measured << " model " << model.bucket_fpr);
+    CHECK(mean_dropped == Approx(model.items_not_written).epsilon(0.05));
     CHECK(measured < 2 * model.bucket_fpr);
     CHECK(measured > 0.5 * model.bucket_fpr);
   }

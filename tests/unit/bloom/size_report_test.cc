@@ -4,6 +4,8 @@
 // and the --activity totals, in text and JSON.
 #include "bloom/size_report.h"
 
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -228,13 +230,53 @@ TEST_CASE("Size report with stages = 1: the FPR explodes at 4x like (1-e^(-k 4n/
     INFO("multiple " << x);
     CHECK(table[i]["stages"] == 1);
     CHECK(table[i]["at_limit"] == (x > 1));
+    CHECK(table[i]["items_not_written"] == 0);  // one stage: every item written, as v1
     CHECK(table[i]["bytes_per_key"] == (in.sizing.m + 7) / 8);
     const double expected = std::pow(
         1 - std::exp(-static_cast<double>(in.sizing.k) * x * n / in.sizing.m), in.sizing.k);
     CHECK(table[i]["bucket_fpr"].get<double>() == Approx(expected).epsilon(1e-12));
   }
   CHECK(table[1]["bucket_fpr"].get<double>() > 1000 * table[0]["bucket_fpr"].get<double>());
-  CHECK_THAT(FormatSizeReport(in), Catch::Contains("(past the stage limit)"));
+  CHECK_THAT(FormatSizeReport(in),
+             Catch::Contains("(past the stage limit: one stage, every item written)"));
+}
+
+TEST_CASE("Size report past the stage limit: items not written, the FPR stays bounded",
+          "[bloom][size]") {
+  const int64_t n = 200;
+  const SizeReportInput in = InputFor(n, 3, 1000);  // the limit at about 7x
+  const Sizing& s = in.sizing;
+  const double limit = StageCapacities(in.stages).back() / n;
+  const double v1 = std::pow(1 - std::exp(-static_cast<double>(s.k) * n / s.m), s.k);
+  const nlohmann::json j = SizeReportJson(in);
+  INFO(j.dump(2));
+  const nlohmann::json& table = j.at("activity_table");  // 1x, 4x, 16x, 64x
+  REQUIRE(table.size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    const double x = kActivityTableMultiples[i];
+    INFO("multiple " << x);
+    CHECK(table[i]["at_limit"] == (x > limit));
+    const double not_written = x > limit ? (x - limit) * n : 0;
+    CHECK(table[i]["items_not_written"].get<double>() ==
+          Approx(not_written).epsilon(1e-9).margin(1e-6));
+    CHECK(table[i]["share_not_written"].get<double>() ==
+          Approx(not_written / (x * n)).epsilon(1e-9).margin(1e-12));
+    CHECK(table[i]["bucket_fpr"].get<double>() < 2 * v1);
+  }
+  // Past the limit the key is the one at the limit: its bytes and its rate.
+  CHECK(table[3]["stages"] == 3);
+  CHECK(table[3]["bytes_per_key"] == table[2]["bytes_per_key"]);
+  CHECK(table[3]["bucket_fpr"].get<double>() ==
+        Approx(table[2]["bucket_fpr"].get<double>()).epsilon(1e-12));
+
+  const std::string text = FormatSizeReport(in);
+  INFO(text);
+  const std::string row = ReportValue(text, "64x items_per_bucket");
+  const std::string share =
+      fmt::format("{:.3g}%", table[3]["share_not_written"].get<double>() * 100);
+  CHECK_THAT(row,
+             Catch::EndsWith("(past the stage limit: " + share + " of its items not written)"));
+  CHECK_THAT(ReportValue(text, "4x items_per_bucket"), !Catch::Contains("past the stage limit"));
 }
 
 TEST_CASE("Size report activity: 100% at 1x equals the 1x totals, a mix adds its heavy users",
