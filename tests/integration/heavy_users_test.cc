@@ -22,7 +22,6 @@
 #include "bloom/sizing.h"
 #include "bloom/stages.h"
 #include "common/clock.h"
-#include "kafka/group_offsets.h"
 #include "read/bloom_reader.h"
 #include "support/stack.h"
 #include "support/wait.h"
@@ -90,20 +89,8 @@ TEST_CASE("heavy users: no false negatives and the FPR within 2x target up to 50
       stack.StartDaemon(stack.WriteConfig("v2.yaml", "filter:\n  items_per_bucket: " + ipb +
                                                          "\nkafka:\n  group_id: heavy-v2\n"),
                         "daemon-v2.log");
-  KafkaConfig v2_group;
-  v2_group.bootstrap_servers = stack.kafka().bootstrap_servers();
-  v2_group.topics = {stack.topic()};
-  v2_group.group_id = "heavy-v2";
-  const bool v2_done = WaitFor(
-      [&] {
-        if (!v2_daemon->Running()) return true;
-        auto offsets = ReadGroupOffsets(v2_group, 5000);
-        if (!offsets.ok()) return false;
-        for (const auto& po : *offsets)
-          if (po.high > 0 && po.committed != po.high) return false;
-        return true;
-      },
-      180s);
+  const bool v2_done =
+      WaitFor([&] { return !v2_daemon->Running() || GroupCaughtUp(stack, "heavy-v2"); }, 180s);
   INFO(v2_daemon->Output());
   REQUIRE(v2_done);
   REQUIRE(v2_daemon->Running());

@@ -21,7 +21,6 @@
 #include "bloom/sizing.h"
 #include "bloom/stages.h"
 #include "common/clock.h"
-#include "kafka/group_offsets.h"
 #include "read/bloom_reader.h"
 #include "support/stack.h"
 #include "support/wait.h"
@@ -38,18 +37,6 @@ struct ActivityClass {
   int users;
   int probes_per_user;
 };
-
-bool GroupDone(Stack& stack, const std::string& group) {
-  KafkaConfig kc;
-  kc.bootstrap_servers = stack.kafka().bootstrap_servers();
-  kc.topics = {stack.topic()};
-  kc.group_id = group;
-  auto offsets = ReadGroupOffsets(kc, 5000);
-  if (!offsets.ok()) return false;
-  for (const auto& po : *offsets)
-    if (po.high > 0 && po.committed != po.high) return false;
-  return true;
-}
 
 }  // namespace
 
@@ -95,7 +82,7 @@ TEST_CASE(
                                                          "\nkafka:\n  group_id: small-v3\n"),
                         "daemon-v3.log");
   const bool v3_done =
-      WaitFor([&] { return !v3_daemon->Running() || GroupDone(stack, "small-v3"); }, 180s);
+      WaitFor([&] { return !v3_daemon->Running() || GroupCaughtUp(stack, "small-v3"); }, 180s);
   INFO(v3_daemon->Output());
   REQUIRE(v3_done);
   REQUIRE(v3_daemon->Running());

@@ -16,7 +16,6 @@
 #include "bloom/layout.h"
 #include "common/clock.h"
 #include "common/time_arg.h"
-#include "kafka/group_offsets.h"
 #include "support/stack.h"
 #include "support/wait.h"
 
@@ -65,21 +64,6 @@ Layout V2Layout(const std::string& prefix = "ef:") {
   auto l = LayoutFromConfig(f);
   REQUIRE(l.ok());
   return *l;
-}
-
-bool GroupCommitted(Stack& stack, const std::string& group) {
-  KafkaConfig kc;
-  kc.bootstrap_servers = stack.kafka().bootstrap_servers();
-  kc.topics = {stack.topic()};
-  kc.group_id = group;
-  auto offsets = ReadGroupOffsets(kc, 5000);
-  if (!offsets.ok()) return false;
-  int64_t total = 0;
-  for (const auto& po : *offsets) {
-    if (po.high > 0 && po.committed != po.high) return false;
-    total += po.high;
-  }
-  return total > 0;
 }
 
 }  // namespace
@@ -155,7 +139,7 @@ TEST_CASE("stages: two daemons writing the same heavy users lose nothing, at mos
   const std::string config = stack.WriteConfig();
   auto a = stack.StartDaemon(config, "a.log");
   auto b = stack.StartDaemon(config, "b.log");
-  REQUIRE(WaitFor([&] { return !single->Running() || GroupCommitted(stack, "one"); }, 120s));
+  REQUIRE(WaitFor([&] { return !single->Running() || GroupCaughtUp(stack, "one"); }, 120s));
   REQUIRE(stack.AwaitCommitted(*a, 120s));
   INFO("daemon a:\n" << a->Output() << "daemon b:\n" << b->Output());
   REQUIRE(b->Running());

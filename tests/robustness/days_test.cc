@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -29,6 +28,8 @@
 #include "support/fault_stream.h"
 #include "support/process.h"
 #include "support/redis_server.h"
+#include "support/serve_client.h"
+#include "support/shifted_clock.h"
 #include "support/stack.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
@@ -37,7 +38,6 @@ namespace ef::test {
 namespace {
 
 using namespace std::chrono_literals;
-using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 bool Contains(const std::string& s, const std::string& part) {
@@ -66,23 +66,15 @@ double Scrape(int port, const std::string& name, const std::string& label = "") 
 
 // Layout of a config with these filter.* values (the rest default).
 Layout TestLayout(int64_t items_per_bucket, int64_t bucket_seconds = 86400,
-                  int64_t window_seconds = 30 * 86400) {
+                  int64_t window_seconds = 30 * 86400, uint32_t layout_version = 3) {
   FilterConfig f;
+  f.layout_version = layout_version;
   f.items_per_bucket = items_per_bucket;
   f.bucket_seconds = bucket_seconds;
   f.window_seconds = window_seconds;
   auto l = LayoutFromConfig(f);
   REQUIRE(l.ok());
   return l.value();
-}
-
-// POST /v1/filter; the reply's "unseen", or nullopt on an HTTP failure.
-std::optional<std::vector<std::string>> Unseen(httplib::Client& c, const std::string& user,
-                                               const std::vector<std::string>& items) {
-  auto r =
-      c.Post("/v1/filter", json{{"user_id", user}, {"items", items}}.dump(), "application/json");
-  if (!r || r->status != 200) return std::nullopt;
-  return json::parse(r->body).at("unseen").get<std::vector<std::string>>();
 }
 
 // The largest N of "lag N s" in a /readyz body (a partition's lag in seconds
@@ -102,22 +94,8 @@ int ReadyzLagSeconds(const std::string& body) {
 // A redis-server that loads our module (as tests/module/module_support.h), with
 // `env` ("NAME=value") set in its environment only.
 std::unique_ptr<RedisServer> ServerWithModule(const std::vector<std::string>& env = {}) {
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
-  for (const auto& e : env) {
-    const std::string name = e.substr(0, e.find('='));
-    const char* old = std::getenv(name.c_str());
-    saved.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-    setenv(name.c_str(), e.substr(e.find('=') + 1).c_str(), 1);
-  }
-  auto server = std::make_unique<RedisServer>(std::vector<std::string>{
-      "--loadmodule", EF_REDIS_MODULE_PATH, "--repl-diskless-sync-delay", "0"});
-  for (const auto& [name, old] : saved) {
-    if (old)
-      setenv(name.c_str(), old->c_str(), 1);
-    else
-      unsetenv(name.c_str());
-  }
-  return server;
+  return StartRedisWithEnv(
+      env, {"--loadmodule", EF_REDIS_MODULE_PATH, "--repl-diskless-sync-delay", "0"});
 }
 #endif
 
@@ -129,7 +107,7 @@ std::unique_ptr<RedisServer> ServerWithModule(const std::vector<std::string>& en
 TEST_CASE("days: serve answers with the upgraded layout as soon as values outgrow the old one",
           "[robustness][days]") {
   Stack stack(1);
-  const Layout layout = TestLayout(10);
+  const Layout layout = TestLayout(10, 86400, 30 * 86400, 2);  // a v1 -> v2 upgrade
   REQUIRE(layout.version() == 2);
   {
     Layout effective;
@@ -157,7 +135,7 @@ TEST_CASE("days: serve answers with the upgraded layout as soon as values outgro
   http.set_keep_alive(true);
   http.set_read_timeout(10, 0);
   // serve has read the version-1 meta: nothing is seen yet.
-  const auto before = Unseen(http, user, items);
+  const auto before = ServeUnseen(http, user, items);
   REQUIRE(before.has_value());
   REQUIRE(before->size() == items.size());
   const auto served_v1 = Clock::now();
@@ -176,12 +154,12 @@ TEST_CASE("days: serve answers with the upgraded layout as soon as values outgro
   REQUIRE(bytes > v1_bytes);
 
   const auto ingested = Clock::now();
-  const auto first = Unseen(http, user, items);
+  const auto first = ServeUnseen(http, user, items);
   REQUIRE(first.has_value());
   size_t last_unseen = first->size();
   const bool all_seen = WaitFor(
       [&] {
-        const auto u = Unseen(http, user, items);
+        const auto u = ServeUnseen(http, user, items);
         if (u) last_unseen = u->size();
         return u && u->empty();
       },
@@ -270,19 +248,13 @@ TEST_CASE("days: a replica without the module attached during module writes miss
 TEST_CASE(
     "days: a batch held past its bucket's expiry is dropped and counted and the pipeline goes on",
     "[robustness][days][module]") {
-  constexpr int64_t kBudgetMs = 20000;  // from the shifted start to the hour's end
   const int64_t real_start = SystemClock().NowMs();
-  const int64_t hour_end_s = (real_start + kBudgetMs) / 3600000 * 3600 + 3600;
-  const int64_t shift_ms = hour_end_s * 1000 - kBudgetMs - real_start;
-  const std::vector<std::string> clock_env = {"LD_PRELOAD=" EF_CLOCK_SHIFT_LIB,
-                                              "EF_TEST_CLOCK_SHIFT_MS=" + std::to_string(shift_ms)};
-  auto shifted_now_ms = [&] { return SystemClock().NowMs() + shift_ms; };
-  // An EF_SANITIZE daemon: ASan accepts a library preloaded before its runtime.
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  const std::string daemon_asan = "ASAN_OPTIONS=" + std::string(asan ? asan : "") +
-                                  (asan && *asan ? ":" : "") + "verify_asan_link_order=0";
+  const ShiftedClock clock(EF_CLOCK_SHIFT_LIB, 20000);  // 20 s before the hour's end
+  const int64_t hour_end_s = clock.hour_end_s;
+  const int64_t shift_ms = clock.shift_ms;
+  auto shifted_now_ms = [&] { return clock.NowMs(); };
 
-  auto redis = ServerWithModule(clock_env);
+  auto redis = ServerWithModule(clock.env);
   {
     const RedisReply t = redis->Command({"TIME"});
     REQUIRE(t.elements.size() == 2);
@@ -296,12 +268,9 @@ TEST_CASE(
       "ef.yaml", "filter:\n  bucket: 1h\n  window: 1h\nredis:\n  address: \"" + redis->address() +
                      "\"\n  write_mode: module\nmetrics:\n  listen: \"127.0.0.1:" +
                      std::to_string(port) + "\"\n");
-  std::vector<std::string> argv{"env"};
-  argv.insert(argv.end(), clock_env.begin(), clock_env.end());
-  argv.push_back(daemon_asan);
-  argv.insert(argv.end(),
-              {EF_BINARY, "run", "-c", config, "--set", "pipeline.commit_interval=200ms"});
-  Process daemon(argv, stack.dir().File("daemon.log"));
+  Process daemon(
+      clock.Wrap({EF_BINARY, "run", "-c", config, "--set", "pipeline.commit_interval=200ms"}),
+      stack.dir().File("daemon.log"));
   stack.Produce({{"warm", {"warm-0"}, shifted_now_ms()}});
   REQUIRE(stack.AwaitCommitted(daemon, 30s));
   {

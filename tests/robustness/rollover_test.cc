@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -32,6 +31,8 @@
 #include "redis/meta.h"
 #include "support/process.h"
 #include "support/redis_server.h"
+#include "support/serve_client.h"
+#include "support/shifted_clock.h"
 #include "support/stack.h"
 #include "support/wait.h"
 
@@ -41,38 +42,9 @@ namespace ef::test {
 namespace {
 
 using namespace std::chrono_literals;
-using nlohmann::json;
 
 bool Contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
-}
-
-// A redis-server whose environment holds `env` ("NAME=value") only while it starts.
-std::unique_ptr<RedisServer> ServerWithEnv(const std::vector<std::string>& env) {
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
-  for (const auto& e : env) {
-    const std::string name = e.substr(0, e.find('='));
-    const char* old = std::getenv(name.c_str());
-    saved.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-    setenv(name.c_str(), e.substr(e.find('=') + 1).c_str(), 1);
-  }
-  auto server = std::make_unique<RedisServer>();
-  for (const auto& [name, old] : saved) {
-    if (old)
-      setenv(name.c_str(), old->c_str(), 1);
-    else
-      unsetenv(name.c_str());
-  }
-  return server;
-}
-
-// POST /v1/filter; the reply's "unseen", or nullopt on an HTTP failure.
-std::optional<std::vector<std::string>> Unseen(httplib::Client& c, const std::string& user,
-                                               const std::vector<std::string>& items) {
-  auto r =
-      c.Post("/v1/filter", json{{"user_id", user}, {"items", items}}.dump(), "application/json");
-  if (!r || r->status != 200) return std::nullopt;
-  return json::parse(r->body).at("unseen").get<std::vector<std::string>>();
 }
 
 // The set bits of a Redis string value (bit 0 = the high bit of byte 0).
@@ -91,25 +63,12 @@ TEST_CASE(
     "rollover: a layout upgrade to version 3 under a running daemon and serve, across the switch "
     "bucket, then a replay into the bucket before it: no false negative, one rule per key",
     "[robustness][rollover][v3]") {
-  constexpr int64_t kBudgetMs = 50000;  // from the shifted start to the hour's end
-  const int64_t real_start = SystemClock().NowMs();
-  const int64_t hour_end_s = (real_start + kBudgetMs) / 3600000 * 3600 + 3600;
-  const int64_t shift_ms = hour_end_s * 1000 - kBudgetMs - real_start;
-  const std::vector<std::string> clock_env = {"LD_PRELOAD=" EF_CLOCK_SHIFT_LIB,
-                                              "EF_TEST_CLOCK_SHIFT_MS=" + std::to_string(shift_ms)};
-  auto now_ms = [&] { return SystemClock().NowMs() + shift_ms; };
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  const std::string asan_env = "ASAN_OPTIONS=" + std::string(asan ? asan : "") +
-                               (asan && *asan ? ":" : "") + "verify_asan_link_order=0";
-  auto shifted = [&](std::vector<std::string> argv) {
-    std::vector<std::string> out{"env"};
-    out.insert(out.end(), clock_env.begin(), clock_env.end());
-    out.push_back(asan_env);
-    out.insert(out.end(), argv.begin(), argv.end());
-    return out;
-  };
+  const ShiftedClock clock(EF_CLOCK_SHIFT_LIB, 50000);  // 50 s before the hour's end
+  const int64_t hour_end_s = clock.hour_end_s;
+  auto now_ms = [&] { return clock.NowMs(); };
+  auto shifted = [&](const std::vector<std::string>& argv) { return clock.Wrap(argv); };
 
-  auto redis = ServerWithEnv(clock_env);
+  auto redis = StartRedisWithEnv(clock.env);
   Stack stack(2);
   const int serve_port = FreePort();
   // A version-2 deployment (its other readers not on version 3 yet), 1 h buckets.
@@ -155,7 +114,7 @@ TEST_CASE(
   REQUIRE(redis->Command({"HGET", "ef:meta", "version"}).str == "2");
   httplib::Client http("127.0.0.1", serve_port);
   http.set_read_timeout(10, 0);
-  REQUIRE(WaitFor([&] { return Unseen(http, "u0", {"x"}).has_value(); }, 30s));
+  REQUIRE(WaitFor([&] { return ServeUnseen(http, "u0", {"x"}).has_value(); }, 30s));
 
   // The upgrade, with 20 s of lead: v3_from must be the coming hour.
   const int64_t left_ms = hour_end_s * 1000 - now_ms();
@@ -245,7 +204,7 @@ TEST_CASE(
     auto r = reader.Check(user, list, now_s);
     REQUIRE(r.ok());
     for (size_t i = 0; i < list.size(); ++i) missing_cpp += !r->seen[i];
-    const auto unseen = Unseen(http, user, list);
+    const auto unseen = ServeUnseen(http, user, list);
     REQUIRE(unseen.has_value());
     missing_serve += unseen->size();
     std::vector<std::string> argv = {"python3",

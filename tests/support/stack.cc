@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "common/clock.h"
+#include "kafka/group_offsets.h"
 #include "read/bloom_reader.h"
 #include "redis/meta.h"
 #include "support/wait.h"
@@ -177,6 +178,21 @@ std::string WriteAssignmentConfig(Stack& stack, const std::string& strategy) {
       "kafka:\n  properties:\n    session.timeout.ms: 6000\n    fetch.wait.max.ms: 10\n"
       "    partition.assignment.strategy: " +
           strategy + "\n");
+}
+
+bool GroupCaughtUp(Stack& stack, const std::string& group) {
+  KafkaConfig kc;
+  kc.bootstrap_servers = stack.kafka().bootstrap_servers();
+  kc.topics = {stack.topic()};
+  kc.group_id = group;
+  auto offsets = ReadGroupOffsets(kc, 5000);
+  if (!offsets.ok()) return false;
+  int64_t total = 0;
+  for (const auto& po : *offsets) {
+    if (po.high > 0 && po.committed != po.high) return false;
+    total += po.high;
+  }
+  return total > 0;
 }
 
 std::vector<std::string> MissingItems(RedisConnection& conn, const Layout& layout,

@@ -88,6 +88,11 @@ std::unique_ptr<Process> StartServe(Stack& stack, const std::string& config, int
                                     const std::vector<std::string>& sets = {},
                                     const std::string& log = "serve.log");
 
+// True iff consumer group `group` has committed every message of the stack's
+// topic (committed == high watermark in each partition that has any, and some
+// partition has); false on a Kafka error.
+bool GroupCaughtUp(Stack& stack, const std::string& group);
+
 // Items of `events` the filters do not report as seen now (false negatives),
 // as "user/item".
 std::vector<std::string> MissingItems(RedisConnection& conn, const Layout& layout,
