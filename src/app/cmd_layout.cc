@@ -126,42 +126,25 @@ int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run, int to_version,
     return kExitOk;
   }
   const int64_t v3_from = V3FromAfter(now_s, lead_seconds, layout->bucket_seconds);
-  if (dry_run) {
-    if (stored.empty()) {
-      std::printf("dry run: no layout stored: nothing to upgrade\n");
-      return kExitLayout;
-    }
-    if (current->version() >= to_version) {
-      Status check = CompareLayout(stored, *layout, key);
-      std::printf("dry run: %s\n",
-                  check.ok() ? "already that version, nothing to do" : check.message().c_str());
-      return check.ok() ? kExitOk : kExitLayout;
-    }
-    const Layout earlier = current->version() == 1 ? layout->SingleStage() : layout->WithoutV3();
-    Status check = CompareLayout(stored, earlier, key);
-    if (!check.ok()) {
-      std::printf("dry run: %s\n", check.message().c_str());
-      return kExitLayout;
-    }
-    if (to_version == 3) {
-      std::printf("dry run: would replace the version-%d meta with version 3, v3_from %lld (%s)\n",
-                  current->version(), static_cast<long long>(v3_from),
-                  FormatTimeRfc3339(v3_from * 1000).c_str());
-    } else {
-      std::printf("dry run: would replace the version-1 meta with the configured version 2\n");
-    }
-    return kExitOk;
-  }
   bool changed = false;
   Layout after;
-  st = UpgradeMeta(target->meta(), *layout, to_version, v3_from, &changed, &after);
+  st = UpgradeMeta(target->meta(), *layout, to_version, v3_from, dry_run, &changed, &after);
   if (!st.ok()) {
     // filter.stages is 1 (nothing to upgrade to) is the config's; a stored layout
     // that is not the configured one's earlier version is a mismatch.
     return Fail(st, st.code() == StatusCode::kInvalidArgument ? kExitConfig : ExitCodeForStart(st));
   }
   if (!changed) {
-    std::printf("%s is version %d already: nothing to do\n", key.c_str(), after.version());
+    std::printf("%s%s is version %d already: nothing to do\n", dry_run ? "dry run: " : "",
+                key.c_str(), after.version());
+  } else if (dry_run) {
+    std::printf("dry run: would replace the version-%d meta with version %d", current->version(),
+                to_version);
+    if (to_version == 3)
+      std::printf(", v3_from %lld (%s)", static_cast<long long>(after.v3_from),
+                  FormatTimeRfc3339(after.v3_from * 1000).c_str());
+    std::printf("\n");
+    return kExitOk;
   } else if (to_version == 3) {
     std::printf(
         "upgraded %s to version 3: buckets from %s (v3_from %lld) on follow rule 9; "

@@ -108,7 +108,7 @@ Status ReadLayout(MetaTarget conn, const Layout& layout, Layout* effective, bool
 }
 
 Status UpgradeMeta(MetaTarget conn, const Layout& layout, int to_version, int64_t v3_from,
-                   bool* changed, Layout* stored_after) {
+                   bool dry_run, bool* changed, Layout* stored_after) {
   *changed = false;
   const std::string key = MetaKey(layout.prefix);
   Layout target = layout.WithoutV3();
@@ -139,6 +139,11 @@ Status UpgradeMeta(MetaTarget conn, const Layout& layout, int to_version, int64_
   EF_RETURN_IF_ERROR(CompareLayout(stored, earlier, key));
   if (current->version() == 1 && !IsUpgradableV1(stored, layout))
     return CompareLayout(stored, layout.SingleStage(), key);
+  if (dry_run) {
+    *changed = true;
+    *stored_after = std::move(target);
+    return Status::Ok();
+  }
   // Compare-and-set: the whole hash as read, replaced by the target's fields.
   std::vector<std::string> args = {"EVAL", kUpgradeScript, "1", key, std::to_string(stored.size())};
   for (const auto& [f, v] : stored) {

@@ -64,8 +64,9 @@ Status ReadLayout(MetaTarget conn, const Layout& layout, Layout* effective, bool
 // again). The stored meta must be `layout`'s stage 0 as version 1, or (N = 3)
 // `layout` as version 2 (else kFailedPrecondition naming the differing fields).
 // OK and *changed = false if it is version N or later and agrees with `layout`.
-// *stored_after: the stored layout afterwards. Errors as EnsureMeta.
+// *stored_after: the stored layout afterwards. dry_run: every check, no write
+// (*changed and *stored_after say what the upgrade would do). Errors as EnsureMeta.
 Status UpgradeMeta(MetaTarget conn, const Layout& layout, int to_version, int64_t v3_from,
-                   bool* changed, Layout* stored_after);
+                   bool dry_run, bool* changed, Layout* stored_after);
 
 }  // namespace ef

@@ -579,7 +579,7 @@ TEST_CASE(
 
   bool changed = false;
   Layout after;
-  REQUIRE(UpgradeMeta(*admin, fx.layout, 2, 0, &changed, &after).ok());
+  REQUIRE(UpgradeMeta(*admin, fx.layout, 2, 0, false, &changed, &after).ok());
   REQUIRE(changed);
   fx.Write("heavy", 0, Items("h", 300));  // stages 0..3 of a v2 writer
 
@@ -603,7 +603,7 @@ TEST_CASE("client: the stored layout is re-read periodically while connections a
   REQUIRE(client->Seen("heavy", {"x"}).ok);
   bool changed = false;
   Layout after;
-  REQUIRE(UpgradeMeta(*admin, fx.layout, 2, 0, &changed, &after).ok());
+  REQUIRE(UpgradeMeta(*admin, fx.layout, 2, 0, false, &changed, &after).ok());
   // No long value to hint at it: only the period brings the new layout in.
   CHECK(WaitFor(
       [&] {
