@@ -71,6 +71,10 @@ class StagePlanner {
   const std::vector<uint32_t>& positions() const { return positions_; }
   // Of the last plan: the state it started from, and how many items it found
   // present in the current stage (not written; repeats within the batch included).
+  // Items are looked up only where some item of the batch could bring the stage to
+  // its fill: below that (fill + k_s * distinct items < fill_s) every item is
+  // planned into the stage, present or not (its bits are set already: the same
+  // bits), and present() is 0.
   StageState start() const { return start_; }
   uint64_t present() const { return present_; }
 
