@@ -2,7 +2,8 @@
 //
 // Answers "which of these candidate items has this user not seen?" from the
 // per-user Bloom filters the exposure-filter daemon writes to Redis
-// (docs/FORMAT.md, layouts v1 and v2):
+// (docs/FORMAT.md, layouts v1, v2 and v3), and from the user's served ring (rule
+// 10: what recall services marked as returned, MarkServed / FilterAndMark):
 //   - one Redis round trip per user: one MGET of the user's live bucket keys and
 //     the next one (all under the user's hash tag, so Redis Cluster-safe);
 //   - each candidate is hashed once and tested locally against every bucket and
@@ -158,6 +159,29 @@ struct Result {
   // Only with CallOptions::with_buckets: per candidate, the start (Unix seconds) of
   // the newest bucket that holds it, or -1.
   std::vector<int64_t> seen_bucket;
+  // Per candidate: not seen, but served to the user recently (a pseudo-exposure:
+  // the user's served ring, docs/FORMAT.md rule 10, written by MarkServed,
+  // FilterAndMark, `serve` with mark_served, `check --mark-served`). Unseen()
+  // leaves these out too. All false when the user has no ring (or on a failure).
+  std::vector<bool> served;
+  size_t served_count = 0;  // number of true entries in served
+  // FilterAndMark only: per candidate, whether this call marked it served (the
+  // first n candidates neither seen nor served, input order), and how many.
+  std::vector<bool> marked;
+  size_t marked_count = 0;
+  // FilterAndMark only, under kFailOpen: the answer stands but the mark was not
+  // written (error and code say why; marked is all false).
+  bool mark_failed = false;
+};
+
+// The outcome of MarkServed.
+struct MarkResult {
+  bool ok = true;            // false: invalid user ID, or Redis failed under kFailClosed
+  bool failed_open = false;  // Redis failed under kFailOpen: nothing was marked
+  ErrorCode code = ErrorCode::kOk;
+  std::string error;  // one line, when !ok or failed_open
+  size_t marked = 0;  // items written to the ring (all of them on success)
+  size_t filled = 0;  // the ring's items after the write (at most serve.served_items)
 };
 
 // Counters since Create; monotonic; read with stats() (a consistent-enough
@@ -174,6 +198,9 @@ struct ClientStats {
   uint64_t reconnects = 0;     // connections made after the first one
   uint64_t layout_reads = 0;   // stored layout read again on a healthy connection
   uint64_t stale_retries = 0;  // calls retried once on a new connection (the pooled one was dead)
+  uint64_t served = 0;         // candidates found served (not seen, in the user's served ring)
+  uint64_t marked = 0;         // items marked served (MarkServed, FilterAndMark)
+  uint64_t mark_errors = 0;    // marks that failed (Redis; counted in redis_errors too)
 };
 
 // Stored layout the client reads with.
@@ -238,6 +265,29 @@ class Client {
   std::vector<Result> SeenBatchViews(std::span<const QueryView> queries,
                                      std::chrono::milliseconds deadline);
   std::vector<Result> SeenBatchViews(std::span<const QueryView> queries, const CallOptions& call);
+
+  // Paged feeds (README "Paged feeds"): mark items as served to `user`, so that
+  // the next call leaves them out (Result::served) before their exposure events
+  // arrive. One round trip: one script (EVALSHA) appends the items' fingerprints
+  // to the user's served ring (docs/FORMAT.md rule 10: capacity serve.served_items,
+  // the oldest overwritten, never the newest; TTL serve.served_ttl, renewed on
+  // every write), atomically, so concurrent marks never lose each other's items.
+  // With redis.wait_replicas, a WAIT follows in the same round trip. An empty
+  // `items` marks nothing and costs no round trip. Failure policy as for Seen.
+  MarkResult MarkServed(std::string_view user, const std::vector<std::string>& items);
+  MarkResult MarkServedViews(std::string_view user, std::span<const std::string_view> items,
+                             const CallOptions& call = {});
+  // Seen, then MarkServed of the first n candidates neither seen nor served (input
+  // order; n = SIZE_MAX: all of them): a page of n for a feed. Two round trips
+  // (the marks depend on the answer). Two calls for the same user that overlap in
+  // time may both return an item (each reads the ring before the other marks it);
+  // a call made after another's answer never repeats what that one marked.
+  // If the read fails, nothing is marked (policy as for Seen). If only the mark
+  // fails: under kFailOpen the answer stands with mark_failed; under kFailClosed
+  // the call fails (ok false).
+  Result FilterAndMark(std::string_view user, const std::vector<std::string>& candidates, size_t n);
+  Result FilterAndMarkViews(std::string_view user, std::span<const std::string_view> candidates,
+                            size_t n, const CallOptions& call = {});
 
   // Health check: PING on a pooled connection (connecting, and reading the meta,
   // if needed) within the deadline; on Redis Cluster, PING on every master.

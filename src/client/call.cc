@@ -47,6 +47,8 @@ Status Client::Impl::DeadlineError(Clock::time_point start, Clock::time_point de
 void Client::Impl::Failed(const Status& st, bool policy_applies, Result* r) {
   r->seen.assign(r->seen.size(), false);
   r->seen_count = 0;
+  r->served.assign(r->seen.size(), false);
+  r->served_count = 0;
   r->code = CodeOf(st);
   r->error = st.message();
   if (policy_applies && options.on_error == OnError::kFailOpen) {
@@ -87,6 +89,7 @@ std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const Call
   for (size_t i = 0; i < n; ++i) {
     Result& r = results[i];
     r.seen.assign(work[i].candidates.size(), false);
+    r.served.assign(work[i].candidates.size(), false);
     candidates += work[i].candidates.size();
     // Keys depend only on prefix, bucket and window, which the stored layout
     // shares with the configured one.
@@ -109,9 +112,10 @@ std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const Call
   std::vector<std::vector<std::string>> commands(valid.size());
   for (size_t v = 0; v < valid.size(); ++v) {
     std::vector<std::string>& keys = plans[valid[v]].keys;
-    commands[v].reserve(keys.size() + 1);
+    commands[v].reserve(keys.size() + 2);
     commands[v].emplace_back("MGET");
     for (std::string& key : keys) commands[v].push_back(std::move(key));
+    commands[v].push_back(std::move(plans[valid[v]].served_key));  // the last value
   }
   std::vector<ef::RedisReply> cluster_replies;
   // Standalone: the replies' values, views into the thread's receive buffer.
@@ -156,29 +160,40 @@ std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const Call
     bool long_value = false;
     for (size_t v = 0; v < valid.size() && !long_value; ++v) {
       if (!user_status.empty() && !user_status[v].ok()) continue;
-      for (std::string_view value : values_of(v))
-        long_value = long_value || NoteValueLength(value.size(), *layout_now);
+      const std::vector<std::string_view>& values = values_of(v);
+      for (size_t b = 0; b + 1 < values.size(); ++b)  // the buckets (the served ring is last)
+        long_value = long_value || NoteValueLength(values[b].size(), *layout_now);
     }
     if (long_value) {
       *redo = true;
       return results;
     }
   }
-  uint64_t seen_total = 0;
+  uint64_t seen_total = 0, served_total = 0;
+  thread_local std::vector<std::string_view> buckets;
   for (size_t v = 0; v < valid.size(); ++v) {
     if (!user_status.empty() && !user_status[v].ok()) continue;  // failed above
     const size_t i = valid[v];
-    const std::vector<std::string_view>* values = &values_of(v);
-    ef::CheckResult cr =
-        ef::TestItems(*layout_now, *values, plans[i].bucket_starts, work[i].candidates);
+    const std::vector<std::string_view>& values = values_of(v);
+    buckets.assign(values.begin(), values.end() - 1);
+    ef::CheckResult cr = ef::TestItems(*layout_now, buckets, plans[i].bucket_starts,
+                                       work[i].candidates, values.back());
     Result& r = results[i];
     r.seen = std::move(cr.seen);
     r.seen_count = cr.seen_count;
     r.buckets_present = cr.buckets_present;
+    if (cr.served.empty()) {
+      r.served.assign(r.seen.size(), false);
+    } else {
+      r.served = std::move(cr.served);
+      r.served_count = cr.served_count;
+    }
     if (call.with_buckets) r.seen_bucket = std::move(cr.seen_bucket);
     seen_total += r.seen_count;
+    served_total += r.served_count;
   }
   Add(counters.seen, seen_total);
+  Add(counters.served, served_total);
   return results;
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "bloom/keys.h"
+#include "bloom/served.h"
 #include "client/impl.h"
 #include "config/loader.h"
 
@@ -38,6 +39,11 @@ std::unique_ptr<Client> Client::Create(const ClientOptions& options, std::string
   if (!redis.ok()) return fail(redis.status(), ErrorCode::kInvalidArgument);
 
   auto impl = std::make_unique<Impl>(options, std::move(*layout), std::move(*redis));
+  impl->served_capacity = static_cast<uint32_t>(config->serve.served_items);
+  impl->served_width = ef::ServedWidth(impl->served_capacity, config->serve.served_fpr);
+  impl->served_ttl_ms = config->serve.served_ttl_ms;
+  impl->wait_replicas = config->redis.wait_replicas;
+  impl->wait_timeout_ms = config->redis.wait_timeout_ms;
   // The first connection may take redis.connect_timeout (start-up is not a call).
   const Clock::time_point deadline =
       Clock::now() + std::chrono::milliseconds(std::max<int64_t>(impl->redis.connect_timeout_ms,
@@ -153,9 +159,9 @@ std::vector<std::string> Client::Unseen(std::string_view user,
   Result r = Seen(user, candidates, deadline);
   std::vector<std::string> out;
   if (!r.ok) return out;
-  out.reserve(candidates.size() - r.seen_count);
+  out.reserve(candidates.size() - r.seen_count - r.served_count);
   for (size_t i = 0; i < candidates.size(); ++i)
-    if (!r.seen[i]) out.push_back(candidates[i]);
+    if (!r.seen[i] && !r.served[i]) out.push_back(candidates[i]);
   return out;
 }
 
@@ -215,6 +221,9 @@ ClientStats Client::stats() const {
   s.reconnects = get(c.reconnects);
   s.layout_reads = get(c.layout_reads);
   s.stale_retries = get(c.stale_retries);
+  s.served = get(c.served);
+  s.marked = get(c.marked);
+  s.mark_errors = get(c.mark_errors);
   return s;
 }
 

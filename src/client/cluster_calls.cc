@@ -189,4 +189,27 @@ Status Client::Impl::PingCluster(Clock::time_point start, Clock::time_point dead
   return st;
 }
 
+Status Client::Impl::ClusterCommands(std::string_view key,
+                                     const std::vector<std::vector<std::string>>& commands,
+                                     Clock::time_point start, Clock::time_point deadline,
+                                     std::vector<ef::RedisReply>* replies) {
+  ef::client::Pooled<RouterSlot> pr(routers);
+  Status st = PrepareRouter(pr, start, deadline);
+  if (st.ok()) {
+    const uint16_t slot = ef::KeySlot(key);
+    std::vector<ef::ClusterRouter::SlotCommand> in_slot;
+    in_slot.reserve(commands.size());
+    for (const std::vector<std::string>& args : commands) in_slot.push_back({slot, args});
+    auto r = pr.conn()->router.Commands(in_slot);
+    if (!r.ok()) {
+      st = r.status();
+    } else {
+      *replies = std::move(*r);
+      if (Clock::now() > deadline) st = DeadlineError(start, deadline, "waiting for Redis Cluster");
+    }
+  }
+  if (!st.ok() && pr.conn()) pr.conn()->meta_due = true;
+  return st;
+}
+
 }  // namespace exposure_filter

@@ -50,7 +50,8 @@ inline int64_t Millis(Clock::duration d) {
 
 struct Counters {
   std::atomic<uint64_t> calls{0}, users{0}, candidates{0}, seen{0}, failed_open{0}, errors{0},
-      redis_errors{0}, timeouts{0}, reconnects{0}, layout_reads{0}, stale_retries{0};
+      redis_errors{0}, timeouts{0}, reconnects{0}, layout_reads{0}, stale_retries{0}, served{0},
+      marked{0}, mark_errors{0};
 };
 
 inline void Add(std::atomic<uint64_t>& counter, uint64_t n) {
@@ -90,6 +91,11 @@ struct Client::Impl {
 
   ClientOptions options;
   ef::Layout configured;
+  // The served ring's shape and TTL (serve.served_items, served_fpr, served_ttl).
+  uint32_t served_capacity = 500, served_width = 3;
+  int64_t served_ttl_ms = 0;
+  // redis.wait_replicas / wait_timeout: a mark waits for that many replicas.
+  int64_t wait_replicas = 0, wait_timeout_ms = 0;
   ef::RedisOptions redis;
   ef::client::ConnectionPool pool;
   // Redis Cluster (UseCluster): routers instead of connections.
@@ -126,6 +132,13 @@ struct Client::Impl {
   std::vector<Result> RunOnce(const Work* work, size_t n, const CallOptions& call, bool first,
                               bool* redo);
   bool Ping(std::chrono::milliseconds deadline);
+
+  // --- served.cc
+  // Appends the fingerprints of items to user's served ring (one EVALSHA, EVAL if
+  // the server lacks the script; WAIT with wait_replicas): *filled is the ring's
+  // size after it. Errors as the read's (kUnavailable, kPermissionDenied, ...).
+  Status Mark(std::string_view user, const ef::Hash128* items, size_t n, Clock::time_point start,
+              Clock::time_point deadline, size_t* filled);
   // Marks *r failed with st; with `policy_applies` and OnError::kFailOpen it is
   // answered as "nothing seen" instead (failed_open).
   void Failed(const Status& st, bool policy_applies, Result* r);
@@ -172,6 +185,11 @@ struct Client::Impl {
                     Clock::time_point deadline,
                     std::vector<ef::RedisConnection::ArrayReply>** replies);
   Status PingSingle(Clock::time_point start, Clock::time_point deadline);
+  // Commands pipelined on a pooled connection, as ExchangeOnce runs them; their
+  // replies (error replies included: the caller reads them) in *replies.
+  Status SingleCommands(const std::vector<std::vector<std::string>>& commands,
+                        Clock::time_point start, Clock::time_point deadline,
+                        std::vector<ef::RedisReply>* replies);
 
   // --- cluster_calls.cc
   // Cluster: a router in *pr within the deadline, its deadline set to what is left.
@@ -197,6 +215,12 @@ struct Client::Impl {
                      std::vector<Status>* user_status);
   // PING on every master (one slot of each), in parallel.
   Status PingCluster(Clock::time_point start, Clock::time_point deadline);
+  // Commands in the slot of `key`, pipelined to its master through a pooled
+  // router (redirections followed within the deadline); replies as SingleCommands.
+  Status ClusterCommands(std::string_view key,
+                         const std::vector<std::vector<std::string>>& commands,
+                         Clock::time_point start, Clock::time_point deadline,
+                         std::vector<ef::RedisReply>* replies);
 };
 
 }  // namespace exposure_filter

@@ -136,27 +136,37 @@ Status Client::Impl::SingleMget(const std::vector<std::vector<std::string>>& com
   return st;
 }
 
-// PING on a pooled connection (made, or re-made once, within the deadline).
-Status Client::Impl::PingSingle(Clock::time_point start, Clock::time_point deadline) {
+// Commands pipelined on a pooled connection (made, or re-made once, within the
+// deadline). Error replies are left to the caller (one that calls for a
+// reconnect drops the connection here).
+Status Client::Impl::SingleCommands(const std::vector<std::vector<std::string>>& commands,
+                                    Clock::time_point start, Clock::time_point deadline,
+                                    std::vector<ef::RedisReply>* replies) {
   ef::client::PooledConnection pc(pool);
   bool reused = false;
   Status st = Prepare(pc, start, deadline, &reused);
-  if (st.ok()) {
-    ef::RedisReply reply;
-    st = ExchangeOnce(pc, reused, deadline, [&reply](ef::RedisConnection& conn) {
-      auto r = conn.Command({"PING"});
-      if (!r.ok()) return r.status();
-      reply = std::move(*r);
-      return Status::Ok();
-    });
-    // A failed exchange dropped the connection (or a new one failed): st says why.
-    if (st.ok() && reply.type == ef::RedisReply::Type::kError) {
-      st = ef::Unavailable("redis " + pc.conn()->address() + ": PING: " + reply.str);
-      if (ef::RedisConnection::CallsForReconnect(reply.str)) pc.Drop();
-    } else if (st.ok() && Clock::now() > deadline) {
-      st = DeadlineError(start, deadline, "waiting for Redis");
+  if (!st.ok()) return st;
+  // A failed exchange drops the connection (or a new one failed): st says why.
+  st = ExchangeOnce(pc, reused, deadline,
+                    [&](ef::RedisConnection& conn) { return conn.Commands(commands, replies); });
+  if (!st.ok()) return st;
+  for (const ef::RedisReply& reply : *replies) {
+    if (reply.type == ef::RedisReply::Type::kError &&
+        ef::RedisConnection::CallsForReconnect(reply.str)) {
+      pc.Drop();
+      break;
     }
   }
+  if (Clock::now() > deadline) return DeadlineError(start, deadline, "waiting for Redis");
+  return Status::Ok();
+}
+
+// PING on a pooled connection (made, or re-made once, within the deadline).
+Status Client::Impl::PingSingle(Clock::time_point start, Clock::time_point deadline) {
+  std::vector<ef::RedisReply> replies;
+  Status st = SingleCommands({{"PING"}}, start, deadline, &replies);
+  if (st.ok() && replies.front().type == ef::RedisReply::Type::kError)
+    st = ef::Unavailable("redis " + redis.addresses.front() + ": PING: " + replies.front().str);
   return st;
 }
 

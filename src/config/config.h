@@ -102,6 +102,11 @@ struct ServeConfig {
   int64_t timeout_ms = 50;                   // serve.timeout (duration): per-request Redis deadline
   int64_t threads = 8;                       // serve.threads: HTTP workers = Redis connections
   bool fail_closed = false;                  // serve.fail_closed: 503 instead of "all unseen"
+  // The served ring (docs/FORMAT.md rule 10): what serve, the client library and
+  // `check --mark-served` mark as returned to a user.
+  int64_t served_ttl_ms = 2 * 3600 * 1000;  // serve.served_ttl (duration), renewed on write
+  int64_t served_items = 500;               // serve.served_items: the ring's capacity
+  double served_fpr = 0.0001;               // serve.served_fpr: its false-positive rate when full
 };
 
 struct LogConfig {

@@ -390,6 +390,12 @@ std::vector<Field> BuildFields() {
                             &MetricsConfig::unassigned_grace_ms, 1, 1000, kDay));
   // serve
   t.push_back(StringField("serve.listen", &C::serve, &ServeConfig::listen, HostPort(false)));
+  t.push_back(DurationField("serve.served_ttl", &C::serve, &ServeConfig::served_ttl_ms, 1, kSecond,
+                            7 * kDay));
+  t.push_back(
+      IntField("serve.served_items", &C::serve, &ServeConfig::served_items, 1, int64_t{1} << 20));
+  t.push_back(
+      DoubleField("serve.served_fpr", &C::serve, &ServeConfig::served_fpr, 0, 1, true, true));
   t.push_back(IntField("serve.max_items", &C::serve, &ServeConfig::max_items, 1, 10'000'000));
   t.push_back(IntField("serve.max_body_bytes", &C::serve, &ServeConfig::max_body_bytes, 1024,
                        int64_t{1} << 30));

@@ -10,6 +10,7 @@
 #include "bloom/hash_batch.h"
 #include "bloom/keys.h"
 #include "bloom/probe_rounds.h"
+#include "bloom/served.h"
 #include "bloom/stages.h"
 #include "redis/cluster.h"
 
@@ -21,13 +22,19 @@ namespace {
 // than fit the bucket mask of TestItems.
 CheckResult TestItemsPerBucket(const Layout& layout,
                                const std::vector<std::string_view>& bucket_values,
-                               const std::vector<int64_t>& bucket_starts, ItemList items) {
+                               const std::vector<int64_t>& bucket_starts, ItemList items,
+                               const ServedSet* served) {
   CheckResult r;
   r.seen.assign(items.size(), false);
   r.seen_bucket.assign(items.size(), -1);
+  if (served) r.served.assign(items.size(), false);
   for (const auto& v : bucket_values) r.buckets_present += v.empty() ? 0 : 1;
   for (size_t i = 0; i < items.size(); ++i) {
     const Hash128 h = HashItem(items[i], layout.seed);
+    if (served && served->Contains(h)) {
+      r.served[i] = true;
+      ++r.served_count;
+    }
     for (size_t b = bucket_values.size(); b-- > 0;) {  // newest first
       const std::string_view v = bucket_values[b];
       if (v.empty()) continue;
@@ -37,6 +44,10 @@ CheckResult TestItemsPerBucket(const Layout& layout,
         r.seen_bucket[i] = bucket_starts[b];
         break;
       }
+    }
+    if (r.seen[i] && served && r.served[i]) {  // seen wins: served means "not seen, but served"
+      r.served[i] = false;
+      --r.served_count;
     }
   }
   return r;
@@ -74,7 +85,8 @@ constexpr size_t kSliceBytesPerItem = 8;
 template <typename W>
 CheckResult TestItemsMasked(const Layout& layout,
                             const std::vector<std::string_view>& bucket_values,
-                            const std::vector<int64_t>& bucket_starts, ItemList items) {
+                            const std::vector<int64_t>& bucket_starts, ItemList items,
+                            const ServedSet* served) {
   constexpr int kWidth = 8 * sizeof(W);
   const size_t nb = bucket_values.size();
   CheckResult r;
@@ -99,7 +111,7 @@ CheckResult TestItemsMasked(const Layout& layout,
     for (size_t s = 0; s < present; ++s) has[s] |= W{1} << b;
     stages_used = std::max(stages_used, present);
   }
-  if (r.buckets_present == 0) return r;
+  if (r.buckets_present == 0 && !served) return r;
 
   // The stages to slice, into one scratch area per thread.
   std::array<size_t, StageStats::kTrackedStages> slice_at{};  // SIZE_MAX: not sliced
@@ -182,6 +194,14 @@ CheckResult TestItemsMasked(const Layout& layout,
     ++r.seen_count;
     r.seen_bucket[i] = bucket_starts[best[i]];
   }
+  if (served) {
+    r.served.assign(items.size(), false);
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (best[i] >= 0 || !served->Contains(hashes[i])) continue;
+      r.served[i] = true;
+      ++r.served_count;
+    }
+  }
   return r;
 }
 
@@ -190,17 +210,24 @@ CheckResult TestItemsMasked(const Layout& layout,
 // The result is the per-bucket rule's: seen iff all k_s positions of some stage
 // s are set in some bucket; seen_bucket is the newest such bucket.
 CheckResult TestItems(const Layout& layout, const std::vector<std::string_view>& bucket_values,
-                      const std::vector<int64_t>& bucket_starts, ItemList items) {
+                      const std::vector<int64_t>& bucket_starts, ItemList items,
+                      std::string_view served_value) {
   const size_t nb = bucket_values.size();
-  if (nb <= 32) return TestItemsMasked<uint32_t>(layout, bucket_values, bucket_starts, items);
-  if (nb <= 64) return TestItemsMasked<uint64_t>(layout, bucket_values, bucket_starts, items);
-  return TestItemsPerBucket(layout, bucket_values, bucket_starts, items);
+  // The ring, if the user has one (most reads: none, and no cost but a check).
+  thread_local ServedSet ring;
+  const ServedSet* served = !served_value.empty() && ring.Parse(served_value) ? &ring : nullptr;
+  if (nb <= 32)
+    return TestItemsMasked<uint32_t>(layout, bucket_values, bucket_starts, items, served);
+  if (nb <= 64)
+    return TestItemsMasked<uint64_t>(layout, bucket_values, bucket_starts, items, served);
+  return TestItemsPerBucket(layout, bucket_values, bucket_starts, items, served);
 }
 
 CheckResult TestItems(const Layout& layout, const std::vector<std::string>& bucket_values,
-                      const std::vector<int64_t>& bucket_starts, ItemList items) {
+                      const std::vector<int64_t>& bucket_starts, ItemList items,
+                      std::string_view served_value) {
   const std::vector<std::string_view> views(bucket_values.begin(), bucket_values.end());
-  return TestItems(layout, views, bucket_starts, items);
+  return TestItems(layout, views, bucket_starts, items, served_value);
 }
 
 StatusOr<ReadPlan> PlanRead(const Layout& layout, std::string_view user, int64_t now_seconds) {
@@ -212,6 +239,7 @@ StatusOr<ReadPlan> PlanRead(const Layout& layout, std::string_view user, int64_t
   for (int64_t s : plan.bucket_starts) {
     plan.keys.push_back(MakeKey(layout.prefix, user, s, layout.bucket_seconds));
   }
+  plan.served_key = ServedKey(layout.prefix, user);
   return plan;
 }
 
@@ -222,17 +250,19 @@ StatusOr<CheckResult> BloomReader::Check(std::string_view user,
   if (!plan.ok()) return plan.status();
   std::vector<std::string> args = {"MGET"};
   args.insert(args.end(), plan->keys.begin(), plan->keys.end());
+  args.push_back(plan->served_key);
   const std::string where = router_ ? "redis cluster" : "redis " + conn_->address();
   auto reply =
       router_ ? router_->Command(plan->keys.front(), std::move(args)) : conn_->Command(args);
   if (!reply.ok()) return reply.status();
   if (reply->type == RedisReply::Type::kError) return Unavailable(where + ": MGET: " + reply->str);
-  if (reply->type != RedisReply::Type::kArray || reply->elements.size() != plan->keys.size())
+  if (reply->type != RedisReply::Type::kArray || reply->elements.size() != plan->keys.size() + 1)
     return Internal(where + ": MGET: unexpected reply");
   std::vector<std::string> values;
   values.reserve(plan->keys.size());
-  for (auto& e : reply->elements) values.push_back(std::move(e.str));
-  return TestItems(layout_, values, plan->bucket_starts, items);
+  for (size_t i = 0; i < plan->keys.size(); ++i)
+    values.push_back(std::move(reply->elements[i].str));
+  return TestItems(layout_, values, plan->bucket_starts, items, reply->elements.back().str);
 }
 
 }  // namespace ef

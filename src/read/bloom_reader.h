@@ -46,6 +46,10 @@ struct CheckResult {
   size_t seen_count = 0;             // true entries of seen
   std::vector<int64_t> seen_bucket;  // bucket start (epoch s) of the newest matching bucket, or -1
   size_t buckets_present = 0;        // keys read (ReadBuckets) that exist
+  // Per item: not seen, but in the user's served ring (rule 10, a pseudo-exposure:
+  // a recall service returned it recently). Empty when no ring was given.
+  std::vector<bool> served;
+  size_t served_count = 0;  // true entries of served
 };
 
 // The keys a check of `user` at `now_seconds` reads, oldest first, with their
@@ -53,7 +57,8 @@ struct CheckResult {
 // not valid (CheckUserId). Pure.
 struct ReadPlan {
   std::vector<int64_t> bucket_starts;
-  std::vector<std::string> keys;
+  std::vector<std::string> keys;  // the bucket keys
+  std::string served_key;         // rule 10: read with them, after the last one
 };
 StatusOr<ReadPlan> PlanRead(const Layout& layout, std::string_view user, int64_t now_seconds);
 
@@ -68,8 +73,9 @@ class BloomReader {
   // tests; exposure_filter::Client is the service read path.
   BloomReader(ClusterRouter& router, Layout layout)
       : router_(&router), layout_(std::move(layout)) {}
-  // PlanRead, one MGET, TestItems. Errors: PlanRead's (before any command is
-  // sent), connection failures, and error replies (e.g. CROSSSLOT) naming the server.
+  // PlanRead, one MGET (the bucket keys and the served key), TestItems. Errors: PlanRead's (before
+  // any command is sent), connection failures, and error replies (e.g. CROSSSLOT) naming the
+  // server.
   StatusOr<CheckResult> Check(std::string_view user, const std::vector<std::string>& items,
                               int64_t now_seconds);
 
@@ -86,9 +92,13 @@ class BloomReader {
 // read side's hot path (exposure_filter::Client). Stages small enough for the
 // number of items are bit-sliced first (bloom/bit_slice.h), so a probe is one
 // load for all buckets. Thread-safe (keeps per-thread scratch buffers).
+// served_value: the user's served key as read ("" = missing, or no ring): an
+// item not seen is then also tested against the ring (CheckResult::served).
 CheckResult TestItems(const Layout& layout, const std::vector<std::string_view>& bucket_values,
-                      const std::vector<int64_t>& bucket_starts, ItemList items);
+                      const std::vector<int64_t>& bucket_starts, ItemList items,
+                      std::string_view served_value = {});
 CheckResult TestItems(const Layout& layout, const std::vector<std::string>& bucket_values,
-                      const std::vector<int64_t>& bucket_starts, ItemList items);
+                      const std::vector<int64_t>& bucket_starts, ItemList items,
+                      std::string_view served_value = {});
 
 }  // namespace ef
