@@ -1,0 +1,380 @@
+// Served items (docs/FORMAT.md rule 10, bloom/served.h) against a real
+// redis-server: the script writes exactly what its C++ model (ApplyServed) says,
+// byte for byte, and its name is Redis's own SHA-1 of it; the client's
+// MarkServed / FilterAndMark make paged feeds never repeat an item before its
+// exposure arrives, within one MGET per read; the ring stays within its bound and
+// keeps the newest items; TTL; concurrent marks; fail open / closed; NOPERM.
+#include "bloom/served.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <ctime>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bloom/hash.h"
+#include "bloom/keys.h"
+#include "bloom/layout.h"
+#include "common/sha1.h"
+#include "exposure_filter/client.h"
+#include "redis/meta.h"
+#include "support/items_key.h"
+#include "support/redis_server.h"
+#include "support/wait.h"
+#include "write/bit_writer.h"
+
+namespace ef::test {
+namespace {
+
+using namespace std::chrono_literals;
+using exposure_filter::Client;
+using exposure_filter::ClientOptions;
+using exposure_filter::ErrorCode;
+using exposure_filter::MarkResult;
+using exposure_filter::OnError;
+using exposure_filter::Result;
+
+constexpr int64_t kDay = 86400;
+
+int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+std::vector<std::string> Items(const std::string& tag, int n, int from = 0) {
+  std::vector<std::string> out;
+  for (int i = from; i < from + n; ++i) out.push_back(tag + "-" + std::to_string(i));
+  return out;
+}
+
+std::vector<Hash128> Hashes(const std::vector<std::string>& items, uint32_t seed) {
+  std::vector<Hash128> out;
+  for (const auto& i : items) out.push_back(HashItem(i, seed));
+  return out;
+}
+
+// A redis-server with a stored layout (prefix "sv:"), and clients on it.
+struct Fixture {
+  RedisServer redis;
+  Layout layout;
+  std::vector<std::string> extra;  // more --set overrides
+
+  Fixture() {
+    FilterConfig f;
+    f.key_prefix = "sv:";
+    auto l = LayoutFromConfig(f);
+    REQUIRE(l.ok());
+    layout = *l;
+    auto conn = redis.Connect();
+    Layout stored;
+    REQUIRE(EnsureMeta(*conn, layout, &stored).ok());
+  }
+
+  ClientOptions Options(OnError on_error = OnError::kFailOpen) const {
+    ClientOptions o;
+    o.overrides = {"redis.address=" + redis.address(), "filter.key_prefix=sv:"};
+    o.overrides.insert(o.overrides.end(), extra.begin(), extra.end());
+    o.on_error = on_error;
+    o.timeout = 2000ms;
+    return o;
+  }
+
+  std::unique_ptr<Client> MakeClient(OnError on_error = OnError::kFailOpen) const {
+    std::string error;
+    auto c = Client::Create(Options(on_error), &error);
+    INFO(error);
+    REQUIRE(c);
+    return c;
+  }
+
+  // An exposure written by the daemon's writer into today's bucket.
+  void Expose(const std::string& user, const std::vector<std::string>& items) {
+    const int64_t start = BucketStart(Now(), kDay);
+    BitBatch batch;
+    batch.keys.push_back(test::KeyOfItems(layout, MakeKey(layout.prefix, user, start, kDay), items,
+                                          ExpireAt(start, kDay, layout.window_seconds)));
+    batch.size = 1;
+    BitWriterOptions o;
+    o.redis.port = redis.port();
+    o.layout = layout;
+    RedisBitWriter writer(o);
+    REQUIRE(writer.Write(batch, nullptr).ok());
+  }
+
+  uint64_t Calls(const std::string& command) const {
+    auto conn = redis.Connect();
+    const std::string f = RedisServer::InfoField(*conn, "commandstats", "cmdstat_" + command);
+    if (f.empty()) return 0;
+    return std::stoull(f.substr(f.find('=') + 1));
+  }
+};
+
+std::vector<std::string> Unseen(const std::vector<std::string>& candidates, const Result& r) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (!r.seen[i] && !r.served[i]) out.push_back(candidates[i]);
+  return out;
+}
+
+TEST_CASE(
+    "served ring: the script writes what ApplyServed says, byte for byte, and its name is "
+    "Redis's SHA-1 of it",
+    "[served][contract]") {
+  RedisServer redis;
+  auto conn = redis.Connect();
+  // The name EVALSHA uses is the one SCRIPT LOAD gives.
+  auto loaded = conn->Command({"SCRIPT", "LOAD", ServedScript()});
+  REQUIRE(loaded.ok());
+  REQUIRE(loaded->type == RedisReply::Type::kString);
+  CHECK(loaded->str == Sha1Hex(ServedScript()));
+
+  std::mt19937_64 rng(7);
+  for (const uint32_t capacity : {1u, 7u, 64u, 500u}) {
+    for (const uint32_t width : {2u, 3u, 8u}) {
+      const std::string key = "ring:" + std::to_string(capacity) + ":" + std::to_string(width);
+      std::string model;
+      int item = 0;
+      // Appends of 0 .. 2C+1 items: wrapping, more than C at once, exactly C.
+      for (int round = 0; round < 12; ++round) {
+        const size_t n = static_cast<size_t>(rng() % (2 * capacity + 2));
+        std::vector<Hash128> hs;
+        for (size_t i = 0; i < n; ++i) hs.push_back(HashItem("x" + std::to_string(item++), 0));
+        std::string fps;
+        AppendServedFingerprints(hs.data(), hs.size(), width, &fps);
+        auto r = conn->Command({"EVALSHA", Sha1Hex(ServedScript()), "1", key,
+                                std::to_string(capacity), std::to_string(width), "60000", fps});
+        REQUIRE(r.ok());
+        INFO("C " << capacity << " w " << width << " round " << round << " n " << n << ": "
+                  << r->str);
+        REQUIRE(r->type == RedisReply::Type::kInteger);
+        model = ApplyServed(model, capacity, width, fps);
+        auto got = conn->Command({"GET", key});
+        REQUIRE(got.ok());
+        REQUIRE(got->str == model);
+        ServedSet set;
+        REQUIRE(set.Parse(got->str));
+        CHECK(static_cast<long long>(set.filled()) == r->integer);
+        CHECK(got->str.size() == kServedHeaderBytes + size_t{capacity} * width);
+        // Every item of the last min(n, C) is served.
+        for (size_t i = n > capacity ? n - capacity : 0; i < n; ++i) CHECK(set.Contains(hs[i]));
+        auto pttl = conn->Command({"PTTL", key});
+        REQUIRE(pttl.ok());
+        CHECK(pttl->integer > 0);
+        CHECK(pttl->integer <= 60000);
+      }
+    }
+  }
+  // A foreign value (another shape, or not a ring) is replaced by a new ring.
+  REQUIRE(conn->Command({"SET", "ring:foreign", "not a ring"}).ok());
+  std::vector<Hash128> one = {HashItem("a", 0)};
+  std::string fps;
+  AppendServedFingerprints(one.data(), 1, 3, &fps);
+  auto r = conn->Command({"EVAL", ServedScript(), "1", "ring:foreign", "10", "3", "1000", fps});
+  REQUIRE(r.ok());
+  CHECK(r->integer == 1);
+  CHECK(conn->Command({"GET", "ring:foreign"})->str == ApplyServed("", 10, 3, fps));
+}
+
+TEST_CASE("served items: two pages from one candidate pool never overlap, with one MGET per read",
+          "[served][client]") {
+  Fixture fx;
+  auto client = fx.MakeClient();
+  const std::vector<std::string> pool = Items("cand", 100);
+  fx.Expose("u1", Items("cand", 5, 0));  // cand-0..4 seen
+  const uint64_t mgets = fx.Calls("mget");
+  const uint64_t gets = fx.Calls("get");
+  const uint64_t evalshas = fx.Calls("evalsha"), evals = fx.Calls("eval");
+
+  Result page1 = client->FilterAndMark("u1", pool, 10);
+  REQUIRE(page1.ok);
+  REQUIRE_FALSE(page1.failed_open);
+  CHECK(page1.seen_count == 5);
+  CHECK(page1.served_count == 0);
+  CHECK(page1.marked_count == 10);
+  std::vector<std::string> shown1;
+  for (size_t i = 0; i < pool.size(); ++i)
+    if (page1.marked[i]) shown1.push_back(pool[i]);
+  CHECK(shown1 == Items("cand", 10, 5));  // the first 10 unseen, input order
+
+  Result page2 = client->FilterAndMark("u1", pool, 10);
+  REQUIRE(page2.ok);
+  CHECK(page2.seen_count == 5);
+  CHECK(page2.served_count == 10);
+  std::vector<std::string> shown2, served2;
+  for (size_t i = 0; i < pool.size(); ++i) {
+    if (page2.marked[i]) shown2.push_back(pool[i]);
+    if (page2.served[i]) served2.push_back(pool[i]);
+    CHECK_FALSE((page2.served[i] && page2.seen[i]));
+  }
+  CHECK(served2 == shown1);
+  CHECK(shown2 == Items("cand", 10, 15));
+  std::set<std::string> both(shown1.begin(), shown1.end());
+  for (const auto& s : shown2) CHECK(both.insert(s).second);  // no overlap
+  // Two reads: two MGETs, no GET. Two marks: an EVALSHA each; the server did not
+  // have the script at the first, which answered NOSCRIPT and was sent again as
+  // EVAL (which caches it).
+  CHECK(fx.Calls("mget") - mgets == 2);
+  CHECK(fx.Calls("get") - gets == 0);
+  CHECK(fx.Calls("evalsha") - evalshas == 2);
+  CHECK(fx.Calls("eval") - evals == 1);
+
+  // Unseen leaves served items out; an item served and then exposed is seen.
+  fx.Expose("u1", {"cand-5"});
+  const std::vector<std::string> unseen = client->Unseen("u1", pool);
+  CHECK(unseen.size() == 100 - 5 - 20);
+  CHECK(std::find(unseen.begin(), unseen.end(), "cand-25") != unseen.end());
+  Result r = client->Seen("u1", pool);
+  CHECK(r.seen[5]);
+  CHECK_FALSE(r.served[5]);  // seen wins
+  CHECK(r.served_count == 19);
+  CHECK(Unseen(pool, r) == unseen);
+
+  CHECK(client->stats().marked == 20);
+  CHECK(client->stats().served >= 10 + 19);
+}
+
+TEST_CASE("served items: after serve.served_ttl they are candidates again", "[served][client]") {
+  Fixture fx;
+  fx.extra = {"serve.served_ttl=1s"};
+  auto client = fx.MakeClient();
+  const std::vector<std::string> pool = Items("t", 20);
+  Result page = client->FilterAndMark("u-ttl", pool, 5);
+  REQUIRE(page.marked_count == 5);
+  auto conn = fx.redis.Connect();
+  const std::string key = ServedKey("sv:", "u-ttl");
+  auto pttl = conn->Command({"PTTL", key});
+  REQUIRE(pttl.ok());
+  CHECK(pttl->integer > 0);
+  CHECK(pttl->integer <= 1000);
+  CHECK(client->Unseen("u-ttl", pool).size() == 15);
+  REQUIRE(WaitFor([&] { return conn->Command({"EXISTS", key})->integer == 0; }, 10s));
+  CHECK(client->Unseen("u-ttl", pool) == pool);
+}
+
+TEST_CASE("served items: a burst of 10,000 marks keeps the ring at its bound and the newest served",
+          "[served][client]") {
+  Fixture fx;
+  fx.extra = {"serve.served_items=500", "serve.served_fpr=0.0001"};
+  auto client = fx.MakeClient();
+  const uint32_t width = ServedWidth(500, 0.0001);
+  CHECK(width == 3);  // 500 * 2^-24 = 3.0e-5 <= 1e-4; 500 * 2^-16 > 1e-4
+  const std::vector<std::string> all = Items("burst", 10000);
+  auto conn = fx.redis.Connect();
+  const std::string key = ServedKey("sv:", "u-burst");
+  for (size_t at = 0; at < all.size(); at += 1000) {
+    std::vector<std::string> chunk(all.begin() + static_cast<long>(at),
+                                   all.begin() + static_cast<long>(at + 1000));
+    MarkResult m = client->MarkServed("u-burst", chunk);
+    REQUIRE(m.ok);
+    REQUIRE_FALSE(m.failed_open);
+    CHECK(m.marked == 1000);
+    CHECK(m.filled == 500);
+    CHECK(conn->Command({"STRLEN", key})->integer ==
+          static_cast<long long>(kServedHeaderBytes + 500 * width));
+  }
+  Result r = client->Seen("u-burst", all);
+  REQUIRE(r.ok);
+  size_t newest_served = 0, older_served = 0;
+  for (size_t i = 0; i < all.size(); ++i) (i >= 9500 ? newest_served : older_served) += r.served[i];
+  CHECK(newest_served == 500);
+  // 9,500 older items against 500 fingerprints of 24 bits: 0.28 false positives
+  // expected (9500 * 500 / 2^24).
+  CHECK(older_served <= 3);
+}
+
+TEST_CASE("served items: concurrent marks for one user lose nothing", "[served][client]") {
+  Fixture fx;
+  auto client = fx.MakeClient();
+  const std::vector<std::string> pool = Items("c", 400);
+  // Four threads mark disjoint parts of the pool (FilterAndMark of each part).
+  std::vector<std::thread> threads;
+  std::vector<Result> results(4);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::string> part(pool.begin() + 100 * t, pool.begin() + 100 * (t + 1));
+      results[t] = client->FilterAndMark("u-conc", part, 25);
+    });
+  }
+  for (auto& th : threads) th.join();
+  size_t marked = 0;
+  for (const Result& r : results) {
+    REQUIRE(r.ok);
+    REQUIRE_FALSE(r.mark_failed);
+    marked += r.marked_count;
+  }
+  CHECK(marked == 100);
+  Result after = client->Seen("u-conc", pool);
+  CHECK(after.served_count == 100);
+  for (int t = 0; t < 4; ++t)
+    for (int i = 0; i < 100; ++i) CHECK(after.served[100 * t + i] == results[t].marked[i]);
+}
+
+TEST_CASE("served items: fail open and fail closed when Redis is down, WAIT without replicas",
+          "[served][client]") {
+  Fixture fx;
+  auto open = fx.MakeClient(OnError::kFailOpen);
+  auto closed = fx.MakeClient(OnError::kFailClosed);
+  const std::vector<std::string> pool = Items("d", 10);
+  REQUIRE(open->FilterAndMark("u-down", pool, 3).marked_count == 3);
+  fx.redis.Stop();
+  Result r = open->FilterAndMark("u-down", pool, 3);
+  CHECK(r.ok);
+  CHECK(r.failed_open);
+  CHECK(r.marked_count == 0);
+  CHECK(r.served_count == 0);
+  MarkResult m = open->MarkServed("u-down", pool);
+  CHECK(m.ok);
+  CHECK(m.failed_open);
+  CHECK(m.marked == 0);
+  CHECK(m.code == ErrorCode::kUnavailable);
+  CHECK_FALSE(m.error.empty());
+  MarkResult mc = closed->MarkServed("u-down", pool);
+  CHECK_FALSE(mc.ok);
+  CHECK(mc.code == ErrorCode::kUnavailable);
+  Result rc = closed->FilterAndMark("u-down", pool, 3);
+  CHECK_FALSE(rc.ok);
+  fx.redis.Start();
+  // Back: the ring written before the outage is still there.
+  REQUIRE(WaitFor([&] { return open->Seen("u-down", pool).served_count == 3; }, 10s));
+  // Invalid user IDs fail without a round trip, whatever the policy.
+  CHECK(open->MarkServed("}bad", pool).code == ErrorCode::kInvalidArgument);
+  CHECK_FALSE(open->MarkServed("", pool).ok);
+
+  // redis.wait_replicas with no replica: the mark is written but not acknowledged
+  // by a replica within redis.wait_timeout, which is a failure named so.
+  fx.extra = {"redis.wait_replicas=1", "redis.wait_timeout=100ms"};
+  auto waiting = fx.MakeClient(OnError::kFailClosed);
+  MarkResult w = waiting->MarkServed("u-wait", {"w-1"});
+  CHECK_FALSE(w.ok);
+  CHECK(w.error.find("WAIT") != std::string::npos);
+  CHECK(waiting->stats().mark_errors == 1);
+}
+
+TEST_CASE("served items: an ACL without the script's commands is NOPERM, named, like the others",
+          "[served][client]") {
+  Fixture fx;
+  auto admin = fx.redis.Connect();
+  // Reads only: MGET, GET, HGETALL (the meta) and what the handshake sends.
+  REQUIRE(admin
+              ->Command({"ACL", "SETUSER", "reader", "on", ">pw", "resetkeys", "~sv:*", "-@all",
+                         "+ping", "+info", "+select", "+cluster|slots", "+get", "+mget", "+hgetall",
+                         "+eval", "+exists", "+hset"})
+              .ok());
+  fx.extra = {"redis.username=reader", "redis.password=pw"};
+  for (const OnError policy : {OnError::kFailOpen, OnError::kFailClosed}) {
+    auto client = fx.MakeClient(policy);
+    MarkResult m = client->MarkServed("u-acl", {"a", "b"});
+    INFO(m.error);
+    CHECK(m.code == ErrorCode::kPermissionDenied);
+    CHECK(m.error.find("NOPERM") != std::string::npos);
+    CHECK(m.error.find("sv:{u-acl}:served") != std::string::npos);
+    CHECK(m.ok == (policy == OnError::kFailOpen));
+    CHECK(m.failed_open == (policy == OnError::kFailOpen));
+    // Reads still work.
+    CHECK(client->Seen("u-acl", {"a"}).ok);
+  }
+}
+
+}  // namespace
+}  // namespace ef::test
