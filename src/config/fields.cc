@@ -59,9 +59,10 @@ bool ParseBool(std::string_view text, bool* out) {
   return false;
 }
 
+// The shortest text that reads back as v, in %g's style: 0.0001, not 1e-04.
 std::string FormatDouble(double v) {
   char buf[64];
-  auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::general);
   return ec == std::errc() ? std::string(buf, ptr) : std::to_string(v);
 }
 

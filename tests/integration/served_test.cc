@@ -12,6 +12,7 @@
 #include <ctime>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "exposure_filter/client.h"
 #include "redis/meta.h"
 #include "support/items_key.h"
+#include "support/process.h"
 #include "support/redis_server.h"
 #include "support/wait.h"
 #include "write/bit_writer.h"
@@ -374,6 +376,65 @@ TEST_CASE("served items: an ACL without the script's commands is NOPERM, named, 
     // Reads still work.
     CHECK(client->Seen("u-acl", {"a"}).ok);
   }
+}
+
+TEST_CASE(
+    "served items: the FORMAT.md Python reference reads the client's ring and writes one "
+    "the client reads",
+    "[served][client][interop]") {
+  Fixture fx;
+  fx.extra = {"serve.served_items=50"};
+  auto client = fx.MakeClient();
+  const std::string ref = std::string(EF_SOURCE_DIR) + "/tests/interop/format_ref.py";
+  const std::vector<std::string> marked = Items("m", 70);  // wraps: the last 50 stay
+  REQUIRE(client->MarkServed("u-py", marked).ok);
+  std::vector<std::string> argv = {
+      "python3",  ref,   "served", "--port", std::to_string(fx.redis.port()),
+      "--prefix", "sv:", "--user", "u-py"};
+  std::vector<std::string> probe = marked;
+  for (const auto& i : Items("never", 200)) probe.push_back(i);
+  argv.insert(argv.end(), probe.begin(), probe.end());
+  auto py = RunCommand(argv, "", true);
+  INFO(py.out.substr(0, 1000));
+  REQUIRE(py.code == 0);
+  Result cpp = client->Seen("u-py", probe);
+  std::istringstream lines(py.out);
+  std::string word, item;
+  size_t n = 0, served_both = 0;
+  while (lines >> word >> item) {
+    REQUIRE(item == probe[n]);
+    CHECK((word == "served") == cpp.served[n]);
+    served_both += cpp.served[n];
+    ++n;
+  }
+  CHECK(n == probe.size());
+  CHECK(served_both >= 50);  // the newest 50 (plus any false positive, both alike)
+
+  // The reference writes a ring (capacity 50, width 3 as the client's config):
+  // the client reads it, and appends to it.
+  argv = {"python3",
+          ref,
+          "mark",
+          "--port",
+          std::to_string(fx.redis.port()),
+          "--prefix",
+          "sv:",
+          "--user",
+          "u-py2",
+          "--capacity",
+          "50",
+          "--width",
+          std::to_string(ServedWidth(50, 0.0001)),
+          "--ttl-ms",
+          "60000"};
+  const std::vector<std::string> by_py = Items("py", 10);
+  argv.insert(argv.end(), by_py.begin(), by_py.end());
+  py = RunCommand(argv, "", true);
+  INFO(py.out);
+  REQUIRE(py.code == 0);
+  CHECK(client->Seen("u-py2", by_py).served_count == 10);
+  MarkResult m = client->MarkServed("u-py2", {"cpp-1"});
+  CHECK(m.filled == 11);  // appended to the reference's ring, not a new one
 }
 
 }  // namespace

@@ -12,6 +12,14 @@ run time, so the text itself is what is tested) plus a minimal RESP client.
       prints "seen ITEM" or "unseen ITEM" per item: rule 6 (the live buckets and
       the next one, from one MGET, each key tested with its own bucket's rule)
       and rule 8 (every stage present).
+  format_ref.py served --port P [--prefix ef:] --user U ITEM...
+      prints "served ITEM" or "unserved ITEM" per item: rule 10, the user's
+      served ring read with GET (the layout's seed from <prefix>meta).
+  format_ref.py mark --port P [--prefix ef:] --user U --capacity C --width W
+                --ttl-ms T ITEM...
+      appends the items to the user's served ring (rule 10's apply_served) with
+      GET, SET and PEXPIRE: not atomic (a real writer uses one script), which a
+      test with one writer does not need. Prints the ring's filled count.
   format_ref.py meta-vectors
       checks the reference's read_meta against every row of FORMAT.md's table
       "Meta hash: accept or refuse"; prints one line per row, exits 1 on a mismatch.
@@ -146,13 +154,16 @@ def check_meta_vectors(ref):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["write", "check", "meta-vectors"])
+    ap.add_argument("mode", choices=["write", "check", "served", "mark", "meta-vectors"])
     ap.add_argument("--port", type=int)
     ap.add_argument("--prefix", default="ef:")
     ap.add_argument("--user")
     ap.add_argument("--ts-ms", type=int)
     ap.add_argument("--now", type=int)
     ap.add_argument("--stage", type=int, default=0)
+    ap.add_argument("--capacity", type=int)
+    ap.add_argument("--width", type=int)
+    ap.add_argument("--ttl-ms", type=int)
     ap.add_argument("items", nargs="*")
     a = ap.parse_intermixed_args()
     ref = load_reference()
@@ -164,6 +175,20 @@ def main():
     meta, table = layout(ref, r, a.prefix)
     seed = meta["seed"]
     bucket_s, window_s = meta["bucket_seconds"], meta["window_seconds"]
+    if a.mode in ("served", "mark"):
+        key = ref["served_key"](a.prefix, a.user)
+        value = r.command("GET", key) or b""
+        if a.mode == "served":
+            for item in a.items:
+                print(("served " if ref["served"](value, item, seed) else "unserved ") + item)
+            return
+        if None in (a.capacity, a.width, a.ttl_ms):
+            raise SystemExit("format_ref: mark needs --capacity, --width and --ttl-ms")
+        value = ref["apply_served"](value, a.capacity, a.width, a.items, seed)
+        r.command("SET", key, value)
+        r.command("PEXPIRE", key, a.ttl_ms)
+        print(ref["served_header"](value)[3])
+        return
     if a.mode == "write":
         if a.ts_ms is None:
             raise SystemExit("format_ref: write needs --ts-ms")

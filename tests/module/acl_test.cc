@@ -15,8 +15,11 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "exposure_filter/client.h"
 #include "module/module_support.h"
+#include "redis/meta.h"
 #include "support/process.h"
+#include "support/redis_server.h"
 #include "support/stack.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
@@ -217,6 +220,35 @@ TEST_CASE("acl: the documented ACL serves run, replay in every write mode, check
 
 // Issue 26 item 5: with redis.cluster auto, an ACL without cluster|slots made the
 // daemon log "NOPERM ... 'cluster|slots'; retrying until it answers" and loop.
+TEST_CASE("acl: the documented ACL lets the client library mark and read served items",
+          "[module][acl][served]") {
+  RedisServer redis;
+  auto admin = redis.Connect();
+  ApplyAcl(*admin, false);
+  Layout stored;
+  REQUIRE(EnsureMeta(*admin, DefaultLayout(), &stored).ok());
+  exposure_filter::ClientOptions o;
+  o.overrides = {"redis.address=" + redis.address(), std::string("redis.username=") + kUser,
+                 std::string("redis.password=") + kPassword};
+  o.on_error = exposure_filter::OnError::kFailClosed;
+  o.timeout = 2s;
+  std::string error;
+  auto client = exposure_filter::Client::Create(o, &error);
+  INFO(error);
+  REQUIRE(client);
+  const exposure_filter::MarkResult m = client->MarkServed("acl-user", {"a", "b"});
+  INFO(m.error);
+  CHECK(m.ok);
+  CHECK(m.marked == 2);
+  // The first mark ran EVALSHA, got NOSCRIPT and sent EVAL: both allowed.
+  const exposure_filter::Result r = client->FilterAndMark("acl-user", {"a", "b", "c", "d"}, 1);
+  INFO(r.error);
+  CHECK(r.ok);
+  CHECK(r.served_count == 2);
+  CHECK(r.marked_count == 1);
+  CHECK_FALSE(r.mark_failed);
+}
+
 TEST_CASE("acl: redis.cluster auto with an ACL that refuses CLUSTER SLOTS exits 3 naming the rule",
           "[module][acl]") {
   Stack stack(1);
