@@ -23,6 +23,7 @@
 #include "bloom/hash.h"
 #include "bloom/keys.h"
 #include "bloom/layout.h"
+#include "bloom/served.h"
 #include "bloom/stages.h"
 #include "common/clock.h"
 #include "exposure_filter/client.h"
@@ -494,4 +495,46 @@ TEST_CASE(
   for (const std::string& user : w.users) CheckAnswers(*client, w, user);
 }
 
+}  // namespace ef
+
+namespace ef {
+namespace {
+
+TEST_CASE("cluster readers: served items live in the user's slot, marked and read on every master",
+          "[cluster][readers][served]") {
+  LocalRedisCluster& cluster = Cluster();
+  const Written w = WriteUsers(cluster, "served");
+  auto client = MakeClient(cluster, 5000ms);
+  std::set<int> masters;
+  for (const std::string& user : w.users) {
+    const std::string key = ServedKey(w.layout.prefix, user);
+    // The served key hashes to the user's slot: the slot of its bucket keys.
+    const uint16_t slot = KeySlot(key);
+    CHECK(slot == KeySlot(MakeKey(w.layout.prefix, user, BucketStart(w.now_s, 86400), 86400)));
+    const std::vector<std::string>& cands = w.candidates.at(user);
+    exposure_filter::CallOptions call;
+    call.deadline = 5000ms;
+    call.at_unix_seconds = w.now_s;
+    const exposure_filter::Result page1 = client->FilterAndMarkViews(
+        user, std::vector<std::string_view>(cands.begin(), cands.end()), 5, call);
+    INFO(user << ": " << page1.error);
+    REQUIRE(page1.ok);
+    REQUIRE_FALSE(page1.mark_failed);
+    CHECK(page1.seen == w.expected.at(user));
+    CHECK(page1.marked_count == 5);
+    // The ring is on the master of that slot, and only there.
+    const int master = cluster.MasterForSlot(slot);
+    masters.insert(master);
+    CHECK(cluster.Command(master, {"EXISTS", key}).integer == 1);
+    // One MGET (buckets and ring together) reads the marks back: served, not seen.
+    const exposure_filter::Result again = client->Seen(user, cands, call);
+    REQUIRE(again.ok);
+    CHECK(again.seen == w.expected.at(user));
+    CHECK(again.served == page1.marked);
+    CHECK(again.served_count == 5);
+  }
+  CHECK(masters.size() == 3);
+}
+
+}  // namespace
 }  // namespace ef
