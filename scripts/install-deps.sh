@@ -18,13 +18,14 @@ BUILD=(
   librdkafka-dev libhiredis-dev libmurmurhash-dev libyaml-cpp-dev libspdlog-dev
   libfmt-dev libsimdjson-dev prometheus-cpp-dev libcli11-dev
   libcpp-httplib-dev nlohmann-json3-dev libssl-dev zlib1g-dev
+  libxxhash-dev libicu-dev
 )
 # The shared libraries of the binary (readelf -d build/exposure-filter | grep NEEDED),
 # for an image that only runs it (libc6, libgcc-s1 and libstdc++6 come with any
 # Debian; listed so the list is complete).
 RUNTIME=(
   librdkafka1 libhiredis0.14 libmurmurhash2 libcpp-httplib0.11 libsimdjson14
-  libyaml-cpp0.7 libspdlog1.10 libfmt9 libprometheus-cpp-core1.0
+  libyaml-cpp0.7 libspdlog1.10 libfmt9 libprometheus-cpp-core1.0 libxxhash0 libicu72
   libstdc++6 libgcc-s1 libc6 ca-certificates
 )
 # What scripts/quickstart.sh runs besides the binary, on top of BUILD (bash,
@@ -39,6 +40,7 @@ TEST=(
   systemd            # systemd-analyze: tests verify config/*.service
   docker-compose     # `docker-compose config` (no engine needed): tests check docker-compose.yml
   binutils dpkg      # readelf, dpkg -S: tests check the Dockerfile's runtime libraries
+  fortunes fortunes-zh  # real English and Chinese texts: the content fingerprint tests
 )
 
 mode=all
