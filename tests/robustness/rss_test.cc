@@ -69,8 +69,10 @@ TEST_CASE("rss: memory stays bounded while Redis is down for 60 s and events kee
       "MiB), %ld MiB after catching "
       "up; %zu events, all committed, %zu false negatives\n",
       before / 1024, peak / 1024, kRssBoundKiB / 1024, after / 1024, events.size(), missing.size());
+  // (No "peak >= before": the kernel syncs per-thread RSS counters lazily, so
+  // two reads can disagree by a few hundred KiB.)
   CHECK(before > 0);
-  CHECK(peak >= before);
+  CHECK(peak > 0);
   CHECK(peak < kRssBoundKiB);
   CHECK(stream.failed() == 0);
   INFO("first missing: " << (missing.empty() ? "" : missing[0]));
@@ -151,7 +153,6 @@ TEST_CASE("rss: memory stays bounded while 256 partitions of backlog are drained
       "in Redis, %zu false negatives\n",
       drain_s, peak / 1024, kWideRssBoundKiB / 1024, after / 1024, sample.size(), missing.size());
   CHECK(peak > 0);
-  CHECK(peak >= after);
   CHECK(peak < kWideRssBoundKiB);
   INFO("first missing: " << (missing.empty() ? "" : missing[0]));
   CHECK(missing.empty());
