@@ -145,6 +145,7 @@ bool ConnectionStream::SendAll(const char* data, size_t size) {
     size_t sent = static_cast<size_t>(n);
     while (first < 2 && sent >= iov[first].iov_len) sent -= iov[first++].iov_len;
     if (first < 2) {
+      ++partial_sends_;
       iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + sent;
       iov[first].iov_len -= sent;
     }

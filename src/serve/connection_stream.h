@@ -48,6 +48,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -83,6 +84,9 @@ class ConnectionStream final : public httplib::Stream {
   bool TimedOut() const { return timed_out_; }
   // Sends every pending byte; false if the socket failed or timed out.
   bool Flush();
+  // sendmsg calls that returned with bytes left to send (the socket's buffer full
+  // at the write timeout), which SendAll continued; for tests.
+  uint64_t PartialSends() const { return partial_sends_; }
   // Whether another request may follow on this connection (see the contract).
   bool Reusable() const { return !failed_ && !read_failed_ && !close_after_; }
   // Called from a handler (on the worker thread serving the request): end the
@@ -128,6 +132,7 @@ class ConnectionStream final : public httplib::Stream {
   bool close_after_ = false;          // CloseAfterResponse()
   bool in_request_ = false;           // from BeginRequest() to the next AwaitRequest()
   bool timed_out_ = false;            // a read of this request met its deadline
+  uint64_t partial_sends_ = 0;        // PartialSends()
   // The current request's deadline (while in_request_).
   std::chrono::steady_clock::time_point deadline_{};
   // Both ends' addresses, asked once per connection (httplib asks per request).

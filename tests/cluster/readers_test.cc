@@ -433,7 +433,10 @@ TEST_CASE(
   REQUIRE_FALSE(victim_user.empty());
   cluster.Kill(victim);
 
-  // Its user: failed open within the deadline (300 ms and scheduling slack).
+  // Its user: failed open within the deadline: 300 ms and 1.2 s of scheduling
+  // slack for a loaded machine, still short of the failover a client that
+  // ignored its deadline would wait for (cluster-node-timeout 1 s, then the
+  // election).
   exposure_filter::CallOptions call;
   call.at_unix_seconds = w.now_s;
   const auto t0 = std::chrono::steady_clock::now();
@@ -443,7 +446,7 @@ TEST_CASE(
   CHECK(r.ok);
   CHECK(r.failed_open);
   CHECK(r.seen_count == 0);
-  CHECK(took < 300ms + 700ms);
+  CHECK(took < 300ms + 1200ms);
   CHECK(client->stats().failed_open >= 1);
   // A batch of every user: the victim's users fail open, the others are answered
   // (before: the whole batch failed open, one dead master failing every user).

@@ -593,18 +593,21 @@ TEST_CASE("cli: run against an unreachable Redis keeps retrying and stops at onc
   const std::string config = stack.WriteConfig();
 
   SECTION("SIGTERM while waiting exits 0 promptly") {
+    // Bounds with room for a loaded machine: the exit within 10 s (expected:
+    // well under 1 s; between attempts the daemon waits at most 5 s), and a
+    // daemon that went on retrying after the SIGTERM fails the 30 s wait.
     auto daemon = StartRun(stack, config, sets, {}, "unreachable.log");
     REQUIRE(WaitFor([&] { return CountLinesContaining(daemon->Output(), address) > 0; }, 30s));
     CHECK(daemon->Running());
     const auto start = Clock::now();
     daemon->Signal(SIGTERM);
-    auto code = daemon->Wait(10s);
+    auto code = daemon->Wait(30s);
     const auto took = Clock::now() - start;
     const std::string log = daemon->Output();
     INFO("daemon log:\n" << log);
     REQUIRE(code.has_value());
     CHECK(*code == 0);
-    CHECK(took < 3s);
+    CHECK(took < 10s);
     CHECK(CountLinesContaining(log, "retrying") == 1);  // logged once, not per attempt
   }
 

@@ -344,24 +344,30 @@ TEST_CASE("client: a Redis that answers too slowly fails the call at its deadlin
           "[integration][client][faults]") {
   Fixture fx;
   fx.Write("u1", 0, Items("a", 20));
-  auto client = fx.MakeClient(fx.Options(OnError::kFailOpen));
+  // Margins for a loaded machine: the default deadline (1.5 s) is 30 times the
+  // call's (50 ms), and Redis answers 2 s after it at the earliest.
+  ClientOptions options = fx.Options(OnError::kFailOpen);
+  options.timeout = 1500ms;
+  auto client = fx.MakeClient(options);
   REQUIRE(client->Seen("u1", Items("a", 20)).seen_count == 20);
-  // CLIENT PAUSE holds every client's commands for 1.5 s: Redis is up but slow.
+  // CLIENT PAUSE holds every client's commands for 3.5 s: Redis is up but slow.
   auto admin = fx.redis.Connect();
-  REQUIRE(admin->Command({"CLIENT", "PAUSE", "1500", "ALL"})->type != RedisReply::Type::kError);
-  const auto start = std::chrono::steady_clock::now();
-  const Result r = client->Seen("u1", Items("a", 20));  // default deadline 500 ms
-  const auto took = std::chrono::steady_clock::now() - start;
-  CHECK(r.failed_open);
-  CHECK(took < 1500ms);  // answered before Redis did
-  CHECK(client->stats().redis_errors == 1);
-  // A call deadline shorter than ClientOptions::timeout bounds the wait too (the
-  // socket timeout is what is left of the deadline).
+  const auto paused = std::chrono::steady_clock::now();
+  REQUIRE(admin->Command({"CLIENT", "PAUSE", "3500", "ALL"})->type != RedisReply::Type::kError);
+  // A call deadline shorter than ClientOptions::timeout bounds the wait (the
+  // socket timeout is what is left of the deadline): well before the 1.5 s that
+  // ClientOptions::timeout alone would wait.
   const auto start2 = std::chrono::steady_clock::now();
   const Result r2 = client->Seen("u1", Items("a", 20), 50ms);
   const auto took2 = std::chrono::steady_clock::now() - start2;
   CHECK(r2.failed_open);
-  CHECK(took2 < 400ms);
+  CHECK(took2 < 1000ms);
+  CHECK(client->stats().redis_errors == 1);
+  // The default deadline bounds the wait too: failed open before Redis answers.
+  const Result r = client->Seen("u1", Items("a", 20));
+  const auto end = std::chrono::steady_clock::now();
+  CHECK(r.failed_open);
+  CHECK(end - paused < 3500ms);  // answered before Redis did
   // After the pause the client reconnects and answers again.
   CHECK(WaitFor([&] { return client->Seen("u1", Items("a", 20)).seen_count == 20; }, 10s));
   CHECK(client->Ready());
@@ -454,16 +460,46 @@ TEST_CASE("client: the installed package builds examples/recall, which prints th
 
 namespace ef::test {
 
+namespace {
+
+// The benchmark's shape (below): 31 day buckets of 200 items each, 1,000
+// candidates of which 100 were seen.
+std::vector<std::string> BenchCandidates(Fixture& fx) {
+  for (int d = 0; d < 31; ++d) fx.Write("bench", d, Items("d" + std::to_string(d), 200));
+  std::vector<std::string> candidates = Items("d3", 100);
+  for (const auto& c : Items("cand", 900)) candidates.push_back(c);
+  return candidates;
+}
+
+}  // namespace
+
+// The correctness part of the hidden benchmark below, registered.
+TEST_CASE("client: 1,000 candidates against 31 full buckets are answered as the bits say",
+          "[integration][client]") {
+  Fixture fx;
+  const std::vector<std::string> candidates = BenchCandidates(fx);
+  auto client = fx.MakeClient(fx.Options());
+  const Result r = client->Seen("bench", candidates);
+  INFO(r.error);
+  REQUIRE(r.ok);
+  CHECK_FALSE(r.failed_open);
+  CHECK(r.buckets_present == 31);
+  const std::vector<bool> want = fx.Oracle("bench", candidates);
+  CHECK(r.seen == want);
+  size_t seen = 0;
+  for (bool b : want) seen += b;
+  CHECK(r.seen_count == seen);
+  for (size_t i = 0; i < 100; ++i) CHECK(want[i]);  // the 100 written
+}
+
 // Not run by default (hidden tag): the figures for the issue's target, 1,000
 // candidates against 32 bucket keys (30 days of 1d buckets, each with 200 items).
 //   build/ef_integration_tests "[client-bench]"
 TEST_CASE("client: latency and CPU of Seen for 1,000 candidates x 32 buckets",
           "[.][client-bench]") {
   Fixture fx;
-  for (int d = 0; d < 31; ++d) fx.Write("bench", d, Items("d" + std::to_string(d), 200));
+  const std::vector<std::string> candidates = BenchCandidates(fx);
   auto client = fx.MakeClient(fx.Options());
-  std::vector<std::string> candidates = Items("d3", 100);
-  for (const auto& c : Items("cand", 900)) candidates.push_back(c);
   constexpr int kCalls = 2000;
   std::vector<double> wall_us;
   wall_us.reserve(kCalls);

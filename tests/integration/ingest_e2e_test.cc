@@ -142,16 +142,30 @@ TEST_CASE("SIGKILL mid-stream loses nothing: the next run re-reads what was not 
   const int64_t now = SystemClock().NowMs();
   auto events = MakeEvents("kill", 100, 100, 2, now, 5);
   stack.Produce(events);
+  const int64_t produced = static_cast<int64_t>(events.size());
+  // Run 1 writes in many small batches and commits only every hour: when it is
+  // killed, its work is written and (at least partly) uncommitted for sure,
+  // whatever the machine's speed.
+  const std::string uncommitting =
+      stack.WriteConfig("run1.yaml", "pipeline:\n  batch_max_events: 500\n  commit_interval: 1h\n");
   const std::string config =
       stack.WriteConfig("ef.yaml", "pipeline:\n  batch_max_events: 500\n");  // many small batches
   {
-    auto daemon = stack.StartDaemon(config, "run1.log");
-    bool some = WaitFor([&] { return stack.TotalCommitted() > 0; }, 60s);
+    auto daemon = stack.StartDaemon(uncommitting, "run1.log");
+    auto conn = stack.redis().Connect();
+    const bool written = WaitFor(
+        [&] { return !daemon->Running() || MissingItems(*conn, DefaultLayout(), events).empty(); },
+        60s);
     INFO(daemon->Output());
-    REQUIRE(some);
+    REQUIRE(written);
+    REQUIRE(daemon->Running());
     daemon->Signal(SIGKILL);
     REQUIRE(daemon->Wait(10s).has_value());
   }
+  // Read after the kill: nothing commits any more.
+  const int64_t committed_at_kill = stack.TotalCommitted();
+  INFO("committed when killed: " << committed_at_kill << " of " << produced);
+  REQUIRE(committed_at_kill < produced);
   auto daemon = stack.StartDaemon(config, "run2.log");
   // Stopped only once it runs (owns partitions): when the first run had
   // committed everything before its SIGKILL, AwaitCommitted returns at once, and
@@ -159,6 +173,8 @@ TEST_CASE("SIGKILL mid-stream loses nothing: the next run re-reads what was not 
   REQUIRE(WaitFor([&] { return AssignmentsWithPartitions(daemon->Output()) > 0; }, 60s));
   REQUIRE(stack.AwaitCommitted(*daemon, 60s));
   REQUIRE(daemon->Stop(SIGTERM, 30s) == 0);
+  // The second run re-read exactly what the first had not committed.
+  CHECK(MessagesProcessed(daemon->Output()) == produced - committed_at_kill);
   CHECK(Missing(stack, DefaultLayout(), events).empty());
 }
 

@@ -119,10 +119,14 @@ TEST_CASE("lag without a daemon: messages from the watermarks, seconds from the 
   const int64_t now = NowMs();
   // The first message of each partition is older than the rest: the lag in
   // seconds is the age of that one, not of the newest, and not interpolated.
+  // Thresholds of 60 s and 600 s (`wide`) leave minutes between each age and
+  // the next threshold, so the statuses hold however long the runs take on a
+  // loaded machine.
+  const std::vector<std::string> wide = {"--freshness-target", "60s", "--freshness-limit", "600s"};
   std::map<int, int64_t> first_ts = {
-      {0, producer.Send(0, now - 30000)},  // above the 10 s target: WARN
-      {1, producer.Send(1, now - 5000)},   // fresh enough: OK
-      {2, producer.Send(2, now - 90000)},  // above the 60 s limit: ERR
+      {0, producer.Send(0, now - 300000)},   // above the 60 s target: WARN
+      {1, producer.Send(1, now - 5000)},     // fresh enough: OK
+      {2, producer.Send(2, now - 1200000)},  // above the 600 s limit: ERR
   };
   for (int i = 0; i < 4; ++i) producer.Send(0, now);
   for (int i = 0; i < 2; ++i) producer.Send(1, now);
@@ -130,7 +134,7 @@ TEST_CASE("lag without a daemon: messages from the watermarks, seconds from the 
   const std::map<int, int64_t> produced = {{0, 5}, {1, 3}, {2, 2}, {3, 0}};
   const std::map<int, std::string> status = {{0, "WARN"}, {1, "OK"}, {2, "ERR"}, {3, "OK"}};
 
-  LagRead r = ReadLag(config);
+  LagRead r = ReadLag(config, wide);
   INFO(r.doc.dump(2));
   CHECK(r.run.code == 0);
   CHECK(r.run.err.empty());
@@ -161,7 +165,9 @@ TEST_CASE("lag without a daemon: messages from the watermarks, seconds from the 
   }
 
   {  // The table shows the same, '-' for the missing commit.
-    auto t = Ef({"lag", "-c", config});
+    std::vector<std::string> args = {"lag", "-c", config};
+    args.insert(args.end(), wide.begin(), wide.end());
+    auto t = Ef(args);
     INFO(t.out << t.err);
     CHECK(t.code == 0);
     auto lines = Lines(t.out);
@@ -189,9 +195,15 @@ TEST_CASE("lag without a daemon: messages from the watermarks, seconds from the 
     auto c = Ef({"lag", "-c", config, "--check"});
     CHECK(c.code == 7);  // app::kExitData
     CHECK(c.out.find("ERR") != std::string::npos);
-    LagRead strict = ReadLag(config, {"--freshness-target", "2s", "--freshness-limit", "20s"});
+    LagRead strict = ReadLag(config, {"--freshness-target", "2s", "--freshness-limit", "200s"});
     CHECK(PartitionOf(strict.doc, 0).at("status") == "ERR");
     CHECK(PartitionOf(strict.doc, 1).at("status") == "WARN");
+  }
+  {  // The default thresholds: 10 s and 60 s; a 20-minute-old event is ERR.
+    LagRead defaults = ReadLag(config);
+    CHECK(defaults.doc.at("freshness_target_seconds") == 10);
+    CHECK(defaults.doc.at("freshness_limit_seconds") == 60);
+    CHECK(PartitionOf(defaults.doc, 2).at("status") == "ERR");
   }
 }
 

@@ -21,10 +21,14 @@ using namespace std::chrono_literals;
 }  // namespace
 
 TEST_CASE("SIGKILL at five random points while producing loses nothing", "[robustness][sigkill]") {
-  // EF_SIGKILL_SEED=<n> replays a printed seed.
+  // A new seed each run, printed and named in every failure message. To rerun a
+  // failing seed: EF_SIGKILL_SEED=<seed> ctest -R sigkill (the five kill delays
+  // are the seed's; docs/DESIGN.md, Development).
   const char* given = std::getenv("EF_SIGKILL_SEED");
   const uint64_t seed = given ? std::strtoull(given, nullptr, 10) : std::random_device{}();
-  std::printf("sigkill: seed %llu\n", static_cast<unsigned long long>(seed));
+  std::printf("sigkill: seed %llu%s\n", static_cast<unsigned long long>(seed),
+              given ? " (from EF_SIGKILL_SEED)" : "");
+  INFO("reproduce with EF_SIGKILL_SEED=" << seed);
   std::mt19937_64 rng(seed);
   // 0.5–9 s after start: before the first assignment (the mock's first join
   // waits 3 s, a rejoin after a kill waits for the session timeout), during

@@ -12,6 +12,7 @@ namespace ef::test {
 
 struct ProcTcpSocket {
   int local_port = 0;
+  int remote_port = 0;
   std::string state;     // hex, as the kernel prints it: "01" ESTABLISHED, "06" TIME_WAIT
   int64_t rx_queue = 0;  // bytes received and not read yet
 };
@@ -27,6 +28,7 @@ inline std::vector<ProcTcpSocket> ProcNetTcp() {
     in >> sl >> local >> remote >> state >> queues;
     ProcTcpSocket s;
     s.local_port = std::stoi(local.substr(local.find(':') + 1), nullptr, 16);
+    s.remote_port = std::stoi(remote.substr(remote.find(':') + 1), nullptr, 16);
     s.state = state;
     s.rx_queue = std::stoll(queues.substr(queues.find(':') + 1), nullptr, 16);
     out.push_back(s);

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "support/cpu_paths.h"
 #include "support/guard_page.h"
 
 namespace ef {
@@ -66,10 +67,29 @@ void Check(std::mt19937_64& rng, size_t n_values, BitSlicer& slicer, bool guarde
 TEST_CASE("BitSlicer transposes the range of each value in the row mask", "[bit_slice]") {
   std::mt19937_64 rng(11);
   using Isa = BitSlicer::Isa;
-  for (Isa isa : {Isa::kSse2, Isa::kAvx2, Isa::kAvx512Gfni}) {
-    // A CPU without the instructions runs a lower path (say which, in a failure).
-    INFO("isa allowed " << static_cast<int>(isa) << ", used "
-                        << static_cast<int>(BitSlicer(isa).isa()));
+  // Each kernel forced in turn where the CPU has it (and then used, not a lower
+  // one); one the CPU lacks is named in the output, not rerun as a lower one.
+  struct Kernel {
+    Isa isa;
+    const char* name;
+    bool runnable;
+    const char* needs;
+  };
+  const Kernel kernels[] = {
+      {Isa::kSse2, "BitSlicer sse2 (portable)", true, ""},
+      {Isa::kAvx2, "BitSlicer avx2", test::CpuHasAvx2(), "AVX2"},
+      {Isa::kAvx512Gfni, "BitSlicer avx512+gfni", test::CpuHasAvx512Gfni(),
+       "AVX-512 F and BW, and GFNI"},
+  };
+  for (const Kernel& kernel : kernels) {
+    test::ReportKernel(kernel.name, kernel.runnable, kernel.needs);
+    if (!kernel.runnable) {
+      CHECK(BitSlicer(kernel.isa).isa() < kernel.isa);
+      continue;
+    }
+    const Isa isa = kernel.isa;
+    INFO(kernel.name);
+    REQUIRE(BitSlicer(isa).isa() == isa);
     BitSlicer slicer(isa);
     for (int round = 0; round < 3; ++round) {
       for (size_t n : {1u, 2u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 32u})
@@ -79,6 +99,10 @@ TEST_CASE("BitSlicer transposes the range of each value in the row mask", "[bit_
     for (size_t n : {5u, 32u}) Check<uint32_t>(rng, n, slicer, true);
     Check<uint64_t>(rng, 64, slicer, true);
   }
+  // The default (what the read path uses) is the best this CPU has.
+  CHECK(BitSlicer().isa() == (test::CpuHasAvx512Gfni() ? Isa::kAvx512Gfni
+                              : test::CpuHasAvx2()     ? Isa::kAvx2
+                                                       : Isa::kSse2));
 }
 
 }  // namespace ef

@@ -6,6 +6,8 @@
 #include <random>
 #include <vector>
 
+#include "support/cpu_paths.h"
+
 namespace ef {
 namespace {
 
@@ -42,6 +44,20 @@ std::vector<Entry> Reference(const std::vector<W>& sliced, PositionRule rule, ui
   return out;
 }
 
+// Each kernel forced in turn: scalar everywhere, AVX-512 where the CPU has it
+// (where it has, ProbeRounds must use it, not fall back).
+std::vector<ProbeRounds> Paths() {
+  std::vector<ProbeRounds> out{ProbeRounds(ProbeRounds::Isa::kScalar)};
+  REQUIRE(out.front().isa() == ProbeRounds::Isa::kScalar);
+  test::ReportKernel("ProbeRounds scalar", true);
+  const ProbeRounds avx512(ProbeRounds::Isa::kAvx512);
+  const bool has_avx512 = test::CpuHasAvx512Probe();
+  REQUIRE(avx512.isa() == (has_avx512 ? ProbeRounds::Isa::kAvx512 : ProbeRounds::Isa::kScalar));
+  if (has_avx512) out.push_back(avx512);
+  test::ReportKernel("ProbeRounds avx512", has_avx512, "AVX-512 F, VL and DQ, and POPCNT");
+  return out;
+}
+
 template <typename W>
 std::vector<Entry> RunRounds(const ProbeRounds& rounds, const std::vector<W>& sliced,
                              PositionRule rule, uint32_t m, uint32_t k,
@@ -64,9 +80,7 @@ std::vector<Entry> RunRounds(const ProbeRounds& rounds, const std::vector<W>& sl
 
 template <typename W>
 void CheckPaths(std::mt19937_64& rng, size_t* checked) {
-  const ProbeRounds best;
-  const ProbeRounds scalar(ProbeRounds::Isa::kScalar);
-  REQUIRE(scalar.isa() == ProbeRounds::Isa::kScalar);
+  const std::vector<ProbeRounds> paths = Paths();
   for (int trial = 0; trial < 800; ++trial) {
     const PositionRule rule = trial % 2 ? PositionRule::kRemix : PositionRule::kModulo;
     const uint32_t m =
@@ -89,8 +103,10 @@ void CheckPaths(std::mt19937_64& rng, size_t* checked) {
     }
     const std::vector<Entry> want = Reference(sliced, rule, m, k, in);
     INFO("rule " << (trial % 2 ? 9 : 2) << ", m " << m << ", k " << k << ", n " << n);
-    CHECK(RunRounds(scalar, sliced, rule, m, k, in) == want);
-    CHECK(RunRounds(best, sliced, rule, m, k, in) == want);
+    for (const ProbeRounds& rounds : paths) {
+      INFO("isa " << static_cast<int>(rounds.isa()));
+      CHECK(RunRounds(rounds, sliced, rule, m, k, in) == want);
+    }
     *checked += want.size();
   }
 }
@@ -101,8 +117,9 @@ TEST_CASE("ProbeRounds: both paths keep exactly the entries the rule keeps", "[p
   CheckPaths<uint32_t>(rng, &kept);
   CheckPaths<uint64_t>(rng, &kept);
   CHECK(kept > 1000);  // the trials are not all empty
-  if (ProbeRounds().isa() != ProbeRounds::Isa::kAvx512)
-    WARN("this CPU has no AVX-512 (F, VL): only the scalar path was checked");
+  // The default (what the read path uses) is the best this CPU has.
+  CHECK(ProbeRounds().isa() ==
+        (test::CpuHasAvx512Probe() ? ProbeRounds::Isa::kAvx512 : ProbeRounds::Isa::kScalar));
 }
 
 TEST_CASE(
@@ -115,7 +132,7 @@ TEST_CASE(
       1024, 1025, 65537, 0x7fffffff, 0x80000000, 0x80000001, 0xfffffffe, 0xffffffff};
   for (int i = 0; i < 200; ++i) divisors.push_back(1 + static_cast<uint32_t>(rng() % 0xffffffffu));
   for (int i = 0; i < 200; ++i) divisors.push_back(1 + static_cast<uint32_t>(rng() % 100000));
-  const ProbeRounds rounds;
+  const std::vector<ProbeRounds> paths = Paths();
   std::vector<uint64_t> x;
   for (uint64_t v = 0; v < 70; ++v) x.push_back(v);
   for (uint64_t v = 0; v < 70; ++v) x.push_back(~uint64_t{0} - v);
@@ -131,19 +148,23 @@ TEST_CASE(
     }
     xs.push_back(0);  // odd lengths: the scalar tail too
     out.resize(xs.size());
-    for (PositionRule rule : {PositionRule::kModulo, PositionRule::kRemix}) {
-      rounds.ReduceEach(FastMod(m), rule, xs.data(), xs.size(), out.data());
-      for (size_t i = 0; i < xs.size(); ++i) {
-        const uint64_t want = PositionWrittenOut(rule, xs[i], m);
-        if (out[i] != want) {
-          INFO("rule " << (rule == PositionRule::kRemix ? 9 : 2) << ", m " << m << ", x " << xs[i]);
-          CHECK(out[i] == want);
+    for (const ProbeRounds& rounds : paths) {
+      for (PositionRule rule : {PositionRule::kModulo, PositionRule::kRemix}) {
+        rounds.ReduceEach(FastMod(m), rule, xs.data(), xs.size(), out.data());
+        for (size_t i = 0; i < xs.size(); ++i) {
+          const uint64_t want = PositionWrittenOut(rule, xs[i], m);
+          if (out[i] != want) {
+            INFO("isa " << static_cast<int>(rounds.isa()) << ", rule "
+                        << (rule == PositionRule::kRemix ? 9 : 2) << ", m " << m << ", x "
+                        << xs[i]);
+            CHECK(out[i] == want);
+          }
+          ++checked;
         }
-        ++checked;
       }
     }
   }
-  CHECK(checked > 2'000'000);
+  CHECK(checked > 2'000'000 * paths.size());
 }
 
 }  // namespace
@@ -156,8 +177,7 @@ namespace {
 template <typename W>
 void CheckFill(std::mt19937_64& rng, size_t* kept_total) {
   constexpr int kWidth = 8 * sizeof(W);
-  const ProbeRounds best_isa;
-  const ProbeRounds scalar(ProbeRounds::Isa::kScalar);
+  const std::vector<ProbeRounds> paths = Paths();
   for (int trial = 0; trial < 300; ++trial) {
     const size_t n = static_cast<size_t>(rng() % 75);  // every length mod 8
     std::vector<Hash128> hashes(n);
@@ -177,7 +197,8 @@ void CheckFill(std::mt19937_64& rng, size_t* kept_total) {
       if (alive != 0)
         want.push_back(Entry{hashes[i].h1, hashes[i].h2, alive, static_cast<uint32_t>(i)});
     }
-    for (const ProbeRounds* rounds : {&scalar, &best_isa}) {
+    for (const ProbeRounds* rounds = paths.data(); rounds != paths.data() + paths.size();
+         ++rounds) {
       ProbeList<W> list;
       list.Resize(n);
       const size_t got_n = rounds->Fill(hashes.data(), best.data(), n, has, &list);

@@ -34,50 +34,40 @@ struct CleanEnv {
   }
 };
 
-// Member by member, independent of the field table, so a field missing from the
-// table shows up as a difference.
+// The number of members of aggregate T: the largest n for which T{x1, ..., xn}
+// compiles with x converting to anything. A member added to config.h changes it.
+struct AnyMember {
+  template <class T>
+  operator T() const;  // NOLINT(google-explicit-constructor): declared only
+};
+template <class T, class... Members>
+constexpr size_t MemberCount() {
+  if constexpr (requires { T{Members{}..., AnyMember{}}; }) {
+    return MemberCount<T, Members..., AnyMember>();
+  } else {
+    return sizeof...(Members);
+  }
+}
+
+// Canonical rows of the field table in `section`.
+size_t TableRows(std::string_view section) {
+  size_t n = 0;
+  for (const auto& field : config_internal::Fields()) {
+    if (field.canonical && field.section() == section) ++n;
+  }
+  return n;
+}
+
+// Field by field through the one table (config/fields.h), so a row added there is
+// compared without touching this file; "the table has a row for every member of
+// config.h" is checked by "the field table covers every member of Config".
 void CheckSameConfig(const Config& a, const Config& b) {
-  CHECK(a.kafka.bootstrap_servers == b.kafka.bootstrap_servers);
-  CHECK(a.kafka.topics == b.kafka.topics);
-  CHECK(a.kafka.group_id == b.kafka.group_id);
-  CHECK(a.kafka.auto_offset_reset == b.kafka.auto_offset_reset);
-  CHECK(a.kafka.properties == b.kafka.properties);
-  CHECK(a.kafka.dead_letter_topic == b.kafka.dead_letter_topic);
-  CHECK(a.kafka.dead_letter_on_failure == b.kafka.dead_letter_on_failure);
-  CHECK(a.kafka.dead_letter_max_pending_bytes == b.kafka.dead_letter_max_pending_bytes);
-  CHECK(a.redis.address == b.redis.address);
-  CHECK(a.redis.username == b.redis.username);
-  CHECK(a.redis.password == b.redis.password);
-  CHECK(a.redis.db == b.redis.db);
-  CHECK(a.redis.connect_timeout_ms == b.redis.connect_timeout_ms);
-  CHECK(a.redis.command_timeout_ms == b.redis.command_timeout_ms);
-  CHECK(a.redis.retry_backoff_min_ms == b.redis.retry_backoff_min_ms);
-  CHECK(a.redis.retry_backoff_max_ms == b.redis.retry_backoff_max_ms);
-  CHECK(a.redis.write_mode == b.redis.write_mode);
-  CHECK(a.filter.key_prefix == b.filter.key_prefix);
-  CHECK(a.filter.window_seconds == b.filter.window_seconds);
-  CHECK(a.filter.bucket_seconds == b.filter.bucket_seconds);
-  CHECK(a.filter.items_per_bucket == b.filter.items_per_bucket);
-  CHECK(a.filter.fpr == b.filter.fpr);
-  CHECK(a.filter.seed == b.filter.seed);
-  CHECK(a.events.format == b.events.format);
-  CHECK(a.events.user_field == b.events.user_field);
-  CHECK(a.events.item_field == b.events.item_field);
-  CHECK(a.events.items_field == b.events.items_field);
-  CHECK(a.events.time_field == b.events.time_field);
-  CHECK(a.events.time_unit == b.events.time_unit);
-  CHECK(a.events.max_id_bytes == b.events.max_id_bytes);
-  CHECK(a.events.max_items_per_event == b.events.max_items_per_event);
-  CHECK(a.events.max_future_ms == b.events.max_future_ms);
-  CHECK(a.pipeline.batch_max_events == b.pipeline.batch_max_events);
-  CHECK(a.pipeline.batch_max_wait_ms == b.pipeline.batch_max_wait_ms);
-  CHECK(a.pipeline.commit_interval_ms == b.pipeline.commit_interval_ms);
-  CHECK(a.metrics.listen == b.metrics.listen);
-  CHECK(a.metrics.refresh_interval_ms == b.metrics.refresh_interval_ms);
-  CHECK(a.metrics.status_window == b.metrics.status_window);
-  CHECK(a.metrics.freshness_target_ms == b.metrics.freshness_target_ms);
-  CHECK(a.metrics.freshness_limit_ms == b.metrics.freshness_limit_ms);
-  CHECK(a.log.level == b.log.level);
+  for (const auto& field : config_internal::Fields()) {
+    if (!field.canonical) continue;
+    INFO(field.key << ": " << config_internal::FormatValue(field.type, field.get(a)) << " vs "
+                   << config_internal::FormatValue(field.type, field.get(b)));
+    CHECK(field.get(a) == field.get(b));
+  }
 }
 
 Config Load(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
@@ -138,21 +128,34 @@ Config NonDefaultConfig() {
                         {"enable.partition.eof", "true"},
                         {"client.id", "null"}};
   c.kafka.dead_letter_topic = "dlq";
+  c.kafka.dead_letter_on_failure = "drop";
   c.kafka.dead_letter_max_pending_bytes = 1 << 20;
   c.redis.address = "[::1]:6380";
+  c.redis.cluster = "false";
   c.redis.username = "ef";
+  c.redis.password = "pw";
   c.redis.db = 3;
   c.redis.connect_timeout_ms = 1500;
   c.redis.command_timeout_ms = 90000;
   c.redis.retry_backoff_min_ms = 50;
   c.redis.retry_backoff_max_ms = 7000;
   c.redis.write_mode = "setbit";
+  c.redis.bitop_threshold = 7;
+  c.redis.expire_cache_keys = 0;
+  c.redis.expire_refresh_ms = 90 * 1000;
+  c.redis.wait_replicas = 2;
+  c.redis.wait_timeout_ms = 350;
   c.filter.key_prefix = "#x: ";
   c.filter.window_seconds = 7 * 86400;
   c.filter.bucket_seconds = 6 * 3600;
   c.filter.items_per_bucket = 77;
   c.filter.fpr = 0.001234567890123;
   c.filter.seed = 4294967295u;
+  c.filter.stages = 5;
+  c.filter.growth = 3;
+  c.filter.k_step = 0;
+  c.filter.layout_version = 2;
+  c.events.format = "json";  // the only format: the one field left at its default
   c.events.user_field = "uid";
   c.events.item_field = "iid";
   c.events.items_field = "page";
@@ -162,6 +165,7 @@ Config NonDefaultConfig() {
   c.events.max_items_per_event = 5;
   c.events.max_future_ms = 0;
   c.pipeline.batch_max_events = 1;
+  c.pipeline.batch_max_positions = 1234;
   c.pipeline.batch_max_wait_ms = 0;
   c.pipeline.commit_interval_ms = 250;
   c.metrics.listen = "";
@@ -169,6 +173,14 @@ Config NonDefaultConfig() {
   c.metrics.status_window = 3;
   c.metrics.freshness_target_ms = 2000;
   c.metrics.freshness_limit_ms = 7000;
+  c.metrics.unassigned_grace_ms = 4500;
+  c.serve.listen = "0.0.0.0:18090";
+  c.serve.max_items = 12;
+  c.serve.max_body_bytes = 4096;
+  // 50 ms written as a bare 50 would load back as 50 s.
+  c.serve.timeout_ms = 75;
+  c.serve.threads = 3;
+  c.serve.fail_closed = true;
   c.log.level = "debug";
   return c;
 }
@@ -502,6 +514,28 @@ TEST_CASE("cross-field checks name the keys", "[config]") {
   CHECK(ValidateError(c) == "kafka.topics: must name at least one topic");
 }
 
+TEST_CASE("the field table covers every member of Config", "[config]") {
+  // A member added to config.h without a row in config/fields.cc fails here;
+  // a row added there is compared by CheckSameConfig and must be changed by
+  // NonDefaultConfig (next test) without further edits to this file.
+  CHECK(MemberCount<Config>() == config_internal::Sections().size());
+  CHECK(MemberCount<KafkaConfig>() == TableRows("kafka"));
+  CHECK(MemberCount<RedisConfig>() == TableRows("redis"));
+  CHECK(MemberCount<FilterConfig>() == TableRows("filter"));
+  CHECK(MemberCount<EventsConfig>() == TableRows("events"));
+  CHECK(MemberCount<PipelineConfig>() == TableRows("pipeline"));
+  CHECK(MemberCount<MetricsConfig>() == TableRows("metrics"));
+  CHECK(MemberCount<ServeConfig>() == TableRows("serve"));
+  CHECK(MemberCount<LogConfig>() == TableRows("log"));
+  size_t canonical = 0;
+  for (const auto& field : config_internal::Fields()) canonical += field.canonical;
+  INFO("canonical rows: " << canonical);
+  CHECK(canonical == MemberCount<KafkaConfig>() + MemberCount<RedisConfig>() +
+                         MemberCount<FilterConfig>() + MemberCount<EventsConfig>() +
+                         MemberCount<PipelineConfig>() + MemberCount<MetricsConfig>() +
+                         MemberCount<ServeConfig>() + MemberCount<LogConfig>());
+}
+
 TEST_CASE("DumpConfig round-trips every key", "[config]") {
   CleanEnv env;
   const std::string defaults_dump = DumpConfig(Config{});
@@ -509,9 +543,19 @@ TEST_CASE("DumpConfig round-trips every key", "[config]") {
 
   const Config original = NonDefaultConfig();
   REQUIRE(Validate(original).ok());
+  // Every field but events.format (one allowed value) differs from its default,
+  // so a field the dump drops or misreads cannot pass by holding the default.
+  Config expected = original;
+  for (const auto& field : config_internal::Fields()) {
+    if (!field.canonical || field.key == "events.format") continue;
+    INFO(field.key << " is left at its default in NonDefaultConfig()");
+    CHECK_FALSE(field.get(original) == field.get(Config{}));
+    // Secrets are dumped masked.
+    if (field.secret) field.set(std::string("***"), &expected);
+  }
   const std::string dump = DumpConfig(original);
   INFO(dump);
-  CheckSameConfig(Load(dump), original);
+  CheckSameConfig(Load(dump), expected);
   CHECK(DumpConfig(Load(dump)) == dump);  // stable
 
   // Every key of the table is present, nested under its section.

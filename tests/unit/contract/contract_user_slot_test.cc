@@ -36,20 +36,11 @@ namespace {
 constexpr int64_t kNowMs = 1763856000500;
 constexpr int64_t kDayS = 86400;
 
-// The Redis Cluster specification's key slot, written out independently of the
-// code under test: CRC16-CCITT (XMODEM: poly 0x1021, init 0, no reflection) of the
-// hash tag if the key has a non-empty one (the bytes between the first '{' and the
-// first '}' after it), else of the whole key; mod 16384.
-uint16_t SpecSlot(std::string_view key) {
-  const size_t open = key.find('{');
-  if (open != std::string_view::npos) {
-    const size_t close = key.find('}', open + 1);
-    if (close != std::string_view::npos && close > open + 1) {
-      key = key.substr(open + 1, close - open - 1);
-    }
-  }
+// CRC16-CCITT (XMODEM: poly 0x1021, init 0, no reflection) of `bytes`, mod 16384:
+// the slot of a key without a hash tag.
+uint16_t Crc16Slot(std::string_view bytes) {
   uint16_t crc = 0;
-  for (unsigned char c : key) {
+  for (unsigned char c : bytes) {
     crc ^= static_cast<uint16_t>(c << 8);
     for (int bit = 0; bit < 8; ++bit) {
       crc = (crc & 0x8000) != 0 ? static_cast<uint16_t>((crc << 1) ^ 0x1021)
@@ -59,12 +50,34 @@ uint16_t SpecSlot(std::string_view key) {
   return crc & 16383;
 }
 
+// The Redis Cluster specification's key slot, written out independently of the
+// code under test: the CRC16 slot of the hash tag if the key has a non-empty one
+// (the bytes between the first '{' and the first '}' after it), else of the
+// whole key.
+uint16_t SpecSlot(std::string_view key) {
+  const size_t open = key.find('{');
+  if (open != std::string_view::npos) {
+    const size_t close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) {
+      key = key.substr(open + 1, close - open - 1);
+    }
+  }
+  return Crc16Slot(key);
+}
+
 TEST_CASE("SpecSlot (test reference) reproduces the cluster spec's CRC16 test value",
           "[contract]") {
   // The spec: CRC16 of "123456789" is 0x31C3; 0x31C3 & 16383 = 12739.
+  CHECK(Crc16Slot("123456789") == (0x31C3 & 16383));
   CHECK(SpecSlot("123456789") == (0x31C3 & 16383));
-  CHECK(SpecSlot("{user1000}.following") == SpecSlot("user1000"));
-  CHECK(SpecSlot("foo{}{bar}") == SpecSlot("foo{}{bar}"));
+  // The spec's hash tag examples.
+  CHECK(SpecSlot("{user1000}.following") == Crc16Slot("user1000"));
+  CHECK(SpecSlot("foo{{bar}}zap") == Crc16Slot("{bar"));
+  CHECK(SpecSlot("foo{bar}{zap}") == Crc16Slot("bar"));
+  // An empty tag: the whole key is hashed, not the "bar" of a later tag.
+  CHECK(SpecSlot("foo{}{bar}") == Crc16Slot("foo{}{bar}"));
+  CHECK(SpecSlot("foo{}{bar}") != SpecSlot("bar"));
+  CHECK(SpecSlot("foo{bar}") != Crc16Slot("foo{bar}"));
 }
 
 TEST_CASE("Contract: every user ID the decoder accepts has all its bucket keys in one slot",
@@ -72,20 +85,28 @@ TEST_CASE("Contract: every user ID the decoder accepts has all its bucket keys i
   EventsConfig events;
   FilterConfig filter;
   Decoder decoder(events, filter);
-  // JSON user values: plain, braces in every position, escaped braces, integers.
-  const std::vector<std::string> users = {R"("u1")",  R"("}x")",   R"("}")",       R"("}}")",
-                                          R"("a}b")", R"("a}")",   R"("{x}")",     R"("{")",
-                                          R"("x{")",  R"("{}")",   R"("\u007dx")", R"("}{x}")",
-                                          R"("{}x")", R"("a}}b")", "42",           R"("ü}")"};
+  // JSON user values: plain, braces in every position, escaped braces, integers;
+  // true: accepted (a user ID that starts with '}' is not).
+  const std::vector<std::pair<std::string, bool>> users = {
+      {R"("u1")", true},  {R"("}x")", false},      {R"("}")", false},
+      {R"("}}")", false}, {R"("a}b")", true},      {R"("a}")", true},
+      {R"("{x}")", true}, {R"("{")", true},        {R"("x{")", true},
+      {R"("{}")", true},  {R"("\u007dx")", false}, {R"("}{x}")", false},
+      {R"("{}x")", true}, {R"("a}}b")", true},     {"42", true},
+      {R"("ü}")", true}};
   const int64_t now_s = kNowMs / 1000;
   const std::vector<int64_t> buckets = LiveBuckets(now_s, filter.window_seconds, kDayS);
-  for (const std::string& user : users) {
+  size_t accepted = 0, expected_accepted = 0;
+  for (const auto& [user, accept] : users) {
     INFO("user_id " << user);
+    expected_accepted += accept;
     const std::string payload =
         "{\"user_id\":" + user + ",\"item_id\":\"i\",\"ts\":" + std::to_string(kNowMs) + "}";
     Event event;
     const RejectReason r = decoder.Decode(payload.data(), payload.size(), 0, kNowMs, &event);
+    CHECK((r == RejectReason::kNone) == accept);
     if (r != RejectReason::kNone) continue;
+    ++accepted;
     const uint16_t slot = SpecSlot(MakeKey(filter.key_prefix, event.user, buckets.front(), kDayS));
     for (int64_t b : buckets) {
       const std::string key = MakeKey(filter.key_prefix, event.user, b, kDayS);
@@ -93,6 +114,8 @@ TEST_CASE("Contract: every user ID the decoder accepts has all its bucket keys i
       CHECK(SpecSlot(key) == slot);
     }
   }
+  // A decoder that rejected everything would check no key at all.
+  CHECK(accepted == expected_accepted);
 }
 
 TEST_CASE("Decoder: a user ID starting with '}' is user_leading_brace - other braces are fine",
