@@ -19,7 +19,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "src")
 THIRD_PARTY = {"librdkafka/": "kafka", "hiredis/": "redis", "yaml-cpp/": "config",
-               "CLI/": "app"}
+               "CLI/": "app", "xxhash.h": "content", "unicode/": "content"}
 
 
 def rows():

@@ -181,6 +181,9 @@ Config NonDefaultConfig() {
   c.serve.timeout_ms = 75;
   c.serve.threads = 3;
   c.serve.fail_closed = true;
+  c.serve.served_ttl_ms = 90 * 60 * 1000;
+  c.serve.served_items = 64;
+  c.serve.served_fpr = 0.001;
   c.log.level = "debug";
   return c;
 }
