@@ -24,7 +24,9 @@ struct CheckArgs {
   std::string file;  // --file: candidates one per line ("-" = stdin)
   bool json = false;
   bool only_unseen = false;
-  std::string at;  // --at: a time (common/time_arg.h); "" = now
+  std::string at;            // --at: a time (common/time_arg.h); "" = now
+  bool mark_served = false;  // --mark-served: mark the unseen items served (issue 30)
+  uint64_t page = 0;         // --page N: mark only the first N of them; 0 = all
 };
 
 // Candidates one per line from `in` (a trailing CR is dropped; empty lines skipped).
@@ -96,12 +98,20 @@ int Check(CheckArgs& a) {
   exposure_filter::CallOptions call;
   call.at_unix_seconds = at_s;
   call.with_buckets = true;
-  const exposure_filter::Result result = client->Seen(a.user, a.items, call);
+  // --mark-served: the read, then the unseen items (the first --page of them)
+  // marked served in the user's served ring (docs/FORMAT.md rule 10).
+  std::vector<std::string_view> views(a.items.begin(), a.items.end());
+  const exposure_filter::Result result =
+      a.mark_served
+          ? client->FilterAndMarkViews(a.user, views, a.page > 0 ? a.page : SIZE_MAX, call)
+          : client->SeenViews(a.user, views, call);
   if (!result.ok) return Fail(Unavailable(result.error), ExitCodeForClientError(result.code));
   // The live buckets and the next one (rule 6: clock skew between writer and reader).
   const size_t buckets_read = result.buckets_read;
 
   const size_t seen = result.seen_count;
+  // Marked now (--mark-served): result.marked, sized only by FilterAndMark.
+  auto marked = [&](size_t i) { return a.mark_served && result.marked[i]; };
   if (a.json) {
     nlohmann::json j;
     j["user"] = a.user;
@@ -109,27 +119,46 @@ int Check(CheckArgs& a) {
     j["buckets_present"] = result.buckets_present;
     j["seen"] = nlohmann::json::array();
     j["unseen"] = nlohmann::json::array();
-    for (size_t i = 0; i < a.items.size(); ++i)
-      j[result.seen[i] ? "seen" : "unseen"].push_back(a.items[i]);
+    // "served" (and "marked") only when there is something to say, so that the
+    // answer for a user without a served ring stays what it was.
+    const bool with_served = result.served_count > 0 || a.mark_served;
+    if (with_served) j["served"] = nlohmann::json::array();
+    if (a.mark_served) j["marked"] = nlohmann::json::array();
+    for (size_t i = 0; i < a.items.size(); ++i) {
+      j[result.seen[i] ? "seen" : result.served[i] ? "served" : "unseen"].push_back(a.items[i]);
+      if (marked(i)) j["marked"].push_back(a.items[i]);
+    }
     std::printf("%s\n", j.dump().c_str());
     return kExitOk;
   }
   for (size_t i = 0; i < a.items.size(); ++i) {
     if (a.only_unseen) {
-      if (!result.seen[i]) std::printf("%s\n", a.items[i].c_str());
+      // With --mark-served: the items it marked (with --page N, the page).
+      const bool print = a.mark_served ? marked(i) : !result.seen[i] && !result.served[i];
+      if (print) std::printf("%s\n", a.items[i].c_str());
       continue;
     }
     if (result.seen[i]) {
       std::printf("seen    %s  (bucket %s)\n", a.items[i].c_str(),
                   FormatBucket(result.seen_bucket[i], layout->bucket_seconds).c_str());
+    } else if (result.served[i]) {
+      std::printf("served  %s\n", a.items[i].c_str());
+    } else if (marked(i)) {
+      std::printf("unseen  %s  (marked served)\n", a.items[i].c_str());
     } else {
       std::printf("unseen  %s\n", a.items[i].c_str());
     }
   }
   std::fflush(stdout);
-  if (!a.only_unseen)
-    std::fprintf(stderr, "%zu of %zu item(s) seen by user %s (%zu of %zu bucket(s) present)\n",
-                 seen, a.items.size(), a.user.c_str(), result.buckets_present, buckets_read);
+  if (!a.only_unseen) {
+    std::string served_note;
+    if (result.served_count > 0 || a.mark_served)
+      served_note = ", " + std::to_string(result.served_count) + " served recently";
+    if (a.mark_served) served_note += ", " + std::to_string(result.marked_count) + " marked served";
+    std::fprintf(stderr, "%zu of %zu item(s) seen by user %s%s (%zu of %zu bucket(s) present)\n",
+                 seen, a.items.size(), a.user.c_str(), served_note.c_str(), result.buckets_present,
+                 buckets_read);
+  }
   return kExitOk;
 }
 
@@ -144,12 +173,34 @@ Action AddCheckCommand(CLI::App& app) {
   cmd->add_option("items", a->items, "Candidate item IDs (default: one per line on stdin)");
   cmd->add_option("--file", a->file,
                   "Read candidate item IDs from this file, one per line (- = stdin)");
-  cmd->add_flag("--json", a->json, "Print {\"seen\": [...], \"unseen\": [...]} as JSON");
-  cmd->add_flag("--unseen", a->only_unseen, "Print only the unseen items, one per line");
-  cmd->add_option("--at", a->at,
-                  "Query as of this time: RFC 3339 (2026-11-22T08:00:00Z), a date, @epoch "
-                  "seconds, or a duration ago (2h); default now")
-      ->type_name("TIME");
+  cmd->add_flag("--json", a->json,
+                "Print {\"seen\": [...], \"unseen\": [...]} as JSON (plus \"served\": [...] when "
+                "some item was served recently, and \"marked\": [...] with --mark-served)");
+  cmd->add_flag(
+      "--unseen", a->only_unseen,
+      "Print only the unseen items (neither seen nor served recently), one per line; with "
+      "--mark-served, the ones it marked (with --page N: the page)");
+  auto* at = cmd->add_option("--at", a->at,
+                             "Query as of this time: RFC 3339 (2026-11-22T08:00:00Z), a date, "
+                             "@epoch seconds, or a duration ago (2h); default now")
+                 ->type_name("TIME");
+  auto* mark = cmd->add_flag("--mark-served", a->mark_served,
+                             "Mark the unseen items served (a pseudo-exposure: the user's served "
+                             "ring, serve.served_ttl), so that the next check or page leaves them "
+                             "out until their exposure events arrive; see --page")
+                   ->excludes(at);
+  cmd->add_option("--page", a->page,
+                  "With --mark-served: mark only the first N unseen items, in input order (a "
+                  "page of N); default all of them")
+      ->type_name("N")
+      ->check(WholeNumber(1, UINT32_MAX))
+      ->needs(mark);
+  cmd->footer(
+      "Each item is printed as seen (an exposure event, with its bucket), served (marked\n"
+      "served recently: --mark-served, serve's mark_served or POST /v1/served) or unseen.\n"
+      "Example, two pages of 10 from one candidate list:\n"
+      "  exposure-filter check -u alice --file candidates.txt --mark-served --page 10 --unseen\n"
+      "  exposure-filter check -u alice --file candidates.txt --mark-served --page 10 --unseen");
   return [a] { return Check(*a); };
 }
 

@@ -35,6 +35,7 @@ int Serve(const ConfigArgs& args) {
   so.listen = sc.listen;
   so.limits.max_items = static_cast<size_t>(sc.max_items);
   so.limits.max_body_bytes = static_cast<size_t>(sc.max_body_bytes);
+  so.limits.served_items = static_cast<size_t>(sc.served_items);
   so.threads = static_cast<int>(sc.threads);
   so.timeout = std::chrono::milliseconds(sc.timeout_ms);
   auto server = serve::Server::Start(so, client.get());
@@ -71,12 +72,15 @@ Action AddServeCommand(CLI::App& app) {
   AddConfigOptions(cmd, args.get(), false);
   cmd->footer(
       "Config keys serve.listen, serve.threads, serve.timeout, serve.max_items,\n"
-      "serve.max_body_bytes, serve.fail_closed (docs/CONFIG.md); filter.* and redis.* as for\n"
+      "serve.max_body_bytes, serve.fail_closed, serve.served_ttl, serve.served_items,\n"
+      "serve.served_fpr (docs/CONFIG.md); filter.* and redis.* as for\n"
       "`run`. Exits 4 on a bad config or a serve.listen it cannot bind, 5 when the stored\n"
       "layout disagrees, 6 when Redis does not answer at start, 3 when it refuses the\n"
       "credentials (docs/CLI.md#exit-codes). Example:\n"
       "  exposure-filter serve -c config/exposure-filter.yaml --set serve.listen=0.0.0.0:8090\n"
-      "  curl -s localhost:8090/v1/filter -d '{\"user_id\": \"u1\", \"items\": [\"i1\", \"i2\"]}'");
+      "  curl -s localhost:8090/v1/filter -d '{\"user_id\": \"u1\", \"items\": [\"i1\", \"i2\"]}'\n"
+      "Paged feeds: add \"mark_served\": 10 to mark the first 10 unseen items served, so that\n"
+      "the next page leaves them out; POST /v1/served {\"user_id\", \"items\"} marks items.");
   return [args] { return Serve(*args); };
 }
 

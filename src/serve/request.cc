@@ -67,6 +67,13 @@ void Fail(ParseError* error, int status, std::string message) {
   error->message = std::move(message);
 }
 
+// The JSON text of `e`, cut to 40 bytes: what a message quotes as "got ...".
+std::string Quoted(const dom::element& e) {
+  std::string text = simdjson::minify(e);
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return text;
+}
+
 std::string TooManyItems(size_t n, const Limits& limits) {
   return std::to_string(n) + " items in the body, more than serve.max_items (" +
          std::to_string(limits.max_items) + ")";
@@ -182,6 +189,33 @@ struct RequestParser::Impl {
     }
     return true;
   }
+
+  // "mark_served" of `obj` into *n (0 when absent); `where` as for Query.
+  static bool MarkServed(const dom::object& obj, const std::string& where, size_t* n,
+                         ParseError* error) {
+    *n = 0;
+    dom::element e;
+    if (obj["mark_served"].get(e) != simdjson::SUCCESS) return true;
+    switch (e.type()) {
+      case dom::element_type::BOOL:
+        *n = e.get_bool().value_unsafe() ? SIZE_MAX : 0;
+        return true;
+      case dom::element_type::UINT64:
+        *n = static_cast<size_t>(e.get_uint64().value_unsafe());
+        return true;
+      case dom::element_type::INT64:
+        if (e.get_int64().value_unsafe() >= 0) {
+          *n = static_cast<size_t>(e.get_int64().value_unsafe());
+          return true;
+        }
+        break;
+      default:
+        break;
+    }
+    Fail(error, 400,
+         where + "mark_served: expected true, false or a non-negative integer, got " + Quoted(e));
+    return false;
+  }
 };
 
 RequestParser::RequestParser() : impl_(std::make_unique<Impl>()) {}
@@ -192,7 +226,25 @@ bool RequestParser::ParseFilter(std::string_view body, const Limits& limits, Par
   dom::object root;
   if (!impl_->Root(body, limits, &root, error)) return false;
   size_t total = 0;
-  return impl_->Query(root, "", limits, &total, query, error);
+  return impl_->Query(root, "", limits, &total, query, error) &&
+         Impl::MarkServed(root, "", &query->mark_served, error);
+}
+
+bool RequestParser::ParseServed(std::string_view body, const Limits& limits, ParsedQuery* query,
+                                ParseError* error) {
+  dom::object root;
+  if (!impl_->Root(body, limits, &root, error)) return false;
+  size_t total = 0;
+  if (!impl_->Query(root, "", limits, &total, query, error)) return false;
+  query->mark_served = 0;
+  if (query->items.size() > limits.served_items) {
+    Fail(error, 400,
+         "items: " + std::to_string(query->items.size()) +
+             " items, more than serve.served_items (" + std::to_string(limits.served_items) +
+             "): the served ring keeps only the newest " + std::to_string(limits.served_items));
+    return false;
+  }
+  return true;
 }
 
 bool RequestParser::ParseBatch(std::string_view body, const Limits& limits,
@@ -229,7 +281,14 @@ bool RequestParser::ParseBatch(std::string_view body, const Limits& limits,
            "requests[" + std::to_string(i) + "]: expected an object, got " + TypeName(e));
       return false;
     }
-    if (!impl_->Query(obj, where, limits, &total, &(*queries)[i], error)) return false;
+    ParsedQuery& q = (*queries)[i];
+    if (!impl_->Query(obj, where, limits, &total, &q, error) ||
+        !Impl::MarkServed(obj, where, &q.mark_served, error))
+      return false;
+    if (q.mark_served > 0) {
+      Fail(error, 400, where + "mark_served: not supported in a batch; use /v1/filter");
+      return false;
+    }
     ++i;
   }
   return true;
@@ -347,16 +406,65 @@ char* CopyId(std::string_view s, char* p) {
   return p + n;
 }
 
-// Appends {"unseen": [...], "seen_count": N[, "failed_open": true]}, written in
-// place. Without escapes (the common case) the items go out branch-free: every
-// item is written, and the end moves past it only if it is unseen (a seen one
-// is overwritten by the next), so the random seen/unseen pattern costs no
-// mispredicted branches; the buffer is sized for all the items, then trimmed.
+// The unseen items of a query, written in place from p: those that are
+// neither seen nor (with kServed) served. Without escapes (the common case) the
+// items go out branch-free: every item is written, and the end moves past it
+// only if it is unseen (a seen one is overwritten by the next), so the random
+// seen/unseen pattern costs no mispredicted branches. Returns the end (after
+// the last item's comma) and adds the seen items to *seen_count.
+template <bool kServed>
+char* WriteUnseen(const ParsedQuery& query, const Answer& answer, bool escapes, char* p,
+                  size_t* seen_count) {
+  const std::vector<bool>& seen = *answer.seen;
+  const std::vector<bool>* served = answer.served;
+  const size_t n = query.items.size();
+  size_t count = 0;
+  if (!escapes) {
+    for (size_t i = 0; i < n; ++i) {
+      const std::string_view item = query.items[i];
+      const size_t quote = query.IsInteger(i) ? 0 : 1;
+      const bool is_seen = seen[i];
+      bool unseen = !is_seen;
+      if constexpr (kServed) unseen &= !(*served)[i];
+      count += is_seen;
+      // An integer's opening quote and closing quote are overwritten by its
+      // digits and its comma.
+      p[0] = '"';
+      CopyId(item, p + quote);
+      p[quote + item.size()] = '"';
+      p[2 * quote + item.size()] = ',';
+      p += (2 * quote + item.size() + 1) & (size_t{0} - unseen);
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      if (seen[i]) {
+        ++count;
+        continue;
+      }
+      if constexpr (kServed) {
+        if ((*served)[i]) continue;
+      }
+      const std::string_view item = query.items[i];
+      p = query.IsInteger(i) ? CopyId(item, p) : WriteJsonString(item, JsonStringSize(item), p);
+      *p++ = ',';
+    }
+  }
+  *seen_count = count;
+  return p;
+}
+
+// Appends {"unseen": [...], "seen_count": N[, "served": [...], "served_count":
+// N][, "marked": N][, "mark_failed": true][, "failed_open": true]}, written in
+// place: the buffer is sized for all the items (the unseen and the served
+// items are disjoint), then trimmed.
 void AppendFilterResponse(const ParsedQuery& query, const Answer& answer, std::string* out) {
   static constexpr std::string_view kHead = "{\"unseen\":[";
   static constexpr std::string_view kCount = "],\"seen_count\":";
+  static constexpr std::string_view kServedHead = ",\"served\":[";
+  static constexpr std::string_view kServedCount = "],\"served_count\":";
+  static constexpr std::string_view kMarked = ",\"marked\":";
+  static constexpr std::string_view kMarkFailed = ",\"mark_failed\":true";
   static constexpr std::string_view kFailedOpen = ",\"failed_open\":true";
-  const std::vector<bool>& seen = *answer.seen;
   const size_t n = query.items.size();
   size_t all_bytes = 0;  // room for every item, quoted, with its comma
   bool escapes = false;  // some string item needs escapes
@@ -372,8 +480,14 @@ void AppendFilterResponse(const ParsedQuery& query, const Answer& answer, std::s
       all_bytes += (query.IsInteger(i) ? item.size() : JsonStringSize(item)) + 1;
     }
   }
+  const bool with_served = answer.served != nullptr && answer.served_count > 0;
+  const bool served_fields = with_served || answer.marking;
   const size_t start = out->size();
-  out->resize(start + kHead.size() + all_bytes + kCount.size() + 24 + kFailedOpen.size() + 1);
+  size_t room = kHead.size() + all_bytes + kCount.size() + 24 + kFailedOpen.size() + 1;
+  if (served_fields || answer.mark_failed)
+    room +=
+        kServedHead.size() + kServedCount.size() + 24 + kMarked.size() + 24 + kMarkFailed.size();
+  out->resize(start + room);
   char* p = out->data() + start;
   auto put = [&p](std::string_view s) {
     std::memcpy(p, s.data(), s.size());
@@ -382,34 +496,40 @@ void AppendFilterResponse(const ParsedQuery& query, const Answer& answer, std::s
   put(kHead);
   const char* items_start = p;
   size_t seen_count = 0;
-  if (!escapes) {
-    for (size_t i = 0; i < n; ++i) {
-      const std::string_view item = query.items[i];
-      const size_t quote = query.IsInteger(i) ? 0 : 1;
-      const bool unseen = !seen[i];
-      seen_count += !unseen;
-      // An integer's opening quote and closing quote are overwritten by its
-      // digits and its comma.
-      p[0] = '"';
-      CopyId(item, p + quote);
-      p[quote + item.size()] = '"';
-      p[2 * quote + item.size()] = ',';
-      p += (2 * quote + item.size() + 1) & (size_t{0} - unseen);
-    }
-  } else {
-    for (size_t i = 0; i < n; ++i) {
-      if (seen[i]) {
-        ++seen_count;
-        continue;
-      }
-      const std::string_view item = query.items[i];
-      p = query.IsInteger(i) ? CopyId(item, p) : WriteJsonString(item, JsonStringSize(item), p);
-      *p++ = ',';
-    }
-  }
+  p = with_served ? WriteUnseen<true>(query, answer, escapes, p, &seen_count)
+                  : WriteUnseen<false>(query, answer, escapes, p, &seen_count);
   if (p != items_start) --p;  // the last comma
   put(kCount);
   p = std::to_chars(p, p + 24, seen_count).ptr;
+  if (served_fields) {
+    put(kServedHead);
+    const char* served_start = p;
+    if (with_served) {
+      const std::vector<bool>& served = *answer.served;
+      for (size_t i = 0; i < n; ++i) {
+        if (!served[i]) continue;
+        const std::string_view item = query.items[i];
+        if (query.IsInteger(i)) {
+          p = CopyId(item, p);
+        } else if (escapes) {
+          p = WriteJsonString(item, JsonStringSize(item), p);
+        } else {
+          *p++ = '"';
+          p = CopyId(item, p);
+          *p++ = '"';
+        }
+        *p++ = ',';
+      }
+    }
+    if (p != served_start) --p;
+    put(kServedCount);
+    p = std::to_chars(p, p + 24, with_served ? answer.served_count : 0).ptr;
+  }
+  if (answer.marking) {
+    put(kMarked);
+    p = std::to_chars(p, p + 24, answer.marked).ptr;
+  }
+  if (answer.mark_failed) put(kMarkFailed);
   if (answer.failed_open) put(kFailedOpen);
   *p++ = '}';
   out->resize(static_cast<size_t>(p - out->data()));
@@ -449,6 +569,11 @@ std::string BatchResponse(const std::vector<ParsedQuery>& queries,
   }
   out.append("]}");
   return out;
+}
+
+std::string ServedResponse(size_t marked, size_t filled, bool failed_open) {
+  if (failed_open) return "{\"marked\":0,\"failed_open\":true}";
+  return "{\"marked\":" + std::to_string(marked) + ",\"filled\":" + std::to_string(filled) + "}";
 }
 
 std::string ErrorResponse(std::string_view message) {

@@ -1,10 +1,14 @@
 // `exposure-filter serve`: request parsing/validation and response building for
 // the HTTP API (docs/HTTP.md). Pure functions over bytes; no I/O.
 //
-//   POST /v1/filter        {"user_id": "u1", "items": ["i1", "i2", ...]}
-//                       -> {"unseen": ["i2", ...], "seen_count": 1}
+//   POST /v1/filter        {"user_id": "u1", "items": ["i1", "i2", ...]
+//                           [, "mark_served": true | n]}
+//                       -> {"unseen": ["i2", ...], "seen_count": 1
+//                           [, "served": [...], "served_count": N][, "marked": N]}
 //   POST /v1/filter:batch  {"requests": [{"user_id": ..., "items": [...]}, ...]}
 //                       -> {"results": [{"unseen": [...], "seen_count": N}, ...]}
+//   POST /v1/served        {"user_id": "u1", "items": ["i1", ...]}
+//                       -> {"marked": N, "filled": F}
 //
 // IDs (user_id and items) are JSON strings, or integers used as their decimal
 // text (42 -> "42"), like the daemon's events (docs/EVENTS.md), so that an event
@@ -31,6 +35,7 @@ namespace ef::serve {
 struct Limits {
   size_t max_items = 10000;                 // serve.max_items: items in one body
   size_t max_body_bytes = 4 * 1024 * 1024;  // serve.max_body_bytes
+  size_t served_items = 500;                // serve.served_items: items in one /v1/served
 };
 
 // One user's candidates as received. The items are views into the
@@ -45,6 +50,9 @@ struct ParsedQuery {
   // backslash: a JSON string can hold '"', '\\' or a control character only
   // escaped. false = unknown (the response builders check each item).
   bool no_escapes = false;
+  // /v1/filter's "mark_served": how many unseen items to mark served, the first
+  // ones in input order (true: SIZE_MAX, all of them; absent, false or 0: none).
+  size_t mark_served = 0;
   bool IsInteger(size_t i) const { return !integer_items.empty() && integer_items[i]; }
 };
 
@@ -61,7 +69,10 @@ struct ParseError {
 //   400 not JSON / not an object / a missing or wrong-typed field / an invalid
 //       user ID (empty or starting with '}': docs/FORMAT.md rule 4);
 //   413 more than limits.max_items items in the body (for a batch, all its
-//       requests' items together), or more than max_items requests in a batch.
+//       requests' items together), or more than max_items requests in a batch;
+//   400 a "mark_served" that is not true, false or a non-negative integer; one
+//       that asks for marking (true or n > 0) in a batch;
+//   400 more than limits.served_items items in a /v1/served body.
 // `items` may be empty (the answer is then empty); a batch's `requests` may be
 // empty. Items may repeat and may be "" (answered like any other ID).
 class RequestParser {
@@ -78,6 +89,10 @@ class RequestParser {
   // and *error filled.
   bool ParseBatch(std::string_view body, const Limits& limits, std::vector<ParsedQuery>* queries,
                   ParseError* error);
+  // POST /v1/served: {"user_id", "items"} as for /v1/filter ("mark_served" is
+  // ignored), at most limits.served_items items.
+  bool ParseServed(std::string_view body, const Limits& limits, ParsedQuery* query,
+                   ParseError* error);
 
  private:
   struct Impl;
@@ -88,15 +103,28 @@ class RequestParser {
 struct Answer {
   const std::vector<bool>* seen = nullptr;  // per item of the query, input order
   bool failed_open = false;                 // Redis failed: every item reported unseen
+  // Per item: not seen but served recently (a pseudo-exposure), and how many;
+  // nullptr or 0: none.
+  const std::vector<bool>* served = nullptr;
+  size_t served_count = 0;
+  bool marking = false;      // mark_served asked for marks: "marked" (and "served") always written
+  size_t marked = 0;         // items marked served by this request
+  bool mark_failed = false;  // the marks were not written (fail open): "mark_failed": true
 };
 
-// {"unseen": [...], "seen_count": N} (plus "failed_open": true when set): the
-// unseen items of `query` in input order, each with the JSON type it came in.
-// Requires answer.seen->size() == query.items.size().
+// {"unseen": [...], "seen_count": N}: the items of `query` neither seen nor
+// served, in input order, each with the JSON type it came in; then
+// "served": [...] and "served_count": N (the served ones, same rules) when some
+// item was served or answer.marking; "marked": N when answer.marking;
+// "mark_failed": true and "failed_open": true when set.
+// Requires answer.seen->size() == query.items.size() (and served's, if given).
 std::string FilterResponse(const ParsedQuery& query, const Answer& answer);
 // {"results": [<FilterResponse of each query>, ...]}. Same requirement per pair.
 std::string BatchResponse(const std::vector<ParsedQuery>& queries,
                           const std::vector<Answer>& answers);
+// POST /v1/served's answer: {"marked": N, "filled": F}, or
+// {"marked": 0, "failed_open": true} when failed_open.
+std::string ServedResponse(size_t marked, size_t filled, bool failed_open);
 // {"error": "<message>"}
 std::string ErrorResponse(std::string_view message);
 // Appends `s` as a JSON string literal (quotes and escapes included) to *out.

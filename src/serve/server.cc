@@ -30,13 +30,14 @@ using exposure_filter::Result;
 
 constexpr const char* kJson = "application/json";
 
-enum Endpoint { kFilter, kBatch, kMetrics, kHealthz, kReadyz, kOther, kEndpointCount };
+enum Endpoint { kFilter, kBatch, kServed, kMetrics, kHealthz, kReadyz, kOther, kEndpointCount };
 constexpr std::array<const char*, kEndpointCount> kEndpointNames = {
-    "filter", "filter_batch", "metrics", "healthz", "readyz", "other"};
+    "filter", "filter_batch", "served", "metrics", "healthz", "readyz", "other"};
 
 Endpoint EndpointOf(const std::string& path) {
   if (path == "/v1/filter") return kFilter;
   if (path == "/v1/filter:batch") return kBatch;
+  if (path == "/v1/served") return kServed;
   if (path == "/metrics") return kMetrics;
   if (path == "/healthz") return kHealthz;
   if (path == "/readyz") return kReadyz;
@@ -60,6 +61,12 @@ struct Metrics {
                  .Help("Candidate items found seen (filtered out)")
                  .Register(r)
                  .Add({})),
+        served(pm::BuildCounter()
+                   .Name("exposure_filter_serve_candidates_served_total")
+                   .Help("Candidate items found served recently, not seen (pseudo-exposures, "
+                         "filtered out: mark_served, /v1/served)")
+                   .Register(r)
+                   .Add({})),
         users(pm::BuildCounter()
                   .Name("exposure_filter_serve_users_total")
                   .Help("User queries answered (a batch counts each of its requests)")
@@ -112,33 +119,53 @@ struct Metrics {
   }
   pm::Counter& candidates;
   pm::Counter& seen;
+  pm::Counter& served;
   pm::Counter& users;
   pm::Counter& failed_open;
   pm::Counter& failed_closed;
   std::array<pm::Histogram*, kEndpointCount> latency{};
   std::atomic<int64_t> last_warning_ms{0};
+  std::atomic<int64_t> last_mark_warning_ms{0};
 
-  // At most one log line per 10 s: a Redis outage fails every request.
-  void WarnRedis(const Result& r) {
+  // True at most once per 10 s per `last_ms`: a Redis outage fails every request.
+  static bool Due(std::atomic<int64_t>& last_ms) {
     const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::steady_clock::now().time_since_epoch())
                             .count();
-    int64_t last = last_warning_ms.load();
-    if (now - last < 10'000 || !last_warning_ms.compare_exchange_strong(last, now)) return;
+    int64_t last = last_ms.load();
+    return now - last >= 10'000 && last_ms.compare_exchange_strong(last, now);
+  }
+
+  void WarnRedis(const Result& r) {
+    if (!Due(last_warning_ms)) return;
     spdlog::warn("serve: {} ({}; counted in exposure_filter_serve_{}_total)", r.error,
                  r.ok ? "answered with every item unseen" : "answered 503",
                  r.ok ? "failed_open" : "failed_closed");
   }
 
+  // A mark of served items that failed (FilterAndMark's mark_failed, or /v1/served).
+  void WarnMark(const std::string& error, const char* answered) {
+    if (!Due(last_mark_warning_ms)) return;
+    spdlog::warn(
+        "serve: {} (served items not marked; {}; counted in "
+        "exposure_filter_serve_mark_errors_total)",
+        error, answered);
+  }
+
   void Count(const Result& r, size_t items) {
     users.Increment();
-    if (r.failed_open || !r.ok) WarnRedis(r);
+    if (r.mark_failed) {
+      WarnMark(r.error, "answered without the marks, \"mark_failed\": true");
+    } else if (r.failed_open || !r.ok) {
+      WarnRedis(r);
+    }
     if (!r.ok) {
       failed_closed.Increment();
       return;
     }
     candidates.Increment(static_cast<double>(items));
     seen.Increment(static_cast<double>(r.seen_count));
+    if (r.served_count > 0) served.Increment(static_cast<double>(r.served_count));
     if (r.failed_open) failed_open.Increment();
   }
 };
@@ -160,6 +187,22 @@ void AppendClientFamilies(const Client& client, std::vector<pm::MetricFamily>* o
   ready.metric.emplace_back();
   ready.metric.back().gauge.value = client.Ready() ? 1 : 0;
   out->push_back(std::move(ready));
+  pm::MetricFamily marked;
+  marked.name = "exposure_filter_serve_items_marked_total";
+  marked.help = "Items marked served (mark_served on /v1/filter, and /v1/served)";
+  marked.type = pm::MetricType::Counter;
+  marked.metric.emplace_back();
+  marked.metric.back().counter.value = static_cast<double>(stats.marked);
+  out->push_back(std::move(marked));
+  pm::MetricFamily mark_errors;
+  mark_errors.name = "exposure_filter_serve_mark_errors_total";
+  mark_errors.help =
+      "Marks of served items that failed (Redis; also counted in "
+      "exposure_filter_serve_redis_errors_total)";
+  mark_errors.type = pm::MetricType::Counter;
+  mark_errors.metric.emplace_back();
+  mark_errors.metric.back().counter.value = static_cast<double>(stats.mark_errors);
+  out->push_back(std::move(mark_errors));
 }
 
 // The body moved in (set_content would copy it), as JSON.
@@ -175,7 +218,7 @@ void SetError(httplib::Response& res, int status, std::string_view message) {
 
 // The methods a known path answers ("" for an unknown path).
 std::string AllowedOn(const std::string& path) {
-  if (path == "/v1/filter" || path == "/v1/filter:batch") return "POST";
+  if (path == "/v1/filter" || path == "/v1/filter:batch" || path == "/v1/served") return "POST";
   if (path == "/metrics" || path == "/healthz" || path == "/readyz") return "GET, HEAD";
   return "";
 }
@@ -213,10 +256,43 @@ struct Server::Impl {
     ParseError err;
     if (!parser.ParseFilter(body, options.limits, &q, &err))
       return SetError(res, err.status, err.message);
-    Result r = client->SeenViews(q.user, q.items, options.timeout);
+    Answer answer;
+    Result r;
+    if (q.mark_served > 0) {
+      exposure_filter::CallOptions call;
+      call.deadline = options.timeout;
+      r = client->FilterAndMarkViews(q.user, q.items, q.mark_served, call);
+      answer.marking = true;
+      answer.marked = r.marked_count;
+      answer.mark_failed = r.mark_failed;
+    } else {
+      r = client->SeenViews(q.user, q.items, options.timeout);
+    }
     metrics.Count(r, q.items.size());
     if (!r.ok) return SetError(res, r.code == ErrorCode::kInvalidArgument ? 400 : 503, r.error);
-    SetJson(res, FilterResponse(q, Answer{&r.seen, r.failed_open}));
+    answer.seen = &r.seen;
+    answer.failed_open = r.failed_open;
+    answer.served = &r.served;
+    answer.served_count = r.served_count;
+    SetJson(res, FilterResponse(q, answer));
+  }
+
+  void Served(std::string_view body, httplib::Response& res) {
+    thread_local RequestParser parser;
+    ParsedQuery q;
+    ParseError err;
+    if (!parser.ParseServed(body, options.limits, &q, &err))
+      return SetError(res, err.status, err.message);
+    exposure_filter::CallOptions call;
+    call.deadline = options.timeout;
+    const exposure_filter::MarkResult m = client->MarkServedViews(q.user, q.items, call);
+    if (!m.ok) {
+      if (m.code == ErrorCode::kInvalidArgument) return SetError(res, 400, m.error);
+      metrics.WarnMark(m.error, "answered 503");
+      return SetError(res, 503, m.error);
+    }
+    if (m.failed_open) metrics.WarnMark(m.error, "answered 200 with \"failed_open\": true");
+    SetJson(res, ServedResponse(m.marked, m.filled, m.failed_open));
   }
 
   void Batch(std::string_view body, httplib::Response& res) {
@@ -235,7 +311,8 @@ struct Server::Impl {
     for (size_t i = 0; i < parsed.size(); ++i) {
       metrics.Count(results[i], parsed[i].items.size());
       if (!results[i].ok && failed == nullptr) failed = &results[i];
-      answers[i] = Answer{&results[i].seen, results[i].failed_open};
+      answers[i] = Answer{&results[i].seen, results[i].failed_open, &results[i].served,
+                          results[i].served_count};
     }
     if (failed != nullptr) {
       // Every user ID was checked by the parser, so this is Redis under fail_closed.
@@ -282,6 +359,7 @@ struct Server::Impl {
     }
     if (req.method == "POST" && req.path == "/v1/filter") return Filter(body, res);
     if (req.method == "POST" && req.path == "/v1/filter:batch") return Batch(body, res);
+    if (req.method == "POST" && req.path == "/v1/served") return Served(body, res);
     const std::string allow = AllowedOn(req.path);
     if (allow.empty()) {
       res.status = 404;  // the error handler's message
@@ -349,7 +427,8 @@ struct Server::Impl {
                       "text/plain");
     });
     // The other methods on known paths: 405 with Allow (with a body: WithBody).
-    for (const char* path : {"/v1/filter", "/v1/filter:batch", "/metrics", "/healthz", "/readyz"}) {
+    for (const char* path :
+         {"/v1/filter", "/v1/filter:batch", "/v1/served", "/metrics", "/healthz", "/readyz"}) {
       const std::string allow = AllowedOn(path);
       auto handler = [allow](const httplib::Request& req, httplib::Response& res) {
         NotAllowed(req, res, allow);
@@ -359,35 +438,36 @@ struct Server::Impl {
     }
     // 404 and httplib's own errors (413 from the payload limit, 400 for a bad
     // request line) get a JSON body; responses that have one keep it.
-    http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
-                                                                       httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      std::string message;
-      switch (res.status) {
-        case 404:
-          message = "no such path: " + req.path +
-                    " (POST /v1/filter, POST /v1/filter:batch, GET /metrics, /healthz, /readyz)";
-          break;
-        case 408:
-          message = "request not received within " + SecondsText(options.request_timeout) +
-                    " of its first byte (headers and body)";
-          break;
-        case 413:
-          message = "body larger than serve.max_body_bytes (" +
-                    std::to_string(options.limits.max_body_bytes) + ")";
-          break;
-        case 431:
-          message = "request header fields too large: at most " +
-                    std::to_string(ConnectionStream::kMaxHeaderFields) + " fields and " +
-                    std::to_string(ConnectionStream::kMaxHeadBytes) +
-                    " bytes from the request line to the blank line";
-          break;
-        default:
-          message = "HTTP " + std::to_string(res.status);
-      }
-      SetError(res, res.status, message);
-      return httplib::Server::HandlerResponse::Handled;
-    }));
+    http.set_error_handler(httplib::Server::HandlerWithResponse(
+        [this](const httplib::Request& req, httplib::Response& res) {
+          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          std::string message;
+          switch (res.status) {
+            case 404:
+              message = "no such path: " + req.path +
+                        " (POST /v1/filter, POST /v1/filter:batch, POST /v1/served, GET /metrics, "
+                        "/healthz, /readyz)";
+              break;
+            case 408:
+              message = "request not received within " + SecondsText(options.request_timeout) +
+                        " of its first byte (headers and body)";
+              break;
+            case 413:
+              message = "body larger than serve.max_body_bytes (" +
+                        std::to_string(options.limits.max_body_bytes) + ")";
+              break;
+            case 431:
+              message = "request header fields too large: at most " +
+                        std::to_string(ConnectionStream::kMaxHeaderFields) + " fields and " +
+                        std::to_string(ConnectionStream::kMaxHeadBytes) +
+                        " bytes from the request line to the blank line";
+              break;
+            default:
+              message = "HTTP " + std::to_string(res.status);
+          }
+          SetError(res, res.status, message);
+          return httplib::Server::HandlerResponse::Handled;
+        }));
     http.set_logger(
         [this](const httplib::Request& req, const httplib::Response& res) { Log(req, res); });
   }

@@ -1,7 +1,7 @@
 // `exposure-filter serve`: the HTTP read API (docs/HTTP.md) over an
 // exposure_filter::Client, with cpp-httplib (keep-alive, a pool of worker threads;
 // the sockets' I/O is serve/connection_stream.h's):
-//   POST /v1/filter, POST /v1/filter:batch   (request.h)
+//   POST /v1/filter, POST /v1/filter:batch, POST /v1/served   (request.h)
 //   GET  /metrics   Prometheus text format (names exposure_filter_serve_*, and
 //                   process_*: metrics/process_metrics.h)
 //   GET  /healthz   200 while the process runs
@@ -11,9 +11,11 @@
 // first byte, 411 a chunked body (cpp-httplib 0.11 would read it whole, past
 // the limit), 413 over serve.max_body_bytes / serve.max_items, 415 a
 // multipart/form-data body, 431 a head over 100 fields or 16 KiB
-// (serve/connection_stream.h), 503 Redis failed under serve.fail_closed. Under
-// fail-open (default) a Redis failure is a 200 with every item unseen and
-// "failed_open": true. A body is read whatever its Content-Type.
+// (serve/connection_stream.h), 503 Redis failed under serve.fail_closed (a
+// failed mark of served items too). Under fail-open (default) a Redis failure is
+// a 200 with every item unseen and "failed_open": true (a failed mark: the
+// answer with "mark_failed": true; /v1/served: {"marked": 0, "failed_open":
+// true}). A body is read whatever its Content-Type.
 //
 // Threads: httplib serves one connection at a time per worker thread (a
 // keep-alive connection holds its worker until it closes or idles 5 s), so

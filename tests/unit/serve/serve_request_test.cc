@@ -404,3 +404,145 @@ TEST_CASE("serve response: a JSON string reads back for every length and byte po
 }
 
 }  // namespace ef::serve
+
+namespace ef::serve {
+
+// Issue 30: paged feeds.
+TEST_CASE("serve request: mark_served is true, false or a non-negative integer", "[serve]") {
+  CHECK(Filter(R"({"user_id": "u", "items": ["a"]})").query.mark_served == 0);
+  CHECK(Filter(R"({"user_id": "u", "items": ["a"], "mark_served": false})").query.mark_served == 0);
+  CHECK(Filter(R"({"user_id": "u", "items": ["a"], "mark_served": 0})").query.mark_served == 0);
+  CHECK(Filter(R"({"user_id": "u", "items": ["a"], "mark_served": true})").query.mark_served ==
+        SIZE_MAX);
+  CHECK(Filter(R"({"user_id": "u", "items": ["a"], "mark_served": 10})").query.mark_served == 10);
+  CHECK(Filter(R"({"mark_served": 18446744073709551615, "user_id": "u", "items": []})")
+            .query.mark_served == SIZE_MAX);
+  const std::string expected = "mark_served: expected true, false or a non-negative integer, got ";
+  CHECK(FilterError(R"({"user_id": "u", "items": ["a"], "mark_served": "yes"})") ==
+        expected + "\"yes\"");
+  CHECK(FilterError(R"({"user_id": "u", "items": ["a"], "mark_served": -1})") == expected + "-1");
+  CHECK(FilterError(R"({"user_id": "u", "items": ["a"], "mark_served": 1.5})") == expected + "1.5");
+  CHECK(FilterError(R"({"user_id": "u", "items": ["a"], "mark_served": null})") ==
+        expected + "null");
+  CHECK(FilterError(R"({"user_id": "u", "items": ["a"], "mark_served": {"n": 1}})") ==
+        expected + "{\"n\":1}");
+  CHECK(FilterError(R"({"user_id": "u", "items": ["a"], "mark_served": [1]})") == expected + "[1]");
+  // A long value is cut.
+  const std::string long_value(100, 'x');
+  CHECK_THAT(FilterError(R"({"user_id": "u", "items": [], "mark_served": ")" + long_value + "\"}"),
+             Catch::EndsWith("...") && !Catch::Contains(long_value));
+  // The fields before it are checked first.
+  CHECK(FilterError(R"({"user_id": "u", "items": [null], "mark_served": "yes"})") ==
+        "items[0]: expected a string or an integer, got null");
+}
+
+TEST_CASE("serve request: a batch refuses marking, naming the request", "[serve]") {
+  CHECK(BatchError(R"({"requests": [{"user_id": "u", "items": []},
+                                    {"user_id": "v", "items": ["a"], "mark_served": 3}]})") ==
+        "requests[1].mark_served: not supported in a batch; use /v1/filter");
+  CHECK(BatchError(R"({"requests": [{"user_id": "u", "items": [], "mark_served": "x"}]})") ==
+        "requests[0].mark_served: expected true, false or a non-negative integer, got \"x\"");
+  BatchOutcome o = Batch(R"({"requests": [{"user_id": "u", "items": ["a"], "mark_served": false},
+                             {"user_id": "v", "items": ["a"], "mark_served": 0}]})");
+  CHECK(o.ok);
+}
+
+TEST_CASE("serve request: a served body is a filter body of at most serve.served_items items",
+          "[serve]") {
+  RequestParser parser;
+  ParsedQuery q;
+  ParseError e;
+  Limits limits;
+  limits.served_items = 3;
+  REQUIRE(parser.ParseServed(R"({"user_id": 7, "items": ["a", 2, "c"]})", limits, &q, &e));
+  CHECK(q.user == "7");
+  CHECK(q.items == Items{"a", "2", "c"});
+  REQUIRE_FALSE(
+      parser.ParseServed(R"({"user_id": "u", "items": ["a", "b", "c", "d"]})", limits, &q, &e));
+  CHECK(e.status == 400);
+  CHECK(
+      e.message ==
+      "items: 4 items, more than serve.served_items (3): the served ring keeps only the newest 3");
+  REQUIRE_FALSE(parser.ParseServed(R"({"user_id": "u", "items": [true]})", limits, &q, &e));
+  CHECK(e.status == 400);
+  CHECK(e.message == "items[0]: expected a string or an integer, got true");
+  REQUIRE_FALSE(parser.ParseServed(R"({"items": []})", limits, &q, &e));
+  CHECK(e.message == "user_id: missing");
+  CHECK(ServedResponse(3, 120, false) == R"({"marked":3,"filled":120})");
+  CHECK(ServedResponse(0, 0, true) == R"({"marked":0,"failed_open":true})");
+}
+
+TEST_CASE("serve response: served items are left out of unseen and listed apart", "[serve]") {
+  Outcome o = Filter(R"({"user_id": "u", "items": ["a", 7, "b\"q", "c", 8, "d"]})");
+  REQUIRE(o.ok);
+  const std::vector<bool> seen = {false, false, true, false, false, false};
+  const std::vector<bool> served = {false, true, false, true, false, false};
+  Answer answer{&seen, false, &served, 2};
+  CHECK(json::parse(FilterResponse(o.query, answer)) ==
+        json::parse(R"({"unseen": ["a", 8, "d"], "seen_count": 1,
+                        "served": [7, "c"], "served_count": 2})"));
+  // With marking: "served" and "marked" always; mark_failed when set.
+  answer.marking = true;
+  answer.marked = 2;
+  CHECK(json::parse(FilterResponse(o.query, answer)) ==
+        json::parse(R"({"unseen": ["a", 8, "d"], "seen_count": 1,
+                        "served": [7, "c"], "served_count": 2, "marked": 2})"));
+  const std::vector<bool> none(6, false);
+  Answer plain{&seen, false, &none, 0};
+  CHECK(FilterResponse(o.query, plain) ==
+        R"({"unseen":["a",7,"c",8,"d"],"seen_count":1})");  // as before issue 30
+  plain.marking = true;
+  plain.mark_failed = true;
+  CHECK(FilterResponse(o.query, plain) ==
+        R"({"unseen":["a",7,"c",8,"d"],"seen_count":1,"served":[],"served_count":0,)"
+        R"("marked":0,"mark_failed":true})");
+  // Escapes in served items (the slow path) too.
+  Outcome esc = Filter(R"({"user_id": "u", "items": ["x\n", "y\"", 5]})");
+  REQUIRE(esc.ok);
+  const std::vector<bool> s3 = {false, false, false}, v3 = {true, true, true};
+  Answer all_served{&s3, false, &v3, 3};
+  CHECK(json::parse(FilterResponse(esc.query, all_served)) ==
+        json::parse(R"({"unseen": [], "seen_count": 0, "served": ["x\n", "y\"", 5],
+                        "served_count": 3})"));
+}
+
+TEST_CASE("serve response: random seen and served patterns match a plain model", "[serve]") {
+  std::mt19937_64 rng(30);
+  for (int round = 0; round < 300; ++round) {
+    const size_t n = rng() % 40;
+    json items = json::array();
+    for (size_t i = 0; i < n; ++i) {
+      if (rng() % 4 == 0) {
+        items.push_back(static_cast<int64_t>(rng() % 100000) - 50000);
+      } else {
+        std::string s(rng() % 20, 'a');
+        for (char& c : s) c = static_cast<char>('a' + rng() % 26);
+        if (rng() % 10 == 0) s += "\"\\";
+        items.push_back(s);
+      }
+    }
+    Outcome o = Filter(json{{"user_id", "u"}, {"items", items}}.dump());
+    REQUIRE(o.ok);
+    std::vector<bool> seen(n), served(n);
+    json unseen = json::array(), served_list = json::array();
+    size_t seen_count = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const auto r = rng() % 3;
+      seen[i] = r == 0;
+      served[i] = r == 1;
+      seen_count += seen[i];
+      if (r == 1) served_list.push_back(items[i]);
+      if (r == 2) unseen.push_back(items[i]);
+    }
+    Answer answer{&seen, false, &served, served_list.size()};
+    json expected = {{"unseen", unseen}, {"seen_count", seen_count}};
+    if (!served_list.empty()) {
+      expected["served"] = served_list;
+      expected["served_count"] = served_list.size();
+    }
+    INFO(o.query.items.size());
+    REQUIRE(json::parse(FilterResponse(o.query, answer)) == expected);
+  }
+}
+
+}  // namespace ef::serve
