@@ -49,12 +49,6 @@ std::vector<std::string> Items(const std::string& tag, int n, int from = 0) {
   return out;
 }
 
-std::vector<Hash128> Hashes(const std::vector<std::string>& items, uint32_t seed) {
-  std::vector<Hash128> out;
-  for (const auto& i : items) out.push_back(HashItem(i, seed));
-  return out;
-}
-
 // A redis-server with a stored layout (prefix "sv:"), and clients on it.
 struct Fixture {
   RedisServer redis;
