@@ -41,6 +41,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
@@ -78,6 +80,9 @@ struct Args {
   std::string out;         // also write the JSON line here
   bool meta_only = false;  // only store the layout (`<prefix>meta`), then exit
   int mark = 50;           // mark_served phase: candidates each request marks served
+  // mark_served phase: a user's session ends (its served ring is deleted, as its TTL
+  // would) after this many of its requests.
+  int session_pages = 10;
   // Which phases run (for profiling one).
   std::string phases = ",library,serve,mark_served,mget,";
 };
@@ -91,7 +96,10 @@ struct Args {
       "  [--exposed N (300)] [--activity X (0.5)] [--mark N (50)] [--out FILE] [--meta-only]\n"
       "  [--phases library,serve,mark_served,mget (all)]\n"
       "--meta-only: store the default layout's meta (for serve to start), nothing else.\n"
+      "  [--session-pages P (10)]\n"
       "--mark: the mark_served phase's requests mark this many candidates served.\n"
+      "--session-pages: in the mark_served phase, a user's session (its served ring) ends\n"
+      "  after P of its requests.\n"
       "--phases: run only these phases (e.g. serve, to profile it); targets need all of them\n"
       "  (mark_served's compare with serve's).\n");
   std::exit(code);
@@ -145,6 +153,8 @@ Args Parse(int argc, char** argv) {
       a.activity = std::atof(v.c_str());
     else if (k == "--mark")
       a.mark = std::atoi(v.c_str());
+    else if (k == "--session-pages")
+      a.session_pages = std::atoi(v.c_str());
     else if (k == "--out")
       a.out = v;
     else if (k == "--phases")
@@ -166,9 +176,10 @@ Args Parse(int argc, char** argv) {
   }
   if (!exposed_given) a.exposed = std::min(a.exposed, a.candidates);  // 30% of 1,000
   if (a.users < 1 || a.seconds <= 0 || a.threads.empty() || a.candidates < 1 || a.exposed < 0 ||
-      a.exposed > a.candidates || a.activity <= 0 || a.mark < 1) {
+      a.exposed > a.candidates || a.activity <= 0 || a.mark < 1 || a.session_pages < 1) {
     std::fprintf(stderr,
-                 "ef_read_bench: --users, --seconds, --threads, --candidates, --activity, --mark "
+                 "ef_read_bench: --users, --seconds, --threads, --candidates, --activity, --mark, "
+                 "--session-pages "
                  "must be > 0 and --exposed in [0, --candidates]\n");
     std::exit(2);
   }
@@ -333,6 +344,7 @@ struct Request {
   std::string http_mark;
   std::string mget;
   bool heavy = false;  // the user has > items_per_bucket items in some bucket (stage 1+)
+  int rank = 0;        // the user's rank (UserId(rank) == user)
 };
 
 std::string JsonEscape(const std::string& s) {
@@ -355,6 +367,7 @@ std::vector<Request> PrepareRequests(const Args& a, const ef::Layout& layout, in
   for (Request& r : out) {
     int user_rank = zipf(rng);
     r.user = UserId(user_rank);
+    r.rank = user_rank;
     int rank = WrittenRank(user_rank);
     for (int b = 0; b < live; ++b) r.heavy |= ItemsInBucket(a, ipb, rank, b) > ipb;
     for (int i = 0; i < a.exposed; ++i) {
@@ -500,6 +513,66 @@ bool Fill(const Args& a, const ef::RedisOptions& ro, const ef::Layout& layout, i
   return true;
 }
 
+// Sessions of the mark_served phase. The prepared requests are replayed many times
+// a run (2,000 requests, thousands a second), so without an end every user's ring
+// would be full after a few seconds, as if each user pulled hundreds of pages. A
+// user's session ends after --session-pages of its requests: its served ring is
+// deleted, as its TTL would delete it after the session, by this thread (batched
+// DELs every 5 ms, off the request threads; the Redis CPU counts in the phase).
+class SessionEnder {
+ public:
+  SessionEnder(const ef::RedisOptions& ro, const ef::Layout& layout, int users, int pages)
+      : ro_(ro), prefix_(layout.prefix), pages_(uint32_t(pages)), count_(size_t(users) + 1) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~SessionEnder() {
+    stop_ = true;
+    thread_.join();
+  }
+  // One more request of this user answered.
+  void Served(const Request& r) {
+    if (count_[size_t(r.rank)].fetch_add(1, std::memory_order_relaxed) % pages_ != pages_ - 1)
+      return;
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_.push_back(ef::ServedKey(prefix_, r.user));
+  }
+  uint64_t sessions() const { return sessions_; }
+  bool failed() const { return failed_; }
+
+ private:
+  void Loop() {
+    auto conn = ef::RedisConnection::Connect(ro_);
+    if (!conn.ok()) {
+      failed_ = true;
+      return;
+    }
+    std::vector<std::string> del;
+    for (bool last = false; !last;) {
+      last = stop_.load();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      del = {"DEL"};
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        del.insert(del.end(), ended_.begin(), ended_.end());
+        ended_.clear();
+      }
+      if (del.size() == 1) continue;
+      sessions_ += del.size() - 1;
+      if (!(*conn)->Command(del).ok()) failed_ = true;
+    }
+  }
+
+  ef::RedisOptions ro_;
+  std::string prefix_;
+  uint32_t pages_;
+  std::vector<std::atomic<uint32_t>> count_;  // requests per user rank
+  std::mutex mu_;
+  std::vector<std::string> ended_;
+  std::atomic<bool> stop_{false}, failed_{false};
+  std::atomic<uint64_t> sessions_{0};
+  std::thread thread_;
+};
+
 struct Phase {
   bool ran = false;
   double rps = 0, p50 = 0, p99 = 0, p999 = 0;  // latencies in ms
@@ -517,6 +590,7 @@ struct Phase {
   double marked_per_request = 0, served_per_request = 0;
   uint64_t mark_failed = 0;
   double ring_users = 0, ring_fill = 0, rings_full = 0;
+  uint64_t sessions_ended = 0;  // sessions ended (SessionEnder) during the run
 };
 
 void Finish(Phase* p, Latencies* l, double secs) {
@@ -529,7 +603,8 @@ void Finish(Phase* p, Latencies* l, double secs) {
 }
 
 // mark == 0: Client::Seen; else Client::FilterAndMark(user, candidates, mark).
-bool RunLibrary(const Args& a, const std::vector<Request>& reqs, size_t mark, Phase* out) {
+bool RunLibrary(const Args& a, const std::vector<Request>& reqs, size_t mark,
+                SessionEnder* sessions, Phase* out) {
   exposure_filter::ClientOptions o;
   o.overrides = {"redis.address=" + a.redis};
   o.pool_size = 1;
@@ -561,6 +636,7 @@ bool RunLibrary(const Args& a, const std::vector<Request>& reqs, size_t mark, Ph
     marked += res.marked_count;
     served += res.served_count;
     cands += r.candidates.size();
+    if (sessions) sessions->Served(r);
   }
   double secs = Seconds(Clock::now() - t0);
   double cpu = ThreadCpuSeconds() - cpu0;
@@ -655,7 +731,8 @@ double ServeFailedOpen(const std::string& host, int port) {
 // latency counts from the scheduled time.
 // mark: send the requests with "mark_served" and read the counts of each answer.
 bool RunServe(const Args& a, int conns, const std::vector<Request>& reqs, double rate_per_s,
-              bool mark, Phase* out) {
+              SessionEnder* sessions, Phase* out) {
+  const bool mark = sessions != nullptr;
   std::string host;
   int port = 0;
   if (!SplitHostPort(a.serve, &host, &port)) {
@@ -715,6 +792,7 @@ bool RunServe(const Args& a, int conns, const std::vector<Request>& reqs, double
           mark_failed[t] += failed;
           marked[t] += uint64_t(std::max(0LL, m));
           served[t] += uint64_t(std::max(0LL, sv));
+          sessions->Served(r);
         }
       }
     });
@@ -831,7 +909,7 @@ int main(int argc, char** argv) {
   if (want("library")) {
     std::fprintf(stderr, "ef_read_bench: library, 1 thread, %.0f s...\n", a.seconds);
     meter.Start();
-    ok &= RunLibrary(a, reqs, 0, &lib);
+    ok &= RunLibrary(a, reqs, 0, nullptr, &lib);
     lib.cpu = meter.Stop(lib.requests);
     lib.conns = 1;
   }
@@ -848,9 +926,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ef_read_bench: library FilterAndMark(n=%d), 1 thread, %.0f s...\n",
                  a.mark, a.seconds);
     reset_rings();
+    SessionEnder sessions(ro, *layout, a.users, a.session_pages);
     meter.Start();
-    ok &= RunLibrary(a, reqs, size_t(a.mark), &lib_mark);
+    ok &= RunLibrary(a, reqs, size_t(a.mark), &sessions, &lib_mark);
     lib_mark.cpu = meter.Stop(lib_mark.requests);
+    lib_mark.sessions_ended = sessions.sessions();
+    ok &= !sessions.failed();
     lib_mark.conns = 1;
     RingStats(ro, served_keys, &lib_mark);
     reset_rings();  // serve without marks reads no ring, as before issue 30
@@ -884,22 +965,29 @@ int main(int argc, char** argv) {
       Phase& max = mark ? mark_closed : closed;
       Phase& half = mark ? mark_open : open;
       const char* what = mark ? "serve mark_served" : "serve";
+      std::unique_ptr<SessionEnder> sessions;
       auto before = [&](Phase*) {
-        if (mark) reset_rings();
+        if (!mark) return;
+        reset_rings();
+        sessions = std::make_unique<SessionEnder>(ro, *layout, a.users, a.session_pages);
       };
       auto after = [&](Phase* p) {
-        if (mark) RingStats(ro, served_keys, p);
+        if (!mark) return;
+        p->sessions_ended = sessions->sessions();
+        ok &= !sessions->failed();
+        sessions.reset();
+        RingStats(ro, served_keys, p);
       };
       best_of(
-          what, [&](int c, Phase* p) { return RunServe(a, c, reqs, 0, mark, p); }, &max, before,
-          after);
+          what, [&](int c, Phase* p) { return RunServe(a, c, reqs, 0, sessions.get(), p); }, &max,
+          before, after);
       max.cpu_us_per_candidate = max.cpu.serve_us / a.candidates;
       if (max.rps > 0) {
         std::fprintf(stderr, "ef_read_bench: %s, open loop at %.0f req/s, %d connections...\n",
                      what, max.rps / 2, max.conns);
         before(&half);
         meter.Start();
-        ok &= RunServe(a, max.conns, reqs, max.rps / 2, mark, &half);
+        ok &= RunServe(a, max.conns, reqs, max.rps / 2, sessions.get(), &half);
         half.cpu = meter.Stop(half.requests);
         after(&half);
         half.cpu_us_per_candidate = half.cpu.serve_us / a.candidates;
@@ -987,10 +1075,12 @@ int main(int argc, char** argv) {
   if (marks) {
     auto mark_row = [&](const char* name, const Phase& p) {
       if (!p.ran) return;
-      std::printf("%s: per request %.1f marked, %.1f served recently (left out), %" PRIu64
-                  " mark failures; rings after: %.0f users, mean %.0f items, %.0f%% full\n",
-                  name, p.marked_per_request, p.served_per_request, p.mark_failed, p.ring_users,
-                  p.ring_fill, 100 * p.rings_full);
+      std::printf(
+          "%s: per request %.1f marked, %.1f served recently (left out), %" PRIu64
+          " mark failures; %" PRIu64
+          " sessions of %d pages ended; rings after: %.0f users, mean %.0f items, %.0f%% full\n",
+          name, p.marked_per_request, p.served_per_request, p.mark_failed, p.sessions_ended,
+          a.session_pages, p.ring_users, p.ring_fill, 100 * p.rings_full);
     };
     mark_row("mark_served library", lib_mark);
     mark_row("mark_served serve max", mark_closed);
@@ -1015,10 +1105,10 @@ int main(int argc, char** argv) {
     if (p.ran && (p.marked_per_request > 0 || p.ring_users > 0 || p.mark_failed > 0)) {
       std::snprintf(buf, sizeof buf,
                     ",\"mark\":{\"marked_per_request\":%.2f,\"served_per_request\":%.2f,"
-                    "\"mark_failed\":%" PRIu64
+                    "\"mark_failed\":%" PRIu64 ",\"sessions_ended\":%" PRIu64
                     ",\"ring_users\":%.0f,\"ring_mean_items\":%.1f,\"rings_full\":%.4f}",
-                    p.marked_per_request, p.served_per_request, p.mark_failed, p.ring_users,
-                    p.ring_fill, p.rings_full);
+                    p.marked_per_request, p.served_per_request, p.mark_failed, p.sessions_ended,
+                    p.ring_users, p.ring_fill, p.rings_full);
       j += buf;
     }
     if (!p.rps_by_conns.empty()) {
@@ -1051,8 +1141,10 @@ int main(int argc, char** argv) {
   std::string json =
       std::string(head) + "\"library\":" + jp(lib) + ",\"serve_max\":" + jp(closed) +
       ",\"serve_half\":" + jp(open) + ",\"raw_mget\":" + jp(mget) +
-      ",\"mark_served\":" + std::to_string(a.mark) + ",\"library_mark\":" + jp(lib_mark) +
-      ",\"serve_mark_max\":" + jp(mark_closed) + ",\"serve_mark_half\":" + jp(mark_open) +
+      ",\"mark_served\":" + std::to_string(a.mark) +
+      ",\"session_pages\":" + std::to_string(a.session_pages) +
+      ",\"library_mark\":" + jp(lib_mark) + ",\"serve_mark_max\":" + jp(mark_closed) +
+      ",\"serve_mark_half\":" + jp(mark_open) +
       ",\"targets\":{\"library_p99_le_1ms\":" + (t_lib ? "true" : "false") +
       ",\"serve_p99_le_3ms_at_half\":" + (t_open ? "true" : "false") +
       ",\"serve_max_ge_half_mget\":" + (t_ratio ? "true" : "false") +

@@ -14,7 +14,8 @@
 #   - mark_served (README "Paged feeds"): the same requests marking the first 50
 #     unseen candidates served: the library (FilterAndMark, one thread), then serve
 #     ("mark_served": 50) closed loop for each C of --threads and open loop at 50%
-#     of that max, each run from empty served rings; its max against serve's max
+#     of that max, each run from empty served rings and with sessions of 10
+#     pages (a user's ring deleted after 10 of its requests); its max against serve's max
 #     without marks (target >= 80%) and its p99 at 50% (target <= 3 ms);
 #   - the raw Redis ceiling: one MGET of the same 32 keys per request, closed loop
 #     on C connections for each C of --threads (the ceiling is the best);
@@ -30,6 +31,9 @@
 #   --no-build      use the existing build (build/, or $BUILD_DIR)
 #   --out FILE      also write the JSON line to FILE
 #   --mark N        candidates each mark_served request marks (default 50)
+#   --session-pages P  in mark_served, a user's session ends (its served ring
+#                   is deleted, as its TTL would) after P of its requests
+#                   (default 10: 500 items at 50 a page, the ring's capacity)
 #   --phases LIST   run only these of library,serve,mark_served,mget (to profile
 #                   one; the targets need all of them)
 #   --serve-set K=V a config override for serve (repeatable), e.g.
@@ -55,7 +59,8 @@ while [ $# -gt 0 ]; do
     --out) OUT=(--out "$2"); shift ;;
     --phases) PHASES=(--phases "$2"); shift ;;
     --candidates) CANDIDATES=(--candidates "$2"); shift ;;
-    --mark) MARK=(--mark "$2"); shift ;;
+    --mark) MARK+=(--mark "$2"); shift ;;
+    --session-pages) MARK+=(--session-pages "$2"); shift ;;
     --serve-set) SERVE_SETS+=(--set "$2"); shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { print }' "$0"; exit 0 ;;
     *) echo "bench-read: unknown option $1 (--help)" >&2; exit 2 ;;
