@@ -107,7 +107,7 @@ int HttpConn::Fail(std::string why) {
   return -1;
 }
 
-int HttpConn::RoundTrip(std::string_view request) {
+int HttpConn::RoundTrip(std::string_view request, std::string* body) {
   if (fd_ < 0 && !Connect()) return -1;
   for (size_t sent = 0; sent < request.size();) {
     ssize_t n = send(fd_, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
@@ -155,6 +155,7 @@ int HttpConn::RoundTrip(std::string_view request) {
                       ? "timed out after 5 s"
                       : std::string("recv: ") + std::strerror(errno));
   }
+  if (body) body->assign(buf_.data() + head_end, need - head_end);
   std::memmove(buf_.data(), buf_.data() + need, used_ - need);
   used_ -= need;
   if (close_after) Close();

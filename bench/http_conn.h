@@ -28,8 +28,9 @@ class HttpConn {
   // Sends `request` and reads one response (connecting first if needed, with
   // TCP_NODELAY and a 5 s receive timeout). Returns its status code, or -1 on a
   // connect, I/O, timeout or framing error, with the reason in error(); the
-  // connection is then closed and the next call connects again.
-  int RoundTrip(std::string_view request);
+  // connection is then closed and the next call connects again. With `body`, the
+  // response's body is copied there (else it is not copied at all).
+  int RoundTrip(std::string_view request, std::string* body = nullptr);
   const std::string& error() const { return error_; }
 
  private:

@@ -14,9 +14,16 @@
 //      count of --threads (default 4 and 8): its maximum rate is the best of those;
 //      then open loop at 50% of that rate with the best count (latency from the
 //      scheduled send time, so no coordinated omission): req/s, p50/p99/p999, CPU;
-//   4. the raw Redis ceiling for the same reads: one MGET of the user's 32 keys per
+//   4. mark_served (issue 30, README "Paged feeds"): the same requests, each marking
+//      the first --mark (50) unseen candidates served in its user's served ring:
+//      the library (Client::FilterAndMark, one thread) and serve (POST /v1/filter
+//      with "mark_served": 50), closed loop with each count of --threads, then open
+//      loop at 50% of that max; every run starts from empty rings (the served keys
+//      of the requests' users deleted), and reports the marks and served items per
+//      request and how full the rings ended;
+//   5. the raw Redis ceiling for the same reads: one MGET of the user's 32 keys per
 //      request, closed loop, once with each count of --threads: the best of those;
-//   5. a table, one JSON line with the figures and the targets met (true/false).
+//   6. a table, one JSON line with the figures and the targets met (true/false).
 // "errors" are failed requests and fail-open answers (library: Result::failed_open;
 // serve: exposure_filter_serve_failed_open_total from its /metrics).
 // Nothing here asserts figures; exit status 1 only when a phase could not run.
@@ -34,6 +41,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
@@ -42,6 +51,7 @@
 
 #include "bloom/keys.h"
 #include "bloom/layout.h"
+#include "bloom/served.h"
 #include "config/config.h"
 #include "event/event.h"
 #include "http_conn.h"
@@ -65,11 +75,16 @@ struct Args {
   // concurrency that suits the other.
   std::vector<int> threads = {4, 8};
   int candidates = 1000;
-  int exposed = 300;                            // of the candidates, items the user was exposed to
-  double activity = 0.5;                        // median activity multiple of items_per_bucket
-  std::string out;                              // also write the JSON line here
-  bool meta_only = false;                       // only store the layout (`<prefix>meta`), then exit
-  std::string phases = ",library,serve,mget,";  // which phases run (for profiling one)
+  int exposed = 300;       // of the candidates, items the user was exposed to
+  double activity = 0.5;   // median activity multiple of items_per_bucket
+  std::string out;         // also write the JSON line here
+  bool meta_only = false;  // only store the layout (`<prefix>meta`), then exit
+  int mark = 50;           // mark_served phase: candidates each request marks served
+  // mark_served phase: a user's session ends (its served ring is deleted, as its TTL
+  // would) after this many of its requests.
+  int session_pages = 10;
+  // Which phases run (for profiling one).
+  std::string phases = ",library,serve,mark_served,mget,";
 };
 
 [[noreturn]] void Usage(int code) {
@@ -78,10 +93,15 @@ struct Args {
       "usage: ef_read_bench --redis HOST:PORT [--serve HOST:PORT] [--serve-pid PID]\n"
       "  [--users N (20000)] [--seconds D (10)] [--threads C[,C...] (4,8)]\n"
       "  [--candidates N (1000)]\n"
-      "  [--exposed N (300)] [--activity X (0.5)] [--out FILE] [--meta-only]\n"
-      "  [--phases library,serve,mget (all)]\n"
+      "  [--exposed N (300)] [--activity X (0.5)] [--mark N (50)] [--out FILE] [--meta-only]\n"
+      "  [--phases library,serve,mark_served,mget (all)]\n"
       "--meta-only: store the default layout's meta (for serve to start), nothing else.\n"
-      "--phases: run only these phases (e.g. serve, to profile it); targets need all three.\n");
+      "  [--session-pages P (10)]\n"
+      "--mark: the mark_served phase's requests mark this many candidates served.\n"
+      "--session-pages: in the mark_served phase, a user's session (its served ring) ends\n"
+      "  after P of its requests.\n"
+      "--phases: run only these phases (e.g. serve, to profile it); targets need all of them\n"
+      "  (mark_served's compare with serve's).\n");
   std::exit(code);
 }
 
@@ -131,6 +151,10 @@ Args Parse(int argc, char** argv) {
       exposed_given = true;
     } else if (k == "--activity")
       a.activity = std::atof(v.c_str());
+    else if (k == "--mark")
+      a.mark = std::atoi(v.c_str());
+    else if (k == "--session-pages")
+      a.session_pages = std::atoi(v.c_str());
     else if (k == "--out")
       a.out = v;
     else if (k == "--phases")
@@ -142,17 +166,20 @@ Args Parse(int argc, char** argv) {
   }
   for (size_t b = 1; b < a.phases.size(); b = a.phases.find(',', b) + 1) {
     const std::string phase = a.phases.substr(b, a.phases.find(',', b) - b);
-    if (phase != "library" && phase != "serve" && phase != "mget") {
-      std::fprintf(stderr, "ef_read_bench: --phases: unknown phase '%s' (library, serve, mget)\n",
+    if (phase != "library" && phase != "serve" && phase != "mark_served" && phase != "mget") {
+      std::fprintf(stderr,
+                   "ef_read_bench: --phases: unknown phase '%s' (library, serve, mark_served, "
+                   "mget)\n",
                    phase.c_str());
       std::exit(2);
     }
   }
   if (!exposed_given) a.exposed = std::min(a.exposed, a.candidates);  // 30% of 1,000
   if (a.users < 1 || a.seconds <= 0 || a.threads.empty() || a.candidates < 1 || a.exposed < 0 ||
-      a.exposed > a.candidates || a.activity <= 0) {
+      a.exposed > a.candidates || a.activity <= 0 || a.mark < 1 || a.session_pages < 1) {
     std::fprintf(stderr,
-                 "ef_read_bench: --users, --seconds, --threads, --candidates, --activity "
+                 "ef_read_bench: --users, --seconds, --threads, --candidates, --activity, --mark, "
+                 "--session-pages "
                  "must be > 0 and --exposed in [0, --candidates]\n");
     std::exit(2);
   }
@@ -308,13 +335,16 @@ class CpuMeter {
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // One prepared request: user, candidates, its POST /v1/filter (whole HTTP request,
-// built before any clock starts, as wrk does) and its 32 keys as RESP MGET.
+// built before any clock starts, as wrk does), the same with "mark_served" and its
+// 32 keys as RESP MGET.
 struct Request {
   std::string user;
   std::vector<std::string> candidates;
   std::string http;
+  std::string http_mark;
   std::string mget;
   bool heavy = false;  // the user has > items_per_bucket items in some bucket (stage 1+)
+  int rank = 0;        // the user's rank (UserId(rank) == user)
 };
 
 std::string JsonEscape(const std::string& s) {
@@ -337,6 +367,7 @@ std::vector<Request> PrepareRequests(const Args& a, const ef::Layout& layout, in
   for (Request& r : out) {
     int user_rank = zipf(rng);
     r.user = UserId(user_rank);
+    r.rank = user_rank;
     int rank = WrittenRank(user_rank);
     for (int b = 0; b < live; ++b) r.heavy |= ItemsInBucket(a, ipb, rank, b) > ipb;
     for (int i = 0; i < a.exposed; ++i) {
@@ -352,8 +383,10 @@ std::vector<Request> PrepareRequests(const Args& a, const ef::Layout& layout, in
       if (i) body += ',';
       body += '"' + JsonEscape(r.candidates[i]) + '"';
     }
-    body += "]}";
-    r.http = bench::HttpConn::Post(a.serve, "/v1/filter", body);
+    body += "]";
+    r.http = bench::HttpConn::Post(a.serve, "/v1/filter", body + "}");
+    r.http_mark = bench::HttpConn::Post(a.serve, "/v1/filter",
+                                        body + ",\"mark_served\":" + std::to_string(a.mark) + "}");
     r.mget = "*" + std::to_string(read.size() + 1) + "\r\n$4\r\nMGET\r\n";
     for (int64_t start : read) {
       std::string key = ef::MakeKey(layout.prefix, r.user, start, layout.bucket_seconds);
@@ -480,6 +513,66 @@ bool Fill(const Args& a, const ef::RedisOptions& ro, const ef::Layout& layout, i
   return true;
 }
 
+// Sessions of the mark_served phase. The prepared requests are replayed many times
+// a run (2,000 requests, thousands a second), so without an end every user's ring
+// would be full after a few seconds, as if each user pulled hundreds of pages. A
+// user's session ends after --session-pages of its requests: its served ring is
+// deleted, as its TTL would delete it after the session, by this thread (batched
+// DELs every 5 ms, off the request threads; the Redis CPU counts in the phase).
+class SessionEnder {
+ public:
+  SessionEnder(const ef::RedisOptions& ro, const ef::Layout& layout, int users, int pages)
+      : ro_(ro), prefix_(layout.prefix), pages_(uint32_t(pages)), count_(size_t(users) + 1) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~SessionEnder() {
+    stop_ = true;
+    thread_.join();
+  }
+  // One more request of this user answered.
+  void Served(const Request& r) {
+    if (count_[size_t(r.rank)].fetch_add(1, std::memory_order_relaxed) % pages_ != pages_ - 1)
+      return;
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_.push_back(ef::ServedKey(prefix_, r.user));
+  }
+  uint64_t sessions() const { return sessions_; }
+  bool failed() const { return failed_; }
+
+ private:
+  void Loop() {
+    auto conn = ef::RedisConnection::Connect(ro_);
+    if (!conn.ok()) {
+      failed_ = true;
+      return;
+    }
+    std::vector<std::string> del;
+    for (bool last = false; !last;) {
+      last = stop_.load();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      del = {"DEL"};
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        del.insert(del.end(), ended_.begin(), ended_.end());
+        ended_.clear();
+      }
+      if (del.size() == 1) continue;
+      sessions_ += del.size() - 1;
+      if (!(*conn)->Command(del).ok()) failed_ = true;
+    }
+  }
+
+  ef::RedisOptions ro_;
+  std::string prefix_;
+  uint32_t pages_;
+  std::vector<std::atomic<uint32_t>> count_;  // requests per user rank
+  std::mutex mu_;
+  std::vector<std::string> ended_;
+  std::atomic<bool> stop_{false}, failed_{false};
+  std::atomic<uint64_t> sessions_{0};
+  std::thread thread_;
+};
+
 struct Phase {
   bool ran = false;
   double rps = 0, p50 = 0, p99 = 0, p999 = 0;  // latencies in ms
@@ -491,6 +584,13 @@ struct Phase {
   double p99_heavy = 0, p99_light = 0, heavy_share = 0;
   int conns = 0;                                     // closed loops: the count of the best run
   std::vector<std::pair<int, double>> rps_by_conns;  // closed loops: req/s of each run
+  // mark_served runs: per request, candidates marked and left out as served; the
+  // requests whose answer said the mark failed (counted in errors too); the
+  // rings after the run (RingStats).
+  double marked_per_request = 0, served_per_request = 0;
+  uint64_t mark_failed = 0;
+  double ring_users = 0, ring_fill = 0, rings_full = 0;
+  uint64_t sessions_ended = 0;  // sessions ended (SessionEnder) during the run
 };
 
 void Finish(Phase* p, Latencies* l, double secs) {
@@ -502,7 +602,9 @@ void Finish(Phase* p, Latencies* l, double secs) {
   p->p999 = l->Pct(0.999) / 1000;
 }
 
-bool RunLibrary(const Args& a, const std::vector<Request>& reqs, Phase* out) {
+// mark == 0: Client::Seen; else Client::FilterAndMark(user, candidates, mark).
+bool RunLibrary(const Args& a, const std::vector<Request>& reqs, size_t mark,
+                SessionEnder* sessions, Phase* out) {
   exposure_filter::ClientOptions o;
   o.overrides = {"redis.address=" + a.redis};
   o.pool_size = 1;
@@ -513,10 +615,10 @@ bool RunLibrary(const Args& a, const std::vector<Request>& reqs, Phase* out) {
     std::fprintf(stderr, "ef_read_bench: library: %s\n", error.c_str());
     return false;
   }
-  for (size_t i = 0; i < std::min<size_t>(reqs.size(), 200); ++i)  // warm up
+  for (size_t i = 0; i < std::min<size_t>(reqs.size(), 200); ++i)  // warm up (no marks)
     client->Seen(reqs[i].user, reqs[i].candidates);
   Latencies lat, heavy, light;
-  uint64_t seen = 0, cands = 0;
+  uint64_t seen = 0, cands = 0, marked = 0, served = 0;
   double cpu0 = ThreadCpuSeconds();
   auto t0 = Clock::now(), end = t0 + std::chrono::duration_cast<Clock::duration>(
                                          std::chrono::duration<double>(a.seconds));
@@ -524,12 +626,17 @@ bool RunLibrary(const Args& a, const std::vector<Request>& reqs, Phase* out) {
     const Request& r = reqs[i % reqs.size()];
     auto s = Clock::now();
     if (s >= end) break;
-    exposure_filter::Result res = client->Seen(r.user, r.candidates);
+    exposure_filter::Result res = mark ? client->FilterAndMark(r.user, r.candidates, mark)
+                                       : client->Seen(r.user, r.candidates);
     lat.us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
     (r.heavy ? heavy : light).us.push_back(lat.us.back());
-    if (!res.ok || res.failed_open) out->errors++;
+    if (!res.ok || res.failed_open || res.mark_failed) out->errors++;
+    out->mark_failed += res.mark_failed;
     seen += res.seen_count;
+    marked += res.marked_count;
+    served += res.served_count;
     cands += r.candidates.size();
+    if (sessions) sessions->Served(r);
   }
   double secs = Seconds(Clock::now() - t0);
   double cpu = ThreadCpuSeconds() - cpu0;
@@ -539,7 +646,63 @@ bool RunLibrary(const Args& a, const std::vector<Request>& reqs, Phase* out) {
   out->heavy_share = lat.us.empty() ? 0 : double(heavy.us.size()) / double(lat.us.size());
   out->p99_heavy = heavy.Pct(0.99) / 1000;
   out->p99_light = light.Pct(0.99) / 1000;
+  if (out->requests) {
+    out->marked_per_request = double(marked) / double(out->requests);
+    out->served_per_request = double(served) / double(out->requests);
+  }
   return true;
+}
+
+// The integer after `"name":` in a JSON answer (the last occurrence: the counts
+// follow the item lists), or -1.
+long long JsonCount(const std::string& body, const char* name) {
+  const std::string key = std::string("\"") + name + "\":";
+  const size_t p = body.rfind(key);
+  if (p == std::string::npos) return -1;
+  return std::strtoll(body.c_str() + p + key.size(), nullptr, 10);
+}
+
+// The served keys of the requests' users.
+std::vector<std::string> ServedKeys(const ef::Layout& layout, const std::vector<Request>& reqs) {
+  std::vector<std::string> keys;
+  for (const Request& r : reqs) keys.push_back(ef::ServedKey(layout.prefix, r.user));
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
+// Deletes the requests' users' served rings, so that a mark_served run starts as a
+// session does: nothing served yet.
+bool ResetRings(const ef::RedisOptions& ro, const std::vector<std::string>& keys) {
+  auto conn = ef::RedisConnection::Connect(ro);
+  if (!conn.ok()) return false;
+  std::vector<std::string> del = {"DEL"};
+  del.insert(del.end(), keys.begin(), keys.end());
+  return (*conn)->Command(del).ok();
+}
+
+// How full the rings are after a run: users with a ring, their mean filled slots
+// (header bytes 12-15, docs/FORMAT.md rule 10) and the share of full rings.
+void RingStats(const ef::RedisOptions& ro, const std::vector<std::string>& keys, Phase* out) {
+  auto conn = ef::RedisConnection::Connect(ro);
+  if (!conn.ok()) return;
+  uint64_t users = 0, filled = 0, full = 0;
+  for (const std::string& key : keys) {
+    auto v = (*conn)->Command({"GETRANGE", key, "4", "15"});
+    if (!v.ok() || v->str.size() != 12) continue;
+    auto u32 = [&](size_t at) {
+      uint32_t x = 0;
+      for (int i = 3; i >= 0; --i) x = (x << 8) | static_cast<unsigned char>(v->str[at + i]);
+      return x;
+    };
+    const uint32_t capacity = u32(0), fill = u32(8);
+    users++;
+    filled += fill;
+    full += fill == capacity;
+  }
+  out->ring_users = double(users);
+  out->ring_fill = users ? double(filled) / double(users) : 0;
+  out->rings_full = users ? double(full) / double(users) : 0;
 }
 
 std::unique_ptr<httplib::Client> HttpClient(const std::string& host, int port) {
@@ -566,8 +729,10 @@ double ServeFailedOpen(const std::string& host, int port) {
 
 // rate_per_s <= 0: closed loop; else each thread sends on a fixed schedule and the
 // latency counts from the scheduled time.
+// mark: send the requests with "mark_served" and read the counts of each answer.
 bool RunServe(const Args& a, int conns, const std::vector<Request>& reqs, double rate_per_s,
-              Phase* out) {
+              SessionEnder* sessions, Phase* out) {
+  const bool mark = sessions != nullptr;
   std::string host;
   int port = 0;
   if (!SplitHostPort(a.serve, &host, &port)) {
@@ -578,7 +743,7 @@ bool RunServe(const Args& a, int conns, const std::vector<Request>& reqs, double
   // open (cpp-httplib), so with --threads >= serve.threads this GET would wait.
   const double failed_open0 = ServeFailedOpen(host, port);
   std::vector<Latencies> lat(conns);
-  std::vector<uint64_t> errors(conns);
+  std::vector<uint64_t> errors(conns), marked(conns), served(conns), mark_failed(conns);
   std::atomic<int> ready{0};
   auto dur = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
   Clock::time_point t0;
@@ -602,8 +767,10 @@ bool RunServe(const Args& a, int conns, const std::vector<Request>& reqs, double
         interval = std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double>(conns / rate_per_s));
       auto next = t0 + interval * t / conns;
+      std::string body;
       for (size_t i = size_t(t) * 7919;; ++i) {
-        const std::string& request = reqs[i % reqs.size()].http;
+        const Request& r = reqs[i % reqs.size()];
+        const std::string& request = mark ? r.http_mark : r.http;
         Clock::time_point s;
         if (rate_per_s > 0) {
           if (next >= end) break;
@@ -614,9 +781,19 @@ bool RunServe(const Args& a, int conns, const std::vector<Request>& reqs, double
           s = Clock::now();
           if (s >= end) break;
         }
-        const int status = c.RoundTrip(request);
+        const int status = c.RoundTrip(request, mark ? &body : nullptr);
         lat[t].us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
-        if (status != 200) errors[t]++;
+        if (status != 200) {
+          errors[t]++;
+        } else if (mark) {  // counted after the clock, from the answer of the contract
+          const long long m = JsonCount(body, "marked"), sv = JsonCount(body, "served_count");
+          const bool failed = body.find("\"mark_failed\":true") != std::string::npos;
+          if (m < 0 || sv < 0 || failed) errors[t]++;
+          mark_failed[t] += failed;
+          marked[t] += uint64_t(std::max(0LL, m));
+          served[t] += uint64_t(std::max(0LL, sv));
+          sessions->Served(r);
+        }
       }
     });
   }
@@ -629,11 +806,19 @@ bool RunServe(const Args& a, int conns, const std::vector<Request>& reqs, double
   if (connect_failed.load()) return false;
   out->errors += uint64_t(std::max(0.0, ServeFailedOpen(host, port) - failed_open0));
   Latencies all;
+  uint64_t n_marked = 0, n_served = 0;
   for (int t = 0; t < conns; ++t) {
     all.us.insert(all.us.end(), lat[t].us.begin(), lat[t].us.end());
     out->errors += errors[t];
+    out->mark_failed += mark_failed[t];
+    n_marked += marked[t];
+    n_served += served[t];
   }
   Finish(out, &all, secs);
+  if (mark && out->requests) {
+    out->marked_per_request = double(n_marked) / double(out->requests);
+    out->served_per_request = double(n_served) / double(out->requests);
+  }
   return true;
 }
 
@@ -715,7 +900,7 @@ int main(int argc, char** argv) {
                fill.seconds);
   std::vector<Request> reqs = PrepareRequests(a, *layout, fc.items_per_bucket, now, 2000);
 
-  Phase lib, closed, open, mget;
+  Phase lib, lib_mark, closed, open, mark_closed, mark_open, mget;
   bool ok = true;
   CpuMeter meter(ro, a.serve_pid);
   auto want = [&](const char* phase) {
@@ -724,18 +909,45 @@ int main(int argc, char** argv) {
   if (want("library")) {
     std::fprintf(stderr, "ef_read_bench: library, 1 thread, %.0f s...\n", a.seconds);
     meter.Start();
-    ok &= RunLibrary(a, reqs, &lib);
+    ok &= RunLibrary(a, reqs, 0, nullptr, &lib);
     lib.cpu = meter.Stop(lib.requests);
     lib.conns = 1;
   }
+  // mark_served runs start from no rings (as a session does) and end with RingStats.
+  const bool marks = want("mark_served");
+  const std::vector<std::string> served_keys = ServedKeys(*layout, reqs);
+  auto reset_rings = [&] {
+    if (!ResetRings(ro, served_keys)) {
+      std::fprintf(stderr, "ef_read_bench: deleting the served rings failed\n");
+      ok = false;
+    }
+  };
+  if (marks) {
+    std::fprintf(stderr, "ef_read_bench: library FilterAndMark(n=%d), 1 thread, %.0f s...\n",
+                 a.mark, a.seconds);
+    reset_rings();
+    SessionEnder sessions(ro, *layout, a.users, a.session_pages);
+    meter.Start();
+    ok &= RunLibrary(a, reqs, size_t(a.mark), &sessions, &lib_mark);
+    lib_mark.cpu = meter.Stop(lib_mark.requests);
+    lib_mark.sessions_ended = sessions.sessions();
+    ok &= !sessions.failed();
+    lib_mark.conns = 1;
+    RingStats(ro, served_keys, &lib_mark);
+    reset_rings();  // serve without marks reads no ring, as before issue 30
+  }
   // A closed loop once per connection count; *best = the run with the most req/s.
-  auto best_of = [&](const char* what, auto run, Phase* best) {
+  // `before` runs before each run's clock and CPU meter, `after` after them.
+  auto no_hook = [](Phase*) {};
+  auto best_of = [&](const char* what, auto run, Phase* best, auto before, auto after) {
     for (int c : a.threads) {
       std::fprintf(stderr, "ef_read_bench: %s, closed loop, %d connections...\n", what, c);
       Phase p;
+      before(&p);
       meter.Start();
       ok &= run(c, &p);
       p.cpu = meter.Stop(p.requests);
+      after(&p);
       p.conns = c;
       best->rps_by_conns.emplace_back(c, p.rps);
       if (!best->ran || p.rps > best->rps) {
@@ -745,28 +957,59 @@ int main(int argc, char** argv) {
       }
     }
   };
-  if (!a.serve.empty() && want("serve")) {
-    best_of(
-        "serve", [&](int c, Phase* p) { return RunServe(a, c, reqs, 0, p); }, &closed);
-    closed.cpu_us_per_candidate = closed.cpu.serve_us / a.candidates;
-    if (closed.rps > 0) {
-      std::fprintf(stderr, "ef_read_bench: serve, open loop at %.0f req/s, %d connections...\n",
-                   closed.rps / 2, closed.conns);
-      meter.Start();
-      ok &= RunServe(a, closed.conns, reqs, closed.rps / 2, &open);
-      open.cpu = meter.Stop(open.requests);
-      open.cpu_us_per_candidate = open.cpu.serve_us / a.candidates;
-      open.conns = closed.conns;
+  if (!a.serve.empty() && (want("serve") || marks)) {
+    // serve without marks, then with "mark_served" (from empty rings each run), so
+    // that the two maxima come from the same run.
+    for (const bool mark : {false, true}) {
+      if (mark ? !marks : !want("serve")) continue;
+      Phase& max = mark ? mark_closed : closed;
+      Phase& half = mark ? mark_open : open;
+      const char* what = mark ? "serve mark_served" : "serve";
+      std::unique_ptr<SessionEnder> sessions;
+      auto before = [&](Phase*) {
+        if (!mark) return;
+        reset_rings();
+        sessions = std::make_unique<SessionEnder>(ro, *layout, a.users, a.session_pages);
+      };
+      auto after = [&](Phase* p) {
+        if (!mark) return;
+        p->sessions_ended = sessions->sessions();
+        ok &= !sessions->failed();
+        sessions.reset();
+        RingStats(ro, served_keys, p);
+      };
+      best_of(
+          what, [&](int c, Phase* p) { return RunServe(a, c, reqs, 0, sessions.get(), p); }, &max,
+          before, after);
+      max.cpu_us_per_candidate = max.cpu.serve_us / a.candidates;
+      if (max.rps > 0) {
+        std::fprintf(stderr, "ef_read_bench: %s, open loop at %.0f req/s, %d connections...\n",
+                     what, max.rps / 2, max.conns);
+        before(&half);
+        meter.Start();
+        ok &= RunServe(a, max.conns, reqs, max.rps / 2, sessions.get(), &half);
+        half.cpu = meter.Stop(half.requests);
+        after(&half);
+        half.cpu_us_per_candidate = half.cpu.serve_us / a.candidates;
+        half.conns = max.conns;
+      }
     }
   }
   if (want("mget")) {
     best_of(
-        "raw MGET", [&](int c, Phase* p) { return RunMget(a, c, ro, reqs, p); }, &mget);
+        "raw MGET", [&](int c, Phase* p) { return RunMget(a, c, ro, reqs, p); }, &mget, no_hook,
+        no_hook);
   }
 
   bool t_lib = lib.ran && lib.p99 <= 1.0 && lib.errors == 0;
   bool t_open = open.ran && open.p99 <= 3.0 && open.errors == 0;
   bool t_ratio = closed.ran && mget.ran && closed.rps >= 0.5 * mget.rps;
+  // mark_served (issue 30): serve's max with marks >= 80% of its max without, and
+  // the p99 at 50% of the max with marks <= 3 ms; answers that are not 200 with
+  // the contract's counts, or say the mark failed, are errors.
+  bool t_mark_ratio = closed.ran && mark_closed.ran && mark_closed.errors == 0 &&
+                      mark_closed.rps >= 0.8 * closed.rps;
+  bool t_mark_open = mark_open.ran && mark_open.p99 <= 3.0 && mark_open.errors == 0;
   auto row = [](const char* name, const Phase& p) {
     if (!p.ran) {
       std::printf("%-34s %10s\n", name, "skipped");
@@ -785,11 +1028,21 @@ int main(int argc, char** argv) {
   std::printf("%-34s %10s %8s %8s %8s %10s %7s\n", "phase", "req/s", "p50 ms", "p99 ms", "p999 ms",
               "cpu us/cand", "errors");
   row("library (1 thread)", lib);
+  const std::string lib_mark_name = "library FilterAndMark n=" + std::to_string(a.mark);
+  if (marks) row(lib_mark_name.c_str(), lib_mark);
   const std::string closed_name = "serve closed loop (max, C=" + std::to_string(closed.conns) + ")";
   const std::string open_name = "serve open loop (50%, C=" + std::to_string(open.conns) + ")";
   const std::string mget_name = "raw MGET ceiling (C=" + std::to_string(mget.conns) + ")";
   row(closed_name.c_str(), closed);
   row(open_name.c_str(), open);
+  const std::string mark_closed_name =
+      "serve mark_served max (C=" + std::to_string(mark_closed.conns) + ")";
+  const std::string mark_open_name =
+      "serve mark_served 50% (C=" + std::to_string(mark_open.conns) + ")";
+  if (marks) {
+    row(mark_closed_name.c_str(), mark_closed);
+    row(mark_open_name.c_str(), mark_open);
+  }
   row(mget_name.c_str(), mget);
   std::printf("CPU per request, us (whole phase):  serve  load-gen   Redis   total\n");
   auto cpu_row = [](const char* name, const Phase& p) {
@@ -799,6 +1052,8 @@ int main(int argc, char** argv) {
   };
   cpu_row("  library (1 thread)", lib);
   cpu_row("  serve closed loop (max)", closed);
+  cpu_row("  library FilterAndMark", lib_mark);
+  cpu_row("  serve mark_served (max)", mark_closed);
   cpu_row("  raw MGET ceiling", mget);
   auto by_conns = [](const char* name, const Phase& p) {
     if (p.rps_by_conns.size() < 2) return;
@@ -807,6 +1062,7 @@ int main(int argc, char** argv) {
     std::printf("\n");
   };
   by_conns("serve closed loop", closed);
+  by_conns("serve mark_served", mark_closed);
   by_conns("raw MGET", mget);
   std::printf(
       "library p99 by user: heavy (stage 1+, %.0f%% of requests) %.3f ms, others %.3f "
@@ -816,6 +1072,25 @@ int main(int argc, char** argv) {
   std::printf("target serve p99 <= 3 ms at 50%% of max: %s\n", t_open ? "met" : "NOT met");
   std::printf("target serve max >= 50%% of raw MGET: %s (%.0f%%)\n", t_ratio ? "met" : "NOT met",
               mget.rps > 0 ? 100 * closed.rps / mget.rps : 0.0);
+  if (marks) {
+    auto mark_row = [&](const char* name, const Phase& p) {
+      if (!p.ran) return;
+      std::printf(
+          "%s: per request %.1f marked, %.1f served recently (left out), %" PRIu64
+          " mark failures; %" PRIu64
+          " sessions of %d pages ended; rings after: %.0f users, mean %.0f items, %.0f%% full\n",
+          name, p.marked_per_request, p.served_per_request, p.mark_failed, p.sessions_ended,
+          a.session_pages, p.ring_users, p.ring_fill, 100 * p.rings_full);
+    };
+    mark_row("mark_served library", lib_mark);
+    mark_row("mark_served serve max", mark_closed);
+    mark_row("mark_served serve 50%", mark_open);
+    std::printf("target serve max with mark_served >= 80%% of serve max: %s (%.0f%%)\n",
+                t_mark_ratio ? "met" : "NOT met",
+                closed.rps > 0 ? 100 * mark_closed.rps / closed.rps : 0.0);
+    std::printf("target serve p99 <= 3 ms at 50%% of max with mark_served: %s\n",
+                t_mark_open ? "met" : "NOT met");
+  }
 
   auto jp = [](const Phase& p) {
     char buf[512];
@@ -827,6 +1102,15 @@ int main(int argc, char** argv) {
                   p.ran ? "true" : "false", p.rps, p.p50, p.p99, p.p999, p.cpu_us_per_candidate,
                   p.requests, p.errors, p.cpu.serve_us, p.cpu.loadgen_us, p.cpu.redis_us, p.conns);
     std::string j = buf;
+    if (p.ran && (p.marked_per_request > 0 || p.ring_users > 0 || p.mark_failed > 0)) {
+      std::snprintf(buf, sizeof buf,
+                    ",\"mark\":{\"marked_per_request\":%.2f,\"served_per_request\":%.2f,"
+                    "\"mark_failed\":%" PRIu64 ",\"sessions_ended\":%" PRIu64
+                    ",\"ring_users\":%.0f,\"ring_mean_items\":%.1f,\"rings_full\":%.4f}",
+                    p.marked_per_request, p.served_per_request, p.mark_failed, p.sessions_ended,
+                    p.ring_users, p.ring_fill, p.rings_full);
+      j += buf;
+    }
     if (!p.rps_by_conns.empty()) {
       j += ",\"rps_by_connections\":{";
       for (size_t i = 0; i < p.rps_by_conns.size(); ++i) {
@@ -854,11 +1138,18 @@ int main(int argc, char** argv) {
                 fill.written_users, fill.items, fill.keys, fill.copied_keys, fill.heavy_users,
                 fill.seconds, fill.used_memory, lib.seen_ratio, lib.p99_heavy, lib.p99_light,
                 lib.heavy_share);
-  std::string json = std::string(head) + "\"library\":" + jp(lib) + ",\"serve_max\":" + jp(closed) +
-                     ",\"serve_half\":" + jp(open) + ",\"raw_mget\":" + jp(mget) +
-                     ",\"targets\":{\"library_p99_le_1ms\":" + (t_lib ? "true" : "false") +
-                     ",\"serve_p99_le_3ms_at_half\":" + (t_open ? "true" : "false") +
-                     ",\"serve_max_ge_half_mget\":" + (t_ratio ? "true" : "false") + "}}";
+  std::string json =
+      std::string(head) + "\"library\":" + jp(lib) + ",\"serve_max\":" + jp(closed) +
+      ",\"serve_half\":" + jp(open) + ",\"raw_mget\":" + jp(mget) +
+      ",\"mark_served\":" + std::to_string(a.mark) +
+      ",\"session_pages\":" + std::to_string(a.session_pages) +
+      ",\"library_mark\":" + jp(lib_mark) + ",\"serve_mark_max\":" + jp(mark_closed) +
+      ",\"serve_mark_half\":" + jp(mark_open) +
+      ",\"targets\":{\"library_p99_le_1ms\":" + (t_lib ? "true" : "false") +
+      ",\"serve_p99_le_3ms_at_half\":" + (t_open ? "true" : "false") +
+      ",\"serve_max_ge_half_mget\":" + (t_ratio ? "true" : "false") +
+      ",\"serve_mark_max_ge_80pct_serve_max\":" + (t_mark_ratio ? "true" : "false") +
+      ",\"serve_mark_p99_le_3ms_at_half\":" + (t_mark_open ? "true" : "false") + "}}";
   std::printf("%s\n", json.c_str());
   if (!a.out.empty()) std::ofstream(a.out) << json << "\n";
   return ok ? 0 : 1;

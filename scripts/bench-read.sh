@@ -11,6 +11,12 @@
 #   - serve over loopback: C keep-alive clients, closed loop, for each C of
 #     --threads (its max req/s is the best), then open loop at 50% of that max with
 #     that C (latency from the scheduled send time): p50/p99/p999;
+#   - mark_served (README "Paged feeds"): the same requests marking the first 50
+#     unseen candidates served: the library (FilterAndMark, one thread), then serve
+#     ("mark_served": 50) closed loop for each C of --threads and open loop at 50%
+#     of that max, each run from empty served rings and with sessions of 10
+#     pages (a user's ring deleted after 10 of its requests); its max against serve's max
+#     without marks (target >= 80%) and its p99 at 50% (target <= 3 ms);
 #   - the raw Redis ceiling: one MGET of the same 32 keys per request, closed loop
 #     on C connections for each C of --threads (the ceiling is the best);
 # and prints a table and one JSON line with the figures and the targets met.
@@ -24,8 +30,12 @@
 #                   of a request: HTTP and the Redis read)
 #   --no-build      use the existing build (build/, or $BUILD_DIR)
 #   --out FILE      also write the JSON line to FILE
-#   --phases LIST   run only these of library,serve,mget (to profile one; the
-#                   targets need all three)
+#   --mark N        candidates each mark_served request marks (default 50)
+#   --session-pages P  in mark_served, a user's session ends (its served ring
+#                   is deleted, as its TTL would) after P of its requests
+#                   (default 10: 500 items at 50 a page, the ring's capacity)
+#   --phases LIST   run only these of library,serve,mark_served,mget (to profile
+#                   one; the targets need all of them)
 #   --serve-set K=V a config override for serve (repeatable), e.g.
 #                   --serve-set serve.threads=4
 # Everything it starts is stopped on exit; logs stay in the run directory it prints.
@@ -38,6 +48,7 @@ THREADS=4,8
 OUT=()
 PHASES=()
 CANDIDATES=()
+MARK=()
 SERVE_SETS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -48,6 +59,8 @@ while [ $# -gt 0 ]; do
     --out) OUT=(--out "$2"); shift ;;
     --phases) PHASES=(--phases "$2"); shift ;;
     --candidates) CANDIDATES=(--candidates "$2"); shift ;;
+    --mark) MARK+=(--mark "$2"); shift ;;
+    --session-pages) MARK+=(--session-pages "$2"); shift ;;
     --serve-set) SERVE_SETS+=(--set "$2"); shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { print }' "$0"; exit 0 ;;
     *) echo "bench-read: unknown option $1 (--help)" >&2; exit 2 ;;
@@ -103,7 +116,8 @@ wait_for 10 "serve" curl -sf "http://127.0.0.1:$SERVE_PORT/healthz"
 
 # In the background, so that a signal runs the trap (and stops it) at once.
 "$BENCH" --redis "127.0.0.1:$REDIS_PORT" --serve "127.0.0.1:$SERVE_PORT" --serve-pid "$SERVE_PID" \
-  --users "$USERS" --seconds "$SECONDS_" --threads "$THREADS" "${OUT[@]}" "${PHASES[@]}" "${CANDIDATES[@]}" &
+  --users "$USERS" --seconds "$SECONDS_" --threads "$THREADS" "${OUT[@]}" "${PHASES[@]}" "${CANDIDATES[@]}" \
+  "${MARK[@]}" &
 BENCH_PID=$!
 PIDS=("$BENCH_PID" "${PIDS[@]}")
 wait "$BENCH_PID"

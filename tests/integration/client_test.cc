@@ -435,8 +435,10 @@ TEST_CASE("client: threads calling concurrently on a small pool get correct answ
   CHECK(client->stats().failed_open == 0);
 }
 
-TEST_CASE("client: the installed package builds examples/recall, which prints the unseen items",
-          "[integration][client][install]") {
+TEST_CASE(
+    "client: the installed package builds examples/recall, which prints the unseen items and two "
+    "pages that share no item",
+    "[integration][client][install]") {
   Fixture fx;
   fx.Write("r1", 2, Items("seen", 5));
   TempDir dir;
@@ -454,6 +456,46 @@ TEST_CASE("client: the installed package builds examples/recall, which prints th
   CHECK(run.out == "fresh-1\nfresh-2\n");
   CHECK(run.err.find("2 of 4 candidate(s) seen by r1") != std::string::npos);
   CHECK(std::filesystem::exists(dir.File("prefix/include/exposure_filter/client.h")));
+
+  // The page-2 case (README "Paged feeds"): --page 2 returns page 1 with
+  // FilterAndMark, then page 2 from the same pool with no exposure in between.
+  std::vector<std::string> paged = {dir.File("build/recall")};
+  for (const auto& o : fx.Overrides()) paged.insert(paged.end(), {"--set", o});
+  const std::vector<std::string> pool = {"seen-0",  "fresh-1", "seen-4", "fresh-2",
+                                         "fresh-3", "fresh-4", "fresh-5"};
+  paged.insert(paged.end(), {"-u", "r1", "--page", "2"});
+  paged.insert(paged.end(), pool.begin(), pool.end());
+  const SplitRunResult pages = RunCommandWithEnv(paged, {}, "", 60s);
+  INFO(pages.out << pages.err);
+  REQUIRE(pages.code == 0);
+  CHECK(pages.out == "page 1: fresh-1 fresh-2\npage 2: fresh-3 fresh-4\non both pages: 0\n");
+  // Page 2 shares no item with page 1 (read from the output, not from its last line).
+  auto page_items = [&](const std::string& label) {
+    std::vector<std::string> items;
+    const size_t at = pages.out.find(label);
+    if (at == std::string::npos) return items;
+    std::string line =
+        pages.out.substr(at + label.size(), pages.out.find('\n', at) - at - label.size());
+    for (size_t b = 0, e; b < line.size(); b = e + 1) {
+      e = std::min(line.find(' ', b), line.size());
+      if (e > b) items.push_back(line.substr(b, e - b));
+    }
+    return items;
+  };
+  const std::vector<std::string> page1 = page_items("page 1:"), page2 = page_items("page 2:");
+  CHECK(page1.size() == 2);
+  CHECK(page2.size() == 2);
+  for (const auto& item : page2) CHECK(std::find(page1.begin(), page1.end(), item) == page1.end());
+  CHECK(pages.err.find("page 2 for r1: 2 item(s) marked served; of 7 candidate(s) 2 seen, 2 "
+                       "served recently") != std::string::npos);
+  // Another process (another request of the recall service) sees the ring too.
+  paged.erase(paged.end() - static_cast<long>(pool.size()) - 2,
+              paged.end() - static_cast<long>(pool.size()));
+  const SplitRunResult after = RunCommandWithEnv(paged, {}, "", 60s);
+  INFO(after.out << after.err);
+  REQUIRE(after.code == 0);
+  CHECK(after.out == "fresh-5\n");
+  CHECK(after.err.find("2 of 7 candidate(s) seen by r1, 4 served recently") != std::string::npos);
 }
 
 }  // namespace ef::test

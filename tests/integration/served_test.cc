@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <random>
 #include <set>
@@ -47,12 +48,6 @@ int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
 std::vector<std::string> Items(const std::string& tag, int n, int from = 0) {
   std::vector<std::string> out;
   for (int i = from; i < from + n; ++i) out.push_back(tag + "-" + std::to_string(i));
-  return out;
-}
-
-std::vector<Hash128> Hashes(const std::vector<std::string>& items, uint32_t seed) {
-  std::vector<Hash128> out;
-  for (const auto& i : items) out.push_back(HashItem(i, seed));
   return out;
 }
 
@@ -283,6 +278,93 @@ TEST_CASE("served items: a burst of 10,000 marks keeps the ring at its bound and
   // 9,500 older items against 500 fingerprints of 24 bits: 0.28 false positives
   // expected (9500 * 500 / 2^24).
   CHECK(older_served <= 3);
+}
+
+TEST_CASE(
+    "served items: the defaults (serve.served_ttl 2h, served_items 500, served_fpr 0.0001) make "
+    "a 1,516-byte ring that keeps the newest 500 for 2 h; Redis memory per user",
+    "[served][client]") {
+  Fixture fx;  // no serve.* override: the built-in defaults
+  auto client = fx.MakeClient();
+  CHECK(ServedWidth(500, 0.0001) == 3);
+  // Pages of 20 (README "Paged feeds": 500 items are 25 pages of 20), then 5 more.
+  const std::vector<std::string> pool = Items("p", 600);
+  for (int page = 0; page < 25; ++page) {
+    Result r = client->FilterAndMark("u-def", pool, 20);
+    REQUIRE(r.ok);
+    REQUIRE(r.marked_count == 20);
+    CHECK(r.served_count == size_t(20 * page));  // every earlier page still served
+  }
+  auto conn = fx.redis.Connect();
+  const std::string key = ServedKey("sv:", "u-def");
+  CHECK(conn->Command({"STRLEN", key})->integer == 1516);  // 16 + 500 x 3
+  // 100 more: 600 marked into 500 slots, the oldest 100 (pages 1-5) overwritten,
+  // the newest 500 kept.
+  REQUIRE(client->MarkServed("u-def", Items("p", 100, 500)).filled == 500);
+  CHECK(conn->Command({"STRLEN", key})->integer == 1516);
+  Result r = client->Seen("u-def", pool);
+  size_t old_served = 0, new_served = 0;
+  for (size_t i = 0; i < pool.size(); ++i) (i < 100 ? old_served : new_served) += r.served[i];
+  CHECK(new_served == 500);
+  CHECK(old_served == 0);  // 100 items against 500 24-bit fingerprints: 0.003 expected
+  // What fell off the ring is a candidate again: the next page is page 1's.
+  Result again = client->FilterAndMark("u-def", pool, 20);
+  REQUIRE(again.marked_count == 20);
+  for (size_t i = 0; i < pool.size(); ++i) CHECK(again.marked[i] == (i < 20));
+  const long long pttl = conn->Command({"PTTL", key})->integer;
+  CHECK(pttl > 7190 * 1000);
+  CHECK(pttl <= 7200 * 1000);
+
+  // Redis memory of a ring (the value, the key, its expiry), from used_memory
+  // before and after 2,000 users' rings (any fill: the value has its full size at
+  // the first mark).
+  const auto used = [&] {
+    return std::stoll(RedisServer::InfoField(*conn, "memory", "used_memory"));
+  };
+  const long long before = used();
+  constexpr int kUsers = 2000;
+  for (int u = 0; u < kUsers; ++u)
+    REQUIRE(client->MarkServed("mem-user-" + std::to_string(100000 + u), Items("m", 20)).ok);
+  const double per_user = double(used() - before) / kUsers;
+  std::printf("served ring, defaults: Redis used_memory %.0f bytes per user (value 1,516)\n",
+              per_user);
+  CHECK(per_user >= 1516);
+  CHECK(per_user <= 1516 + 400);
+}
+
+TEST_CASE(
+    "served items: two concurrent pages from one pool may overlap but lose no mark; the next "
+    "sequential page shares nothing with either",
+    "[served][client]") {
+  Fixture fx;
+  auto client = fx.MakeClient();
+  const std::vector<std::string> pool = Items("q", 100);
+  for (int round = 0; round < 20; ++round) {
+    const std::string user = "u-race-" + std::to_string(round);
+    Result a, b;
+    std::thread ta([&] { a = client->FilterAndMark(user, pool, 10); });
+    std::thread tb([&] { b = client->FilterAndMark(user, pool, 10); });
+    ta.join();
+    tb.join();
+    REQUIRE((a.ok && b.ok && !a.mark_failed && !b.mark_failed));
+    CHECK(a.marked_count == 10);
+    CHECK(b.marked_count == 10);
+    // Each read the ring before or after the other's mark: overlap 0 (one after the
+    // other) or up to 10 (both read the empty ring), never beyond the page.
+    std::set<std::string> shown;
+    for (size_t i = 0; i < pool.size(); ++i)
+      if (a.marked[i] || b.marked[i]) shown.insert(pool[i]);
+    CHECK(shown.size() >= 10);
+    CHECK(shown.size() <= 20);
+    // Everything either returned is served now, and a later page repeats none of it.
+    Result after = client->Seen(user, pool);
+    CHECK(after.served_count == shown.size());
+    Result next = client->FilterAndMark(user, pool, 10);
+    REQUIRE(next.ok);
+    CHECK(next.marked_count == 10);
+    for (size_t i = 0; i < pool.size(); ++i)
+      if (next.marked[i]) CHECK(shown.count(pool[i]) == 0);
+  }
 }
 
 TEST_CASE("served items: concurrent marks for one user lose nothing", "[served][client]") {
