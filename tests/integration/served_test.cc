@@ -282,7 +282,7 @@ TEST_CASE("served items: a burst of 10,000 marks keeps the ring at its bound and
 
 TEST_CASE(
     "served items: the defaults (serve.served_ttl 2h, served_items 500, served_fpr 0.0001) make "
-    "a 1,516-byte ring that keeps the newest 500 for 2 h; Redis memory per user",
+    "a 1,516-byte ring that keeps the newest 500 for 2 h, and the Redis memory per user",
     "[served][client]") {
   Fixture fx;  // no serve.* override: the built-in defaults
   auto client = fx.MakeClient();
@@ -333,7 +333,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "served items: two concurrent pages from one pool may overlap but lose no mark; the next "
+    "served items: two concurrent pages from one pool may overlap but lose no mark, and the next "
     "sequential page shares nothing with either",
     "[served][client]") {
   Fixture fx;
