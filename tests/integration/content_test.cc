@@ -35,8 +35,8 @@ TEST_CASE("content: the CONTENT.md Python reference computes the C++ fingerprint
       input += j.dump() + "\n";
     }
     const std::string ref = std::string(EF_SOURCE_DIR) + "/tests/interop/content_ref.py";
-    auto r = RunCommand({"python3", ref, "fingerprint", "--seed", std::to_string(seed)}, input,
-                        true);
+    auto r =
+        RunCommand({"python3", ref, "fingerprint", "--seed", std::to_string(seed)}, input, true);
     INFO(r.out.substr(0, 500));
     REQUIRE(r.code == 0);
     std::istringstream out(r.out);

@@ -3,8 +3,6 @@
 // redis-server (the served ring, docs/FORMAT.md rule 10, written by the client
 // library's script), with exposures written by the daemon where a test needs
 // seen items.
-#include "bloom/served.h"
-
 #include <httplib.h>
 #include <signal.h>
 
@@ -18,6 +16,7 @@
 #include <vector>
 
 #include "app/exit_codes.h"
+#include "bloom/served.h"
 #include "common/clock.h"
 #include "redis/meta.h"
 #include "support/fault_stream.h"
