@@ -9,6 +9,8 @@
 #include "write/cluster_writer.h"
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
 #include <map>
 #include <set>
 #include <string>
@@ -136,6 +138,77 @@ TEST_CASE("ClusterBitWriter: a slot half migrated - moved and new keys follow AS
   CHECK(meta->str == std::to_string(layout.m));
   // Keys on every master.
   for (int m : cluster.Masters()) CHECK(cluster.Command(m, {"DBSIZE"}).integer > 10);
+}
+
+// Issue 33 (the reshard stall of the suite, 2026-11-28): in one round a master
+// can be sent two parts, the keys that a MOVED sent there and those that an ASK
+// sent there (with ASKING). Both went to its one node writer before either was
+// awaited: the second Send replaced the first job (and its ASKING flag), and
+// the second Await waited for ever - the daemon stalled without a word. Here
+// slot `moved` has moved to the target behind the writer's back (MOVED) while
+// slot `asked` is migrating there (ASK for new keys), in one batch.
+TEST_CASE(
+    "ClusterBitWriter: keys redirected to one master by MOVED and by ASK in one round are all "
+    "written",
+    "[cluster][writer]") {
+  LocalRedisCluster cluster;
+  BitWriterOptions wo;
+  wo.layout = V1Layout();
+  // Leaked if the write hangs (a hung thread holds it): the test must end.
+  auto* writer = new ClusterBitWriter(wo, cluster.RouterOptions(10000));
+
+  // Two users on one master, in different slots.
+  const int from = cluster.Masters().front();
+  std::vector<std::string> users;
+  for (int u = 0; users.size() < 2 && u < 100000; ++u) {
+    const std::string user = "r" + std::to_string(u);
+    const uint16_t slot = KeySlot("{" + user + "}");
+    if (cluster.MasterForSlot(slot) != from) continue;
+    if (!users.empty() && KeySlot("{" + users.front() + "}") == slot) continue;
+    users.push_back(user);
+  }
+  REQUIRE(users.size() == 2);
+  int to = -1;
+  for (int m : cluster.Masters())
+    if (m != from) to = m;
+  std::vector<std::string> keys;
+  for (const auto& user : users)
+    for (int d = 1; d <= 10; ++d)
+      keys.push_back("ef:{" + user + "}:" + std::to_string(20260000 + d));
+  const int64_t expire_at = 4102444800;
+  // The writer reads the slot map, and the first keys of `moved` exist.
+  WriteStats stats;
+  REQUIRE(writer->Write(MakeBatch({keys.begin(), keys.begin() + 5}, expire_at), &stats).ok());
+
+  const uint16_t moved = KeySlot(keys.front()), asked = KeySlot(keys.back());
+  cluster.BeginMigration(moved, from, to);
+  cluster.FinishMigration(moved);           // `from` answers MOVED for it now
+  cluster.BeginMigration(asked, from, to);  // new keys of `asked`: ASK
+
+  const BitBatch all = MakeBatch(keys, expire_at);
+  auto* done = new std::future<Status>(std::async(std::launch::async, [&all, writer] {
+    WriteStats s;
+    return writer->Write(all, &s);
+  }));
+  if (done->wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    FAIL(
+        "ClusterBitWriter::Write did not return within 30 s (a node writer awaited a job "
+        "that was never run)");
+  }
+  const Status st = done->get();
+  delete done;
+  INFO(st.ToString());
+  REQUIRE(st.ok());
+  cluster.FinishMigration(asked);
+  ClusterRouter router(cluster.RouterOptions(10000));
+  REQUIRE(router.Discover().ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    INFO("key " << keys[i]);
+    auto v = router.Command(keys[i], {"GET", keys[i]});
+    REQUIRE(v.ok());
+    CHECK(v->str == Expected(i));
+  }
+  delete writer;
 }
 
 // Issue 26 item 12: the writer kept one node writer (a thread, a connection, an
