@@ -61,6 +61,9 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
   batches = counter("exposure_filter_batches_total", "Batches written to Redis");
   write_retries = counter("exposure_filter_redis_write_retries_total",
                           "Batch writes retried after a Redis failure");
+  write_stalls = counter("exposure_filter_redis_write_stalls_total",
+                         "Times a batch write had neither a reply nor an error for 30 s (a "
+                         "writer's bug: see the error log)");
   auto& errors = prometheus::BuildCounter()
                      .Name("exposure_filter_redis_errors_total")
                      .Help("Redis errors, by kind")

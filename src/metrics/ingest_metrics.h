@@ -53,6 +53,7 @@ struct IngestMetrics {
   prometheus::Gauge* redis_up;                 // exposure_filter_redis_up
   prometheus::Counter* batches;                // exposure_filter_batches_total
   prometheus::Counter* write_retries;          // exposure_filter_redis_write_retries_total
+  prometheus::Counter* write_stalls;           // exposure_filter_redis_write_stalls_total
   prometheus::Counter* commits_ok;             // exposure_filter_commits_total{result="ok"}
   prometheus::Counter* commits_failed;         // exposure_filter_commits_total{result="failed"}
   prometheus::Counter* dead_letter_delivered;  // exposure_filter_dead_letter_total{result=...}

@@ -147,8 +147,25 @@ void Ingest::RecordWritten(const Batch& batch, const WriteStats& stats, int64_t 
   metrics_->redis_up->Set(1);
 }
 
+void Ingest::ReportStallIfDue(const Batch& batch) {
+  const int64_t now = SteadyNowMs();
+  if (options_.stall_warn_ms <= 0 || now < stall_report_at_ms_) return;
+  stall_report_at_ms_ = now + options_.stall_warn_ms;
+  ++totals_.write_stalls;
+  if (metrics_) metrics_->write_stalls->Increment();
+  spdlog::error(
+      "redis: a write of {} key(s) has had neither a reply nor an error for {:.1f} s; nothing is "
+      "committed until it returns (a bug: please report it with this log; a restart loses "
+      "nothing, the uncommitted events are read again)",
+      batch.coalescer.batch().size, static_cast<double>(now - write_sent_ms_) / 1000.0);
+}
+
 Status Ingest::AwaitWrite(Batch& batch, const std::atomic<bool>& stop) {
   const int64_t start_ms = clock_.NowMs();
+  while (options_.stall_warn_ms > 0 &&
+         !sink_.WaitReady(std::max<int64_t>(1, stall_report_at_ms_ - SteadyNowMs()))) {
+    ReportStallIfDue(batch);
+  }
   WriteStats stats;
   Status st = sink_.Await(&stats);
   if (st.ok()) {
@@ -361,6 +378,8 @@ Status Ingest::WriteBuilding(const std::atomic<bool>& stop, bool overlap, size_t
   if (!batch.coalescer.empty()) {
     batch.coalescer.Seal();
     sink_.Send(batch.coalescer.batch());
+    write_sent_ms_ = SteadyNowMs();
+    stall_report_at_ms_ = write_sent_ms_ + options_.stall_warn_ms;
     // While Redis works: decode what the consumer has fetched, and what arrives
     // until the write is done, into the next batch (up to a full batch), which
     // the next Step writes.
@@ -370,6 +389,7 @@ Status Ingest::WriteBuilding(const std::atomic<bool>& stop, bool overlap, size_t
       fetch = PollAndDecode(ready ? 0 : kOverlapPollMs, 0, got);
       if (!fetch.ok()) break;
       if (ready || stop.load()) break;
+      ReportStallIfDue(batch);
     }
     EF_RETURN_IF_ERROR(AwaitWrite(batch, stop));
   }

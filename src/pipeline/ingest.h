@@ -74,6 +74,11 @@ struct IngestOptions {
   // After a stop request, how long to keep retrying a failing sink before giving
   // up on the pending batch (its offsets stay uncommitted: nothing is lost).
   int64_t shutdown_grace_ms = 10000;
+  // A write with neither a reply nor an error for this long is reported (an
+  // error log and exposure_filter_redis_write_stalls_total), and again each
+  // time as long again passes. Redis commands time out (redis.command_timeout),
+  // so only a writer's bug can get here: a stall must not be silent.
+  int64_t stall_warn_ms = 30000;
 };
 
 // Where rejected messages go besides the counters (e.g. a dead-letter topic).
@@ -107,6 +112,7 @@ struct IngestTotals {
   uint64_t items_written = 0;
   uint64_t batches = 0;
   uint64_t write_failures = 0;
+  uint64_t write_stalls = 0;  // stall_warn_ms passed with a write in flight
   uint64_t commits = 0;
 };
 
@@ -197,6 +203,10 @@ class Ingest {
   // Awaits the write of `batch` (sent to the sink), retrying until it is
   // acknowledged or given up.
   Status AwaitWrite(Batch& batch, const std::atomic<bool>& stop);
+  // The write of `batch` (sent at write_sent_ms_) has been in flight past
+  // stall_report_at_ms_: reported (log, metric, totals), next report in
+  // stall_warn_ms.
+  void ReportStallIfDue(const Batch& batch);
   Status RetryWrite(Batch& batch, Status first_error, const std::atomic<bool>& stop);
   void Ack(Batch& batch);
   void OnRevoke(const std::vector<TopicPartition>& partitions, bool lost);
@@ -226,6 +236,8 @@ class Ingest {
   std::function<void()> tick_;
   int64_t tick_interval_ms_ = 1000;
   int64_t last_tick_ms_ = 0;
+  int64_t write_sent_ms_ = 0;       // steady clock: when the write in flight was sent
+  int64_t stall_report_at_ms_ = 0;  // when it is reported as stalled (stall_warn_ms)
   bool sink_failing_ = false;
   std::string sink_error_;
   bool rejects_paused_ = false;     // see the invariants above

@@ -55,6 +55,12 @@ class BitSink {
   // True when Await would return without waiting (the default Await writes
   // synchronously: always true).
   virtual bool Ready() { return true; }
+  // Waits up to timeout_ms for Ready; true when ready, false when timeout_ms
+  // passed first. The default cannot wait: true at once (Await then waits).
+  virtual bool WaitReady(int64_t timeout_ms) {
+    (void)timeout_ms;
+    return true;
+  }
   // The group's assignment changed: what the sink remembers about keys may be
   // stale (another writer may have written them meanwhile). Thread-safe.
   virtual void ForgetKeyStates() {}

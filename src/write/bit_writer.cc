@@ -1011,6 +1011,11 @@ bool RedisBitWriter::Ready() {
   return job_done_;
 }
 
+bool RedisBitWriter::WaitReady(int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return job_done_; });
+}
+
 void RedisBitWriter::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {

@@ -179,6 +179,7 @@ class RedisBitWriter : public BitSink {
   void Send(const BitBatch& batch) override;
   Status Await(WriteStats* stats) override;
   bool Ready() override;
+  bool WaitReady(int64_t timeout_ms) override;
   void ForgetKeyStates() override { forget_states_ = true; }
 
   // The layout in use after the last meta check (the configured one, or its

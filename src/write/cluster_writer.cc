@@ -248,6 +248,11 @@ Status ClusterBitWriter::Await(WriteStats* stats) {
   return st;
 }
 
+bool ClusterBitWriter::WaitReady(int64_t timeout_ms) {
+  return !in_flight_.valid() ||
+         in_flight_.wait_for(std::chrono::milliseconds(timeout_ms)) == std::future_status::ready;
+}
+
 bool ClusterBitWriter::Ready() {
   return !in_flight_.valid() ||
          in_flight_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;

@@ -65,6 +65,7 @@ class ClusterBitWriter : public BitSink {
   void Send(const BitBatch& batch) override;
   Status Await(WriteStats* stats) override;
   bool Ready() override;
+  bool WaitReady(int64_t timeout_ms) override;
   void ForgetKeyStates() override;
 
   // Error kind of the last failed Write, kNone after a success.

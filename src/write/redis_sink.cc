@@ -61,6 +61,11 @@ Status RedisSink::Await(WriteStats* stats) {
   return target()->Await(stats);
 }
 
+bool RedisSink::WaitReady(int64_t timeout_ms) {
+  if (!send_failed_.ok() || !target()) return true;
+  return target()->WaitReady(timeout_ms);
+}
+
 bool RedisSink::Ready() {
   if (!send_failed_.ok() || !target()) return true;
   return target()->Ready();

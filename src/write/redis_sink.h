@@ -25,6 +25,7 @@ class RedisSink : public BitSink {
   void Send(const BitBatch& batch) override;
   Status Await(WriteStats* stats) override;
   bool Ready() override;
+  bool WaitReady(int64_t timeout_ms) override;
   void ForgetKeyStates() override;
 
   // Called once per error reply or failure kind (RedisBitWriter::SetErrorObserver).

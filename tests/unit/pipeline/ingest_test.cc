@@ -12,10 +12,12 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <set>
 #include <sstream>
@@ -179,14 +181,15 @@ class Harness {
   std::unique_ptr<Ingest> ingest;
   ::ef::testing::FakeRejectSink* rejects = nullptr;  // set before Start to dead-letter
 
-  // Builds the pipeline from filter, events and options as they are now.
-  Ingest& Start() {
+  // Builds the pipeline from filter, events and options as they are now (into
+  // `into`, the harness's sink by default).
+  Ingest& Start(BitSink* into = nullptr) {
     StatusOr<Layout> l = LayoutFromConfig(filter);
     REQUIRE(l.ok());
     layout = *l;
     decoder = std::make_unique<Decoder>(events, filter);
-    ingest =
-        std::make_unique<Ingest>(source, sink, *decoder, layout, clock, &metrics, options, rejects);
+    ingest = std::make_unique<Ingest>(source, into ? *into : sink, *decoder, layout, clock,
+                                      &metrics, options, rejects);
     return *ingest;
   }
 
@@ -497,6 +500,92 @@ TEST_CASE("Ingest: events of one user and bucket coalesce into one key write", "
   CHECK(MetricValue(h.registry, "exposure_filter_positions_written_total") ==
         static_cast<double>(distinct));
   CHECK(MetricValue(h.registry, "exposure_filter_keys_written_total") == 2);
+}
+
+namespace {
+
+// A FakeSink whose Send starts a write that has neither a reply nor an error
+// for `stall` (a real timed wait: WaitReady waits on a condition until then or
+// its timeout), then completes (Await writes it).
+class StallingSink : public FakeSink {
+ public:
+  explicit StallingSink(std::chrono::milliseconds stall) : stall_(stall) {}
+  void Send(const BitBatch& batch) override {
+    in_flight_ = &batch;
+    ready_at_ = std::chrono::steady_clock::now() + stall_;
+  }
+  bool Ready() override {
+    return in_flight_ == nullptr || std::chrono::steady_clock::now() >= ready_at_;
+  }
+  bool WaitReady(int64_t timeout_ms) override {
+    ++waits_;
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto until = std::min(
+        ready_at_, std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
+    cv_.wait_until(lock, until, [] { return false; });  // nothing ends the write early
+    return Ready();
+  }
+  Status Await(WriteStats* stats) override {
+    const BitBatch* batch = in_flight_;
+    in_flight_ = nullptr;
+    return Write(*batch, stats);
+  }
+  int waits() const { return waits_; }
+
+ private:
+  std::chrono::milliseconds stall_;
+  std::chrono::steady_clock::time_point ready_at_{};
+  const BitBatch* in_flight_ = nullptr;
+  int waits_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+}  // namespace
+
+// Issue 33: a ClusterBitWriter bug left a write in flight for ever, and the
+// daemon stalled without a word. Such a stall is reported each stall_warn_ms,
+// whether the pipeline is still decoding the next batch or awaiting the write.
+TEST_CASE("Ingest: a write with neither a reply nor an error is reported each stall_warn_ms",
+          "[pipeline]") {
+  for (const bool more_events : {false, true}) {
+    INFO((more_events ? "events keep arriving" : "no more events"));
+    Harness h;
+    h.options.stall_warn_ms = 40;
+    // One event a batch: the next batch is full at once, and the write is
+    // awaited (WaitReady); else the pipeline waits while decoding (Ready).
+    h.options.batch_max_events = more_events ? 1 : 1000;
+    StallingSink sink(std::chrono::milliseconds(400));
+    h.Start(&sink);
+    h.Good(0, "u1", "i1", kNowMs);
+    if (more_events)
+      for (int i = 0; i < 5; ++i) h.Good(1, "u" + std::to_string(i), "i2", kNowMs);
+    const auto start = std::chrono::steady_clock::now();
+    h.StepOk();
+    const auto took = std::chrono::steady_clock::now() - start;
+    // The write took 400 ms: at least one report, at most one per 40 ms of it.
+    const uint64_t stalls = h.ingest->totals().write_stalls;
+    CHECK(stalls >= 1);
+    CHECK(stalls <= static_cast<uint64_t>(took / std::chrono::milliseconds(40)));
+    CHECK(MetricValue(h.registry, "exposure_filter_redis_write_stalls_total") ==
+          static_cast<double>(stalls));
+    CHECK(sink.waits() > 0);  // the write was awaited (WaitReady), and reported meanwhile
+    // Then the write completes as usual.
+    REQUIRE(sink.acked_batches().size() == 1);
+    CHECK(h.ingest->totals().write_failures == 0);
+  }
+}
+
+// The default: a write that is ready in time is never reported.
+TEST_CASE("Ingest: a write that returns within stall_warn_ms is not reported", "[pipeline]") {
+  Harness h;
+  h.options.stall_warn_ms = 60000;
+  StallingSink sink(std::chrono::milliseconds(50));
+  h.Start(&sink);
+  h.Good(0, "u1", "i1", kNowMs);
+  h.StepOk();
+  CHECK(h.ingest->totals().write_stalls == 0);
+  REQUIRE(sink.acked_batches().size() == 1);
 }
 
 TEST_CASE("Ingest: batches hold at most batch_max_events messages", "[pipeline]") {
