@@ -15,11 +15,11 @@ namespace ef::content::corpus {
 namespace {
 
 const char* const kEnglishFiles[] = {
-    "fortunes",  "literature", "wisdom",     "people",        "science",   "computers",
-    "cookie",    "humorists",  "politics",   "work",          "love",      "men-women",
-    "platitudes", "education", "food",       "law",           "medicine",  "news",
-    "sports",    "riddles",    "pets",       "kids",          "art",       "miscellaneous",
-    "songs-poems"};
+    "fortunes",  "literature", "wisdom",     "people",        "science",
+    "computers", "cookie",     "humorists",  "politics",      "work",
+    "love",      "men-women",  "platitudes", "education",     "food",
+    "law",       "medicine",   "news",       "sports",        "riddles",
+    "pets",      "kids",       "art",        "miscellaneous", "songs-poems"};
 const char* const kChineseFiles[] = {"tang300", "song100", "chinese"};
 
 // Removes ANSI escapes (ESC '[' ... final byte) and overstrikes (x BS y -> y).
@@ -37,7 +37,8 @@ std::string Clean(std::string_view s) {
     }
     if (c == '\b') {
       // Drop the whole UTF-8 character before the backspace.
-      while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xc0) == 0x80) out.pop_back();
+      while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xc0) == 0x80)
+        out.pop_back();
       if (!out.empty()) out.pop_back();
       continue;
     }
@@ -110,7 +111,8 @@ std::vector<std::string> Sentences(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     size_t end = 0;  // end of a terminator at i, if any
     const char c = s[i];
-    if ((c == '.' || c == '!' || c == '?') && (i + 1 == s.size() || s[i + 1] == ' ' || s[i + 1] == '\n'))
+    if ((c == '.' || c == '!' || c == '?') &&
+        (i + 1 == s.size() || s[i + 1] == ' ' || s[i + 1] == '\n'))
       end = i + 1;
     for (std::string_view w : kWide)
       if (s.substr(i, w.size()) == w) end = i + w.size();
@@ -164,9 +166,14 @@ std::string Insert(Lang lang, std::string_view text, std::string_view donor, std
 }
 
 std::string Remove(std::string_view text, std::mt19937_64& rng) {
+  // A sentence of at most half the text: the rest stays the story (not only,
+  // say, its attribution line).
   std::vector<std::string> s = Sentences(text);
-  if (s.size() < 2) return "";
-  s.erase(s.begin() + static_cast<long>(Below(rng, s.size())));
+  std::vector<size_t> removable;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (2 * s[i].size() <= text.size()) removable.push_back(i);
+  if (removable.empty()) return "";
+  s.erase(s.begin() + static_cast<long>(removable[Below(rng, removable.size())]));
   return Trim(Join(s, ""));
 }
 
@@ -182,9 +189,9 @@ std::string Reorder(std::string_view text, std::mt19937_64& rng) {
 }
 
 std::string Punctuation(std::string_view text, std::mt19937_64& rng) {
-  static const std::vector<UChar32> kMarks = {',', '.', ';', ':', '!', '?', '"', '\'', '-',
-                                              0xff0c, 0x3002, 0xff01, 0xff1f, 0xff1b, 0xff1a,
-                                              0x3001, 0x201c, 0x201d};
+  static const std::vector<UChar32> kMarks = {',',    '.',    ';',    ':',    '!',    '?',
+                                              '"',    '\'',   '-',    0xff0c, 0x3002, 0xff01,
+                                              0xff1f, 0xff1b, 0xff1a, 0x3001, 0x201c, 0x201d};
   std::string out;
   for (int32_t i = 0, n = static_cast<int32_t>(text.size()); i < n;) {
     UChar32 c;
@@ -207,13 +214,20 @@ const char* LangName(Lang lang) { return lang == Lang::kEnglish ? "English" : "C
 
 const char* EditName(Edit edit) {
   switch (edit) {
-    case Edit::kHeadline: return "headline";
-    case Edit::kInsert: return "insert sentence";
-    case Edit::kRemove: return "remove sentence";
-    case Edit::kReorder: return "reorder";
-    case Edit::kPunctuation: return "punctuation";
-    case Edit::kWidth: return "width";
-    case Edit::kRepost: return "repost";
+    case Edit::kHeadline:
+      return "headline";
+    case Edit::kInsert:
+      return "insert sentence";
+    case Edit::kRemove:
+      return "remove sentence";
+    case Edit::kReorder:
+      return "reorder";
+    case Edit::kPunctuation:
+      return "punctuation";
+    case Edit::kWidth:
+      return "width";
+    case Edit::kRepost:
+      return "repost";
   }
   return "?";
 }
@@ -224,15 +238,21 @@ std::string ChangeWidth(Lang lang, std::string_view text) {
     UChar32 c;
     U8_NEXT(reinterpret_cast<const uint8_t*>(text.data()), i, n, c);
     if (lang == Lang::kEnglish) {
-      if (c == ' ') c = 0x3000;
-      else if (c >= 0x21 && c <= 0x7e) c += 0xff01 - 0x21;
+      if (c == ' ')
+        c = 0x3000;
+      else if (c >= 0x21 && c <= 0x7e)
+        c += 0xff01 - 0x21;
     } else {
-      if (c >= 0xff01 && c <= 0xff5e && !((c >= 0xff10 && c <= 0xff19) || (c >= 0xff21 && c <= 0xff3a) ||
-                                          (c >= 0xff41 && c <= 0xff5a)))
+      if (c >= 0xff01 && c <= 0xff5e &&
+          !((c >= 0xff10 && c <= 0xff19) || (c >= 0xff21 && c <= 0xff3a) ||
+            (c >= 0xff41 && c <= 0xff5a)))
         c -= 0xff01 - 0x21;  // full-width punctuation to ASCII
-      else if (c == 0x3002) c = '.';
-      else if (c == 0x3001) c = ',';
-      else if ((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')) c += 0xff01 - 0x21;
+      else if (c == 0x3002)
+        c = '.';
+      else if (c == 0x3001)
+        c = ',';
+      else if ((c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'))
+        c += 0xff01 - 0x21;
     }
     AppendUtf8(out, c);
   }
@@ -243,27 +263,36 @@ std::string ApplyEdit(Edit edit, Lang lang, std::string_view text, std::string_v
                       uint64_t random) {
   std::mt19937_64 rng(random);
   switch (edit) {
-    case Edit::kHeadline: return Headline(text, donor);
-    case Edit::kInsert: return Insert(lang, text, donor, rng);
-    case Edit::kRemove: return Remove(text, rng);
-    case Edit::kReorder: return Reorder(text, rng);
-    case Edit::kPunctuation: return Punctuation(text, rng);
-    case Edit::kWidth: return ChangeWidth(lang, text);
-    case Edit::kRepost: return Punctuation(Insert(lang, Headline(text, donor), donor, rng), rng);
+    case Edit::kHeadline:
+      return Headline(text, donor);
+    case Edit::kInsert:
+      return Insert(lang, text, donor, rng);
+    case Edit::kRemove:
+      return Remove(text, rng);
+    case Edit::kReorder:
+      return Reorder(text, rng);
+    case Edit::kPunctuation:
+      return Punctuation(text, rng);
+    case Edit::kWidth:
+      return ChangeWidth(lang, text);
+    case Edit::kRepost:
+      return Punctuation(Insert(lang, Headline(text, donor), donor, rng), rng);
   }
   return "";
 }
 
 Status ReadFortunes(const std::string& path, std::vector<std::string>* out) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open (install the Debian packages fortunes, fortunes-zh)");
+  if (!in)
+    return NotFound(path + ": cannot open (install the Debian packages fortunes, fortunes-zh)");
   std::ostringstream all;
   all << in.rdbuf();
   std::string entry;
   std::istringstream lines(all.str());
   auto flush = [&] {
     std::string cleaned = Clean(entry);
-    if (!cleaned.empty() && HasLetter(cleaned) && ValidUtf8(cleaned)) out->push_back(std::move(cleaned));
+    if (!cleaned.empty() && HasLetter(cleaned) && ValidUtf8(cleaned))
+      out->push_back(std::move(cleaned));
     entry.clear();
   };
   for (std::string line; std::getline(lines, line);) {
@@ -296,7 +325,8 @@ Status Build(const Options& opt, Corpus* out) {
       for (size_t i = 0; i < fresh.size();) {
         const size_t n = rng() % 4 == 0 ? 3 + Below(rng, 4) : 1;
         const size_t take = std::min(n, fresh.size() - i);
-        chunks.emplace_back(fresh.begin() + static_cast<long>(i), fresh.begin() + static_cast<long>(i + take));
+        chunks.emplace_back(fresh.begin() + static_cast<long>(i),
+                            fresh.begin() + static_cast<long>(i + take));
         i += take;
       }
       return Status::Ok();

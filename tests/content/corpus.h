@@ -34,7 +34,7 @@ enum class Edit {
   kHeadline,     // the first line replaced by the first line of an unrelated text
                  // (texts of 4 lines or more), else such a line added before it
   kInsert,       // one sentence of an unrelated text inserted at a sentence boundary
-  kRemove,       // one sentence removed (originals of 2 sentences or more)
+  kRemove,       // one sentence (at most half of the text's bytes) removed
   kReorder,      // paragraphs shuffled (stories), else lines (2 lines or more)
   kPunctuation,  // about a third of the punctuation marks deleted or changed
   kWidth,        // English: printable ASCII to full-width (U+FF01..FF5E, space
@@ -42,15 +42,14 @@ enum class Edit {
                  // letters and digits to full-width
   kRepost,       // headline + one inserted sentence + punctuation together
 };
-inline constexpr Edit kEdits[] = {Edit::kHeadline, Edit::kInsert,      Edit::kRemove,
-                                  Edit::kReorder,  Edit::kPunctuation, Edit::kWidth,
-                                  Edit::kRepost};
+inline constexpr Edit kEdits[] = {Edit::kHeadline,    Edit::kInsert, Edit::kRemove, Edit::kReorder,
+                                  Edit::kPunctuation, Edit::kWidth,  Edit::kRepost};
 const char* EditName(Edit edit);
 
 struct Text {
   Lang lang = Lang::kEnglish;
-  std::string text;   // UTF-8
-  int story = -1;     // index of its original in Corpus::originals; -1: unrelated
+  std::string text;  // UTF-8
+  int story = -1;    // index of its original in Corpus::originals; -1: unrelated
   bool is_variant = false;
   Edit edit = Edit::kHeadline;  // for a variant
 };
@@ -63,8 +62,8 @@ struct Corpus {
 
 struct Options {
   std::string dir = "/usr/share/games/fortunes";  // env EF_FORTUNES_DIR overrides
-  size_t singles_per_lang = 1200;  // originals of one entry, per language
-  size_t stories_per_lang = 300;   // originals of 3..6 entries, per language
+  size_t singles_per_lang = 1200;                 // originals of one entry, per language
+  size_t stories_per_lang = 300;                  // originals of 3..6 entries, per language
   size_t unrelated_per_lang = 1500;
   uint64_t seed = 31;
 };

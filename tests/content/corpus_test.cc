@@ -1,10 +1,11 @@
 // The claims of docs/CONTENT.md "Precision and recall", on the fortunes corpus
 // (corpus.h, measure.h) built from the Debian packages fortunes and fortunes-zh:
 // each bound is the figure measured by ef_content_corpus minus a small margin.
+#include "content/corpus.h"
+
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "content/corpus.h"
 #include "content/measure.h"
 
 namespace c = ef::content::corpus;
@@ -59,7 +60,8 @@ TEST_CASE("content corpus: deterministic, every edit kind and length represented
     for (int e = 0; e < c::kEditCount; ++e) {
       INFO(c::LangName(static_cast<c::Lang>(lang)) << " " << c::EditName(c::kEdits[e]));
       CHECK(b.m.Positives(lang, e, 0, kLast).pairs >= 1000);
-      for (int bucket = 0; bucket <= kLast; ++bucket) CHECK(b.m.Positives(lang, e, bucket, bucket).pairs >= 10);
+      for (int bucket = 0; bucket <= kLast; ++bucket)
+        CHECK(b.m.Positives(lang, e, bucket, bucket).pairs >= 10);
     }
 }
 
@@ -87,16 +89,19 @@ TEST_CASE("content corpus: recall of all edits above the cut-off of 256 tokens")
   }
 }
 
-TEST_CASE("content corpus: sentence edits below 16 tokens are missed") {
+TEST_CASE("content corpus: sentence edits are found from 256 tokens, missed below 64") {
   for (int lang = 0; lang < 2; ++lang)
     for (c::Edit e : {c::Edit::kHeadline, c::Edit::kInsert, c::Edit::kRemove, c::Edit::kRepost}) {
       INFO(c::LangName(static_cast<c::Lang>(lang)) << " " << c::EditName(e));
-      CHECK(Recall(lang, EditIndex(e), 0, 1) <= 6.0);  // measured 0 to 4.3
+      CHECK(Recall(lang, EditIndex(e), 0, 1) <= 8.0);   // below 16 tokens: measured 0 to 5.0
+      CHECK(Recall(lang, EditIndex(e), 0, 3) <= 25.0);  // below 64 tokens: measured 0 to 21
+      if (e != c::Edit::kRepost)
+        CHECK(Recall(lang, EditIndex(e), kLast, kLast) >= 60.0);  // measured 66.7 to 89.6
     }
 }
 
-TEST_CASE("content corpus: precision from 8 tokens, and not below") {
+TEST_CASE("content corpus: precision from 8 tokens, lower below in Chinese") {
   CHECK(Precision(0, 1, kLast) >= 98.5);  // measured 99.2
-  CHECK(Precision(1, 1, kLast) >= 98.5);  // measured 99.3
-  CHECK(Precision(1, 0, 0) <= 20.0);      // measured 5.3: short Chinese texts collide
+  CHECK(Precision(1, 1, kLast) >= 98.5);  // measured 99.4
+  CHECK(Precision(1, 0, 0) <= 95.0);      // measured 89.1: short Chinese texts collide
 }

@@ -1,5 +1,6 @@
 #include "content/measure.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "content/simhash.h"
@@ -22,13 +23,15 @@ void Count(Counts& c, int distance) {
 
 void Add(Counts& to, const Counts& from) {
   to.pairs += from.pairs;
-  for (int i = 0; i < kKs; ++i) to.matched[static_cast<size_t>(i)] += from.matched[static_cast<size_t>(i)];
+  for (int i = 0; i < kKs; ++i)
+    to.matched[static_cast<size_t>(i)] += from.matched[static_cast<size_t>(i)];
 }
 
 std::string Percent(uint64_t num, uint64_t den) {
   if (den == 0) return "-";
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f", 100.0 * static_cast<double>(num) / static_cast<double>(den));
+  std::snprintf(buf, sizeof(buf), "%.1f",
+                100.0 * static_cast<double>(num) / static_cast<double>(den));
   return buf;
 }
 
@@ -104,6 +107,38 @@ Status Measure(const Corpus& corpus, Measurement* out) {
   return Status::Ok();
 }
 
+Status FalseMatches(const Corpus& corpus, size_t limit, std::vector<FalseMatch>* out) {
+  out->clear();
+  Tokenizer tokenizer;
+  std::vector<WeightedToken> tokens;
+  struct Item {
+    const Text* t;
+    uint64_t fp;
+    uint32_t tokens;
+  };
+  std::vector<Item> items;
+  for (const auto* texts : {&corpus.originals, &corpus.variants, &corpus.unrelated})
+    for (const Text& t : *texts) {
+      if (Status st = tokenizer.Tokenize(t.text, &tokens); !st.ok()) return st;
+      uint32_t n = 0;
+      for (const WeightedToken& w : tokens) n += w.weight;
+      items.push_back(Item{&t, Simhash(tokens, 0), n});
+    }
+  std::vector<FalseMatch> all;
+  for (size_t i = 0; i < items.size(); ++i)
+    for (size_t j = i + 1; j < items.size(); ++j) {
+      const Item &a = items[i], &b = items[j];
+      if (a.t->lang != b.t->lang || (a.t->story >= 0 && a.t->story == b.t->story)) continue;
+      const int d = HammingDistance(a.fp, b.fp);
+      if (d <= kMinK) all.push_back(FalseMatch{a.t, b.t, d, std::min(a.tokens, b.tokens)});
+    }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const FalseMatch& x, const FalseMatch& y) { return x.tokens < y.tokens; });
+  if (all.size() > limit) all.resize(limit);
+  *out = std::move(all);
+  return Status::Ok();
+}
+
 std::string Report(const Measurement& m) {
   std::string r;
   r += "Recall at distance <= 3 by edit kind and length (tokens of the shorter text), "
@@ -117,7 +152,8 @@ std::string Report(const Measurement& m) {
       r += std::string("| ") + LangName(static_cast<Lang>(lang)) + " | " +
            (e < 0 ? std::string("**all edits**") : EditName(kEdits[e])) + " |";
       for (int b = 0; b <= kBuckets; ++b) {
-        const Counts c = b < kBuckets ? m.Positives(lang, e, b, b) : m.Positives(lang, e, 0, kBuckets - 1);
+        const Counts c =
+            b < kBuckets ? m.Positives(lang, e, b, b) : m.Positives(lang, e, 0, kBuckets - 1);
         r += " " + Percent(c.matched[0], c.pairs) + " (" + std::to_string(c.pairs) + ") |";
       }
       r += "\n";
@@ -126,8 +162,8 @@ std::string Report(const Measurement& m) {
        "(all edits; negatives: all pairs of different stories):\n\n"
        "| language | tokens | positives | negative pairs |";
   for (int k = kMinK; k <= kMaxK; ++k)
-    r += " recall k=" + std::to_string(k) + " | false k=" + std::to_string(k) + " | precision k=" +
-         std::to_string(k) + " |";
+    r += " recall k=" + std::to_string(k) + " | false k=" + std::to_string(k) +
+         " | precision k=" + std::to_string(k) + " |";
   r += "\n|---|---|---:|---:|";
   for (int k = kMinK; k <= kMaxK; ++k) r += "---:|---:|---:|";
   r += "\n";

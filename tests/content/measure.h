@@ -44,6 +44,16 @@ struct Measurement {
 
 Status Measure(const Corpus& corpus, Measurement* out);
 
+// Up to `limit` negative pairs within distance kMinK (texts of different
+// stories that match), shortest first: what the false matches are.
+struct FalseMatch {
+  const Text* a;
+  const Text* b;
+  int distance;
+  uint32_t tokens;  // of the shorter text
+};
+Status FalseMatches(const Corpus& corpus, size_t limit, std::vector<FalseMatch>* out);
+
 // The tables of docs/CONTENT.md "Precision and recall" (Markdown).
 std::string Report(const Measurement& m);
 
