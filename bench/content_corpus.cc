@@ -53,13 +53,15 @@ int main(int argc, char** argv) {
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf(
-      "Corpus: %zu originals, %zu variants, %zu unrelated texts; digest %016llx; "
-      "English %zu texts (%llu tokens), Chinese %zu texts (%llu tokens); %.1f s\n\n",
-      corpus.originals.size(), corpus.variants.size(), corpus.unrelated.size(),
-      static_cast<unsigned long long>(c::Digest(corpus)), m.texts[0],
-      static_cast<unsigned long long>(m.tokens[0]), m.texts[1],
-      static_cast<unsigned long long>(m.tokens[1]), secs);
+  std::printf("Corpus: %zu originals, %zu variants, %zu unrelated texts; digest %016llx; %.1f s\n",
+              corpus.originals.size(), corpus.variants.size(), corpus.unrelated.size(),
+              static_cast<unsigned long long>(c::Digest(corpus)), secs);
+  for (int lang = 0; lang < 2; ++lang)
+    std::printf("%s: %zu texts, %llu tokens, %.2f characters per token\n",
+                c::LangName(static_cast<c::Lang>(lang)), m.texts[lang],
+                static_cast<unsigned long long>(m.tokens[lang]),
+                static_cast<double>(m.chars[lang]) / static_cast<double>(m.tokens[lang]));
+  std::printf("\n");
   std::fputs(c::Report(m).c_str(), stdout);
   return 0;
 }

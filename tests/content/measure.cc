@@ -77,6 +77,7 @@ Status Measure(const Corpus& corpus, Measurement* out) {
     const int lang = static_cast<int>(t.lang);
     ++out->texts[lang];
     out->tokens[lang] += n;
+    for (unsigned char ch : t.text) out->chars[lang] += (ch & 0xc0) != 0x80;
     return Status::Ok();
   };
   for (const auto* texts : {&corpus.originals, &corpus.unrelated})

@@ -37,6 +37,7 @@ struct Measurement {
   Counts negative[2][kBuckets];
   size_t texts[2] = {0, 0};
   uint64_t tokens[2] = {0, 0};  // summed over texts
+  uint64_t chars[2] = {0, 0};   // code points, summed over texts
 
   Counts Positives(int lang, int edit, int bucket_from, int bucket_to) const;  // -1: all edits
   Counts Negatives(int lang, int bucket_from, int bucket_to) const;
