@@ -56,6 +56,7 @@ TEST_CASE("content corpus: deterministic, every edit kind and length represented
   CHECK(b.corpus.originals.size() == 3000);
   CHECK(b.corpus.variants.size() == 19807);
   CHECK(b.corpus.unrelated.size() == 3000);
+  CHECK(c::Digest(b.corpus) == 0xfb41b7314693541cULL);  // docs/CONTENT.md
   for (int lang = 0; lang < 2; ++lang)
     for (int e = 0; e < c::kEditCount; ++e) {
       INFO(c::LangName(static_cast<c::Lang>(lang)) << " " << c::EditName(c::kEdits[e]));
