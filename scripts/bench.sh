@@ -27,19 +27,37 @@
 #     --profile         also perf-record redis-server and the daemon per drain
 #   --zipf Z            Zipf exponent of users and items (default 1)
 #   --out FILE          also write the JSON line to FILE
+#   --content           instead: the content fingerprint (docs/CONTENT.md; no Redis,
+#                       no Kafka): precision and recall on the fortunes corpus
+#                       (build/ef_content_corpus) and fingerprint throughput in MB/s
+#                       per core (build/ef_microbench --benchmark_filter=Content)
 # Everything it starts is stopped on exit; logs stay in the run directory it prints.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=1
+CONTENT=0
 ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) BUILD=0 ;;
+    --content) CONTENT=1 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) ARGS+=("$1") ;;
   esac
   shift
 done
+if [ "$CONTENT" = 1 ]; then
+  BUILD_DIR=${BUILD_DIR:-build}
+  if [ "$BUILD" = 1 ]; then
+    scripts/install-deps.sh
+    cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" \
+      -DEF_BUILD_TESTS=ON -DEF_BUILD_BENCH=ON >/dev/null
+    cmake --build "$BUILD_DIR" -j"$(nproc)" --target ef_content_corpus ef_microbench
+  fi
+  "$BUILD_DIR/ef_content_corpus"
+  echo
+  exec "$BUILD_DIR/ef_microbench" --benchmark_filter=Content --benchmark_min_time=1
+fi
 if [ "$BUILD" = 1 ]; then
   scripts/install-deps.sh
   scripts/build.sh
