@@ -184,6 +184,9 @@ Config NonDefaultConfig() {
   c.serve.served_ttl_ms = 90 * 60 * 1000;
   c.serve.served_items = 64;
   c.serve.served_fpr = 0.001;
+  c.content.max_distance = 2;
+  c.content.index_blocks = 6;
+  c.content.retention_ms = int64_t{45} * 86400 * 1000;
   c.log.level = "debug";
   return c;
 }
