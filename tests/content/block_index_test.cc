@@ -22,7 +22,7 @@ uint64_t FlipBits(uint64_t fp, int bits, std::mt19937_64& rng) {
   return fp;
 }
 
-TEST_CASE("content: block scheme tables, keys and bad block counts", "[content]") {
+TEST_CASE("block scheme tables, keys and bad block counts", "[content]") {
   auto s = content::BlockScheme::Make(5, 3);
   REQUIRE(s.ok());
   CHECK(s->tables() == 10);
@@ -45,8 +45,7 @@ TEST_CASE("content: block scheme tables, keys and bad block counts", "[content]"
   CHECK(many.status().message().find("12870 tables, more than 128") != std::string::npos);
 }
 
-TEST_CASE("content: the block index finds every fingerprint a brute-force scan finds (1M)",
-          "[content]") {
+TEST_CASE("the block index finds every fingerprint a brute-force scan finds (1M)", "[content]") {
   const int k = 3;
   auto scheme = content::BlockScheme::Make(5, k);
   REQUIRE(scheme.ok());

@@ -33,8 +33,7 @@ std::vector<size_t> Sizes(const char* env, const char* fallback) {
 // Candidates per probe (entries read from the probed buckets) of random probes
 // against n random fingerprints, one table at a time (a sorted array of keys),
 // and the entries' bytes per item in a model of 8-byte key + 4-byte item index.
-TEST_CASE("content measure: candidates per probe and memory per item by table count",
-          "[.measure]") {
+TEST_CASE("measure: candidates per probe and memory per item by table count", "[.measure]") {
   const int k = 3;
   for (size_t n : Sizes("EF_CONTENT_MEASURE_ITEMS", "1000000,10000000")) {
     std::mt19937_64 rng(n);
@@ -74,8 +73,7 @@ long long UsedMemory(RedisServer& redis) {
 // through Assign (batches of 1,000), reports used_memory per item, then times
 // batches of 100 new items (half near-duplicates of stored ones): the wall time
 // of one Assign over its items, p50 and p99 over 2,000 batches.
-TEST_CASE("content measure: Redis memory per item and Assign latency per item",
-          "[.measure][.bench]") {
+TEST_CASE("measure: Redis memory per item and Assign latency per item", "[.measure][.bench]") {
   const size_t n = Sizes("EF_CONTENT_BENCH_ITEMS", "1000000")[0];
   const int blocks = static_cast<int>(Sizes("EF_CONTENT_BENCH_BLOCKS", "5")[0]);
   RedisServer redis({"--appendonly", "no", "--save", ""});

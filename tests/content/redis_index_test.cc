@@ -84,7 +84,7 @@ std::vector<std::string> AssignAll(ContentIndex& index, const std::vector<Conten
   return out;
 }
 
-TEST_CASE("content: the Redis index assigns the clusters of a brute-force reference (20k)",
+TEST_CASE("the Redis index assigns the clusters of a brute-force reference (20k)",
           "[content][redis]") {
   RedisServer redis({"--appendonly", "no"});
   auto conn = redis.Connect();
@@ -108,7 +108,7 @@ TEST_CASE("content: the Redis index assigns the clusters of a brute-force refere
   }
 }
 
-TEST_CASE("content: the Redis index on a local Redis Cluster", "[content][cluster]") {
+TEST_CASE("the Redis index on a local Redis Cluster", "[content][cluster]") {
   LocalRedisCluster cluster;
   ClusterRouter router(cluster.RouterOptions());
   REQUIRE(router.Discover().ok());
@@ -126,8 +126,7 @@ TEST_CASE("content: the Redis index on a local Redis Cluster", "[content][cluste
   }
 }
 
-TEST_CASE("content: redelivery, oldest on ties, no merge, in-batch neighbours",
-          "[content][redis]") {
+TEST_CASE("redelivery, oldest on ties, no merge, in-batch neighbours", "[content][redis]") {
   RedisServer redis({"--appendonly", "no"});
   auto conn = redis.Connect();
   auto index = MakeIndex(*conn);
@@ -195,7 +194,7 @@ TEST_CASE("content: redelivery, oldest on ties, no merge, in-batch neighbours",
   }
 }
 
-TEST_CASE("content: every key of the index has a TTL of content.retention", "[content][redis]") {
+TEST_CASE("every key of the index has a TTL of content.retention", "[content][redis]") {
   RedisServer redis({"--appendonly", "no"});
   auto conn = redis.Connect();
   auto index = MakeIndex(*conn);
@@ -214,7 +213,7 @@ TEST_CASE("content: every key of the index has a TTL of content.retention", "[co
   CHECK(kinds == std::set<std::string>{"t:cb", "t:cm", "t:cs"});
 }
 
-TEST_CASE("content: bad input gives errors naming the item", "[content][redis]") {
+TEST_CASE("bad input gives errors naming the item", "[content][redis]") {
   RedisServer redis({"--appendonly", "no"});
   auto conn = redis.Connect();
   auto index = MakeIndex(*conn);
