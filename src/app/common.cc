@@ -14,6 +14,7 @@
 #include "bloom/layout.h"
 #include "common/duration.h"
 #include "config/loader.h"
+#include "content/block_index.h"
 
 namespace ef::app {
 namespace {
@@ -110,6 +111,13 @@ StatusOr<Config> LoadOrReport(const ConfigArgs& args) {
   auto config = LoadConfig(args.path, args.overrides);
   if (config.ok()) {
     if (Status st = CheckFilterSizing(config->filter); !st.ok()) config = st;
+  }
+  if (config.ok()) {
+    // content.index_blocks' table count (the config room knows no index arithmetic).
+    if (Status st = content::BlockScheme::Check(static_cast<int>(config->content.index_blocks),
+                                                static_cast<int>(config->content.max_distance));
+        !st.ok())
+      config = st;
   }
   if (!config.ok())
     std::fprintf(stderr, "exposure-filter: %s\n", config.status().message().c_str());

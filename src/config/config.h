@@ -109,6 +109,16 @@ struct ServeConfig {
   double served_fpr = 0.0001;               // serve.served_fpr: its false-positive rate when full
 };
 
+// The content index (docs/CONTENT.md "3. Index"; issue 31): near-duplicate items
+// share a cluster ID.
+struct ContentConfig {
+  int64_t max_distance = 3;  // content.max_distance: near-duplicates differ in <= this many bits
+  int64_t index_blocks = 5;  // content.index_blocks: blocks b > max_distance; C(b, k) tables
+  // content.retention (duration): TTL of the index and the item -> cluster map,
+  // renewed when an item is assigned again; longer than filter.window.
+  int64_t retention_ms = int64_t{60} * 86400 * 1000;
+};
+
 struct LogConfig {
   std::string level = "info";  // log.level: trace|debug|info|warn|error
 };
@@ -121,6 +131,7 @@ struct Config {
   PipelineConfig pipeline;
   MetricsConfig metrics;
   ServeConfig serve;
+  ContentConfig content;
   LogConfig log;
 };
 

@@ -408,6 +408,12 @@ std::vector<Field> BuildFields() {
     t.push_back(std::move(f));
   }
 
+  // content
+  t.push_back(IntField("content.max_distance", &C::content, &ContentConfig::max_distance, 0, 15));
+  t.push_back(IntField("content.index_blocks", &C::content, &ContentConfig::index_blocks, 1, 16));
+  t.push_back(DurationField("content.retention", &C::content, &ContentConfig::retention_ms, 1,
+                            kHour, 3650 * kDay));
+
   t.push_back(StringField("log.level", &C::log, &LogConfig::level,
                           OneOf({"trace", "debug", "info", "warn", "error"})));
   return t;

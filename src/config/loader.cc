@@ -354,6 +354,17 @@ Status Validate(const Config& config) {
         "redis.db (" + std::to_string(r.db) +
         ") must be 0 with redis.cluster: true (Redis Cluster has database 0 only)");
   }
+  const ContentConfig& c = config.content;
+  if (c.index_blocks <= c.max_distance) {
+    return InvalidArgument("content.index_blocks (" + std::to_string(c.index_blocks) +
+                           ") must be > content.max_distance (" + std::to_string(c.max_distance) +
+                           ")");
+  }
+  if (c.retention_ms <= f.window_seconds * 1000) {
+    return InvalidArgument("content.retention (" + FormatDurationMs(c.retention_ms) +
+                           ") must be longer than filter.window (" + Seconds(f.window_seconds) +
+                           "): an item's cluster must outlive its exposures");
+  }
   const MetricsConfig& m = config.metrics;
   if (!m.listen.empty() && config.serve.listen == m.listen) {
     return InvalidArgument("serve.listen (" + config.serve.listen +

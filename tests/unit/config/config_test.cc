@@ -184,6 +184,9 @@ Config NonDefaultConfig() {
   c.serve.served_ttl_ms = 90 * 60 * 1000;
   c.serve.served_items = 64;
   c.serve.served_fpr = 0.001;
+  c.content.max_distance = 2;
+  c.content.index_blocks = 6;
+  c.content.retention_ms = int64_t{45} * 86400 * 1000;
   c.log.level = "debug";
   return c;
 }
@@ -515,6 +518,14 @@ TEST_CASE("cross-field checks name the keys", "[config]") {
   c = Config{};
   c.kafka.topics.clear();
   CHECK(ValidateError(c) == "kafka.topics: must name at least one topic");
+  c = Config{};
+  c.content.index_blocks = 3;
+  CHECK(ValidateError(c) == "content.index_blocks (3) must be > content.max_distance (3)");
+  c = Config{};
+  c.content.retention_ms = int64_t{30} * 86400 * 1000;
+  CHECK(ValidateError(c) ==
+        "content.retention (30d) must be longer than filter.window (30d): an item's cluster "
+        "must outlive its exposures");
 }
 
 TEST_CASE("the field table covers every member of Config", "[config]") {
@@ -529,6 +540,7 @@ TEST_CASE("the field table covers every member of Config", "[config]") {
   CHECK(MemberCount<PipelineConfig>() == TableRows("pipeline"));
   CHECK(MemberCount<MetricsConfig>() == TableRows("metrics"));
   CHECK(MemberCount<ServeConfig>() == TableRows("serve"));
+  CHECK(MemberCount<ContentConfig>() == TableRows("content"));
   CHECK(MemberCount<LogConfig>() == TableRows("log"));
   size_t canonical = 0;
   for (const auto& field : config_internal::Fields()) canonical += field.canonical;
@@ -536,7 +548,8 @@ TEST_CASE("the field table covers every member of Config", "[config]") {
   CHECK(canonical == MemberCount<KafkaConfig>() + MemberCount<RedisConfig>() +
                          MemberCount<FilterConfig>() + MemberCount<EventsConfig>() +
                          MemberCount<PipelineConfig>() + MemberCount<MetricsConfig>() +
-                         MemberCount<ServeConfig>() + MemberCount<LogConfig>());
+                         MemberCount<ServeConfig>() + MemberCount<ContentConfig>() +
+                         MemberCount<LogConfig>());
 }
 
 TEST_CASE("DumpConfig round-trips every key", "[config]") {

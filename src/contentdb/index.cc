@@ -1,0 +1,382 @@
+#include "contentdb/index.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <unordered_map>
+#include <utility>
+
+#include "bloom/keys.h"
+#include "content/simhash.h"
+
+namespace ef::contentdb {
+namespace {
+
+using SlotCommand = ClusterRouter::SlotCommand;
+
+class SingleNode : public CommandRunner {
+ public:
+  explicit SingleNode(RedisConnection& conn) : conn_(&conn) {}
+  StatusOr<std::vector<RedisReply>> Run(const std::vector<SlotCommand>& commands) override {
+    std::vector<std::vector<std::string>> args;
+    args.reserve(commands.size());
+    for (const SlotCommand& c : commands) args.push_back(c.args);
+    std::vector<RedisReply> replies;
+    if (Status s = conn_->Commands(args, &replies); !s.ok()) return s;
+    return replies;
+  }
+
+ private:
+  RedisConnection* conn_;
+};
+
+class Cluster : public CommandRunner {
+ public:
+  explicit Cluster(ClusterRouter& router) : router_(&router) {}
+  StatusOr<std::vector<RedisReply>> Run(const std::vector<SlotCommand>& commands) override {
+    return router_->Commands(commands);
+  }
+
+ private:
+  ClusterRouter* router_;
+};
+
+void PutBigEndian(uint64_t v, std::string* out) {
+  for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+uint64_t GetBigEndian(std::string_view s) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(s[static_cast<size_t>(i)]);
+  return v;
+}
+
+Status CheckItem(std::string_view item, size_t index) {
+  if (item.empty()) {
+    return InvalidArgument("content item " + std::to_string(index) + ": the item ID is empty");
+  }
+  if (item.size() > kMaxContentItemBytes) {
+    return InvalidArgument("content item " + std::to_string(index) + ": the item ID has " +
+                           std::to_string(item.size()) + " bytes, more than " +
+                           std::to_string(kMaxContentItemBytes));
+  }
+  return Status::Ok();
+}
+
+SlotCommand Cmd(const std::string& key, std::vector<std::string> args) {
+  return {KeySlot(key), std::move(args)};
+}
+
+// Fails on an error reply, naming the command.
+Status CheckReplies(const std::vector<SlotCommand>& commands,
+                    const std::vector<RedisReply>& replies) {
+  if (replies.size() != commands.size()) {
+    return Internal("content index: " + std::to_string(replies.size()) + " replies to " +
+                    std::to_string(commands.size()) + " commands");
+  }
+  for (size_t i = 0; i < replies.size(); ++i) {
+    if (replies[i].type == RedisReply::Type::kError) {
+      const auto& args = commands[i].args;
+      return Internal("content index: " + args[0] + " " + (args.size() > 1 ? args[1] : "") + ": " +
+                      replies[i].str);
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::optional<MapValue>> ReadMapReply(const RedisReply& reply, const std::string& key) {
+  if (reply.type == RedisReply::Type::kNil) return std::optional<MapValue>();
+  std::optional<MapValue> v;
+  if (reply.type == RedisReply::Type::kString) v = DecodeMapValue(reply.str);
+  if (!v) return Internal("content index: " + key + " holds no map entry (docs/CONTENT.md)");
+  return v;
+}
+
+struct Near {
+  int distance = 1 << 20;
+  uint64_t seq = UINT64_MAX;
+  std::string item;
+  std::string cluster;
+  bool Better(int d, uint64_t s) const { return d < distance || (d == distance && s < seq); }
+};
+
+}  // namespace
+
+std::unique_ptr<CommandRunner> SingleNodeRunner(RedisConnection& conn) {
+  return std::make_unique<SingleNode>(conn);
+}
+std::unique_ptr<CommandRunner> ClusterRunner(ClusterRouter& router) {
+  return std::make_unique<Cluster>(router);
+}
+
+ContentIndexOptions ContentIndexOptionsFrom(const Config& config) {
+  ContentIndexOptions o;
+  o.key_prefix = config.filter.key_prefix;
+  o.max_distance = static_cast<int>(config.content.max_distance);
+  o.index_blocks = static_cast<int>(config.content.index_blocks);
+  o.retention_ms = config.content.retention_ms;
+  return o;
+}
+
+std::string MapKey(std::string_view prefix, std::string_view item_id) {
+  std::string key(prefix);
+  key += "cm{";
+  key += item_id;
+  key += '}';
+  return key;
+}
+
+std::string BucketKey(std::string_view prefix, int table, int key_bits, uint64_t key) {
+  char buf[48];
+  int digits = (key_bits + 3) / 4;
+  std::snprintf(buf, sizeof(buf), "cb{%d:%0*llx}", table, digits,
+                static_cast<unsigned long long>(key));
+  return std::string(prefix) + buf;
+}
+
+std::string SequenceKey(std::string_view prefix) { return std::string(prefix) + "cseq"; }
+
+std::string EncodeMapValue(uint64_t seq, uint64_t simhash, std::string_view cluster) {
+  std::string v;
+  v.reserve(16 + cluster.size());
+  PutBigEndian(seq, &v);
+  PutBigEndian(simhash, &v);
+  v += cluster;
+  return v;
+}
+
+std::optional<MapValue> DecodeMapValue(std::string_view value) {
+  if (value.size() < 17) return std::nullopt;
+  MapValue v;
+  v.seq = GetBigEndian(value.substr(0, 8));
+  v.simhash = GetBigEndian(value.substr(8, 8));
+  v.cluster = std::string(value.substr(16));
+  return v;
+}
+
+StatusOr<std::unique_ptr<ContentIndex>> ContentIndex::Make(ContentIndexOptions options,
+                                                           std::unique_ptr<CommandRunner> runner) {
+  if (options.retention_ms <= 0) return InvalidArgument("content.retention must be positive");
+  auto scheme = content::BlockScheme::Make(options.index_blocks, options.max_distance);
+  if (!scheme.ok()) return scheme.status();
+  return std::unique_ptr<ContentIndex>(
+      new ContentIndex(std::move(options), std::move(*scheme), std::move(runner)));
+}
+
+StatusOr<std::vector<std::optional<std::string>>> ContentIndex::Lookup(
+    const std::vector<std::string>& items) {
+  std::vector<SlotCommand> cmds;
+  for (size_t i = 0; i < items.size(); ++i) {
+    EF_RETURN_IF_ERROR(CheckItem(items[i], i));
+    std::string key = MapKey(options_.key_prefix, items[i]);
+    cmds.push_back(Cmd(key, {"GET", key}));
+  }
+  std::vector<std::optional<std::string>> out(items.size());
+  if (cmds.empty()) return out;
+  auto replies = runner_->Run(cmds);
+  if (!replies.ok()) return replies.status();
+  EF_RETURN_IF_ERROR(CheckReplies(cmds, *replies));
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto v = ReadMapReply((*replies)[i], cmds[i].args[1]);
+    if (!v.ok()) return v.status();
+    if (*v) out[i] = std::move((*v)->cluster);
+  }
+  return out;
+}
+
+StatusOr<std::vector<Assignment>> ContentIndex::Assign(const std::vector<ContentItem>& items) {
+  const size_t n = items.size();
+  for (size_t i = 0; i < n; ++i) EF_RETURN_IF_ERROR(CheckItem(items[i].item_id, i));
+  std::vector<Assignment> out(n);
+  if (n == 0) return out;
+  const std::string& prefix = options_.key_prefix;
+  const std::string ttl = std::to_string(options_.retention_ms);
+  const int k = scheme_.max_distance();
+  const int tables = scheme_.tables();
+
+  // 1. The map entries, and n sequence numbers.
+  std::vector<SlotCommand> cmds;
+  cmds.reserve(n + 1);
+  for (const ContentItem& item : items) {
+    std::string key = MapKey(prefix, item.item_id);
+    cmds.push_back(Cmd(key, {"GET", key}));
+  }
+  const std::string seq_key = SequenceKey(prefix);
+  cmds.push_back(Cmd(seq_key, {"INCRBY", seq_key, std::to_string(n)}));
+  auto r1 = runner_->Run(cmds);
+  if (!r1.ok()) return r1.status();
+  EF_RETURN_IF_ERROR(CheckReplies(cmds, *r1));
+  const uint64_t seq_base = static_cast<uint64_t>((*r1)[n].integer) - n + 1;
+  // Records known from Redis, by item ID (the batch's and, after step 3, candidates').
+  std::unordered_map<std::string, MapValue> records;
+  std::vector<bool> stored(n, false);
+  std::unordered_map<std::string, size_t> first;  // item ID -> first position in the batch
+  std::vector<size_t> fresh;                      // positions of new items (first occurrences)
+  for (size_t i = 0; i < n; ++i) {
+    auto v = ReadMapReply((*r1)[i], cmds[i].args[1]);
+    if (!v.ok()) return v.status();
+    if (*v) {
+      stored[i] = true;
+      records[items[i].item_id] = std::move(**v);
+    }
+    bool is_first = first.emplace(items[i].item_id, i).second;
+    if (is_first && !stored[i]) fresh.push_back(i);
+  }
+
+  // 2. The buckets of each new item.
+  std::map<std::string, size_t> bucket_index;  // key -> position in cmds
+  std::vector<std::vector<size_t>> item_buckets(n);
+  cmds.clear();
+  for (size_t i : fresh) {
+    for (int t = 0; t < tables; ++t) {
+      std::string key = BucketKey(prefix, t, scheme_.key_bits(t), scheme_.Key(t, items[i].simhash));
+      auto [it, added] = bucket_index.emplace(key, cmds.size());
+      if (added) cmds.push_back(Cmd(key, {"HGETALL", key}));
+      item_buckets[i].push_back(it->second);
+    }
+  }
+  // Within-distance stored entries per new item: (item ID, fingerprint, bucket).
+  struct Hit {
+    std::string item;
+    size_t bucket;
+  };
+  std::vector<std::vector<Hit>> hits(n);
+  std::vector<std::string> to_read;  // candidates whose map entries step 3 reads
+  if (!cmds.empty()) {
+    auto r2 = runner_->Run(cmds);
+    if (!r2.ok()) return r2.status();
+    EF_RETURN_IF_ERROR(CheckReplies(cmds, *r2));
+    std::unordered_map<std::string, bool> wanted;
+    for (size_t i : fresh) {
+      for (size_t b : item_buckets[i]) {
+        const RedisReply& reply = (*r2)[b];
+        for (size_t e = 0; e + 1 < reply.elements.size(); e += 2) {
+          const std::string& field = reply.elements[e].str;
+          const std::string& value = reply.elements[e + 1].str;
+          if (value.size() != 8 || field == items[i].item_id) continue;
+          if (content::HammingDistance(GetBigEndian(value), items[i].simhash) > k) continue;
+          hits[i].push_back({field, b});
+          if (!records.count(field) && wanted.emplace(field, true).second) to_read.push_back(field);
+        }
+      }
+    }
+  }
+  std::vector<SlotCommand> bucket_cmds = std::move(cmds);
+
+  // 3. The map entries of those candidates.
+  if (!to_read.empty()) {
+    cmds.clear();
+    for (const std::string& item : to_read) {
+      std::string key = MapKey(prefix, item);
+      cmds.push_back(Cmd(key, {"GET", key}));
+    }
+    auto r3 = runner_->Run(cmds);
+    if (!r3.ok()) return r3.status();
+    EF_RETURN_IF_ERROR(CheckReplies(cmds, *r3));
+    for (size_t c = 0; c < to_read.size(); ++c) {
+      auto v = ReadMapReply((*r3)[c], cmds[c].args[1]);
+      if (!v.ok()) return v.status();
+      if (*v) records[to_read[c]] = std::move(**v);
+    }
+  }
+
+  // Assign in batch order.
+  std::vector<MapValue> batch(n);                          // what each position ends up with
+  std::vector<std::pair<std::string, std::string>> stale;  // (bucket key, item) to HDEL
+  for (size_t i = 0; i < n; ++i) {
+    const ContentItem& item = items[i];
+    size_t f = first[item.item_id];
+    if (f != i) {  // again in this batch: as its first occurrence
+      batch[i] = batch[f];
+      out[i].cluster = batch[f].cluster;
+      out[i].known = true;
+      continue;
+    }
+    if (stored[i]) {
+      batch[i] = records[item.item_id];
+      out[i].cluster = batch[i].cluster;
+      out[i].known = true;
+      continue;
+    }
+    Near best;
+    for (const Hit& h : hits[i]) {
+      auto rec = records.find(h.item);
+      if (rec == records.end()) {  // its map entry expired: a stale bucket entry
+        stale.emplace_back(bucket_cmds[h.bucket].args[1], h.item);
+        continue;
+      }
+      int d = content::HammingDistance(rec->second.simhash, item.simhash);
+      if (d <= k && best.Better(d, rec->second.seq)) {
+        best = {d, rec->second.seq, h.item, rec->second.cluster};
+      }
+    }
+    for (size_t j = 0; j < i; ++j) {  // earlier in this batch
+      if (first[items[j].item_id] != j) continue;
+      int d = content::HammingDistance(batch[j].simhash, item.simhash);
+      if (d <= k && best.Better(d, batch[j].seq)) {
+        best = {d, batch[j].seq, items[j].item_id, batch[j].cluster};
+      }
+    }
+    batch[i].seq = seq_base + i;
+    batch[i].simhash = item.simhash;
+    if (best.item.empty()) {
+      batch[i].cluster = item.item_id;
+    } else {
+      batch[i].cluster = best.cluster;
+      out[i].nearest = best.item;
+      out[i].distance = best.distance;
+    }
+    out[i].cluster = batch[i].cluster;
+  }
+
+  // 4. Write: new map entries (SET NX GET), bucket entries, TTLs.
+  cmds.clear();
+  std::vector<size_t> set_pos(n, SIZE_MAX);
+  std::map<std::string, bool> expire_buckets;
+  for (size_t i = 0; i < n; ++i) {
+    if (first[items[i].item_id] != i) continue;
+    std::string key = MapKey(prefix, items[i].item_id);
+    if (stored[i]) {
+      cmds.push_back(Cmd(key, {"PEXPIRE", key, ttl}));
+    } else {
+      set_pos[i] = cmds.size();
+      cmds.push_back(
+          Cmd(key, {"SET", key, EncodeMapValue(batch[i].seq, batch[i].simhash, batch[i].cluster),
+                    "NX", "GET", "PX", ttl}));
+    }
+    std::string fp;
+    PutBigEndian(batch[i].simhash, &fp);
+    for (int t = 0; t < tables; ++t) {
+      std::string bkey =
+          BucketKey(prefix, t, scheme_.key_bits(t), scheme_.Key(t, batch[i].simhash));
+      cmds.push_back(Cmd(bkey, {"HSET", bkey, items[i].item_id, fp}));
+      expire_buckets[bkey] = true;
+    }
+  }
+  for (const auto& [bkey, item] : stale) cmds.push_back(Cmd(bkey, {"HDEL", bkey, item}));
+  for (const auto& [bkey, unused] : expire_buckets) {
+    cmds.push_back(Cmd(bkey, {"PEXPIRE", bkey, ttl}));
+  }
+  cmds.push_back(Cmd(seq_key, {"PEXPIRE", seq_key, ttl}));
+  auto r4 = runner_->Run(cmds);
+  if (!r4.ok()) return r4.status();
+  EF_RETURN_IF_ERROR(CheckReplies(cmds, *r4));
+  // A concurrent assigner wrote an entry first: its cluster stands.
+  for (size_t i = 0; i < n; ++i) {
+    if (set_pos[i] == SIZE_MAX) continue;
+    auto v = ReadMapReply((*r4)[set_pos[i]], cmds[set_pos[i]].args[1]);
+    if (!v.ok()) return v.status();
+    if (*v) {
+      out[i].cluster = (*v)->cluster;
+      out[i].known = true;
+      out[i].nearest.clear();
+      out[i].distance = -1;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    size_t f = first[items[i].item_id];
+    if (f != i) out[i].cluster = out[f].cluster;
+  }
+  return out;
+}
+
+}  // namespace ef::contentdb

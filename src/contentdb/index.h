@@ -1,0 +1,133 @@
+// The content index in Redis (docs/CONTENT.md "3. Index" and "4. Redis layout"):
+// assigns each item a near-duplicate cluster ID from its Simhash fingerprint,
+// with the permuted-block tables of content/block_index.h kept in Redis, and
+// keeps the map item -> cluster. On a single Redis or a Redis Cluster (keys
+// spread by hash tags; commands routed by redis/cluster.h's ClusterRouter).
+//
+// ContentIndex contract
+// - Assign(batch): for each item, in batch order:
+//   * an item already in the map (an earlier Assign, or earlier in this batch)
+//     keeps its cluster: redelivery gives the same answer (idempotent);
+//   * else its cluster is the cluster of the nearest earlier item within
+//     content.max_distance: the stored items (what earlier Assigns filed and has
+//     not expired) and the items before it in this batch; among equally near
+//     ones the oldest, the one with the smallest sequence number (the order of
+//     first assignment: an INCRBY of the sequence key per batch, so later
+//     batches and later positions in a batch are younger);
+//   * else the item is its own cluster: cluster ID = its item ID.
+//   Clusters are never merged: an item joins one existing cluster and later
+//   items never move it. In a chain A ~ B ~ C where A and C are not near, C joins
+//   B's cluster, which is A's only if B joined A; so a cluster's items may be up
+//   to (number of hops) x max_distance bits from its first item (no snowball:
+//   each item is compared with the items themselves, never with a cluster's
+//   "centre"), and two near items may be in different clusters when they
+//   arrived in an order that gave each its own first.
+// - Round trips (each one pipeline per master, the masters in parallel): 1. GET
+//   every item's map entry and INCRBY the sequence; 2. HGETALL the C(b, k)
+//   buckets of each new item; 3. GET the map entries of stored candidates
+//   within the distance (skipped when there are none); 4. write: SET NX of the
+//   map entries, HSET + PEXPIRE of the buckets, PEXPIRE of known items' entries
+//   and buckets (renewal) and of the sequence key.
+// - Concurrency: two Assigns of the same item at once both write with SET NX
+//   ... GET, so the first write wins and the other returns the winner's cluster;
+//   two near (not equal) items assigned at once by two callers may each start a
+//   cluster (neither is stored when the other reads). Run one assigner per
+//   items stream for exact "nearest earlier".
+// - Errors: kInvalidArgument for a bad item (empty, longer than
+//   kMaxContentItemBytes) naming its position, before anything is sent; Redis
+//   failures as the transport reports them (naming the node). Nothing of a
+//   failed batch is guaranteed written or not: send it again (idempotent).
+// - Thread-compatible: one thread uses an index at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "config/config.h"
+#include "content/block_index.h"
+#include "redis/cluster.h"
+#include "redis/connection.h"
+
+namespace ef::contentdb {
+
+inline constexpr size_t kMaxContentItemBytes = 1024;
+
+// Where the index's commands go: one pipeline per master per call.
+class CommandRunner {
+ public:
+  virtual ~CommandRunner() = default;
+  // Replies in input order; fails (no replies) on a transport failure.
+  virtual StatusOr<std::vector<RedisReply>> Run(
+      const std::vector<ClusterRouter::SlotCommand>& commands) = 0;
+};
+// A single Redis: one pipeline on `conn` (not owned), slots ignored.
+std::unique_ptr<CommandRunner> SingleNodeRunner(RedisConnection& conn);
+// A Redis Cluster: ClusterRouter::Commands (not owned).
+std::unique_ptr<CommandRunner> ClusterRunner(ClusterRouter& router);
+
+struct ContentItem {
+  std::string item_id;
+  uint64_t simhash = 0;
+};
+
+struct Assignment {
+  std::string cluster;  // the cluster ID (an item ID)
+  bool known = false;   // the item was in the map already (or earlier in the batch)
+  // For a new item that joined a cluster: the item it is near and their distance;
+  // "" and -1 when it started its own cluster, or when known.
+  std::string nearest;
+  int distance = -1;
+};
+
+struct ContentIndexOptions {
+  std::string key_prefix = "ef:";                     // filter.key_prefix
+  int max_distance = 3;                               // content.max_distance
+  int index_blocks = 5;                               // content.index_blocks
+  int64_t retention_ms = int64_t{60} * 86400 * 1000;  // content.retention
+};
+ContentIndexOptions ContentIndexOptionsFrom(const Config& config);
+
+// The keys (docs/CONTENT.md "4. Redis layout").
+std::string MapKey(std::string_view prefix, std::string_view item_id);
+std::string BucketKey(std::string_view prefix, int table, int key_bits, uint64_t key);
+std::string SequenceKey(std::string_view prefix);
+// A map entry's value: 8 bytes sequence, 8 bytes fingerprint (both big-endian),
+// then the cluster ID's bytes.
+std::string EncodeMapValue(uint64_t seq, uint64_t simhash, std::string_view cluster);
+struct MapValue {
+  uint64_t seq = 0;
+  uint64_t simhash = 0;
+  std::string cluster;
+};
+std::optional<MapValue> DecodeMapValue(std::string_view value);  // nullopt if < 17 bytes
+
+class ContentIndex {
+ public:
+  // kInvalidArgument for a bad max_distance/index_blocks pair (BlockScheme) or
+  // retention_ms <= 0.
+  static StatusOr<std::unique_ptr<ContentIndex>> Make(ContentIndexOptions options,
+                                                      std::unique_ptr<CommandRunner> runner);
+
+  // See the contract above: one Assignment per item, in order.
+  StatusOr<std::vector<Assignment>> Assign(const std::vector<ContentItem>& items);
+  // The map, read only: each item's cluster, nullopt if not assigned (or
+  // expired). One round trip (one pipeline per master). Bad items as Assign.
+  StatusOr<std::vector<std::optional<std::string>>> Lookup(const std::vector<std::string>& items);
+
+  const content::BlockScheme& scheme() const { return scheme_; }
+
+ private:
+  ContentIndex(ContentIndexOptions options, content::BlockScheme scheme,
+               std::unique_ptr<CommandRunner> runner)
+      : options_(std::move(options)), scheme_(std::move(scheme)), runner_(std::move(runner)) {}
+  ContentIndexOptions options_;
+  content::BlockScheme scheme_;
+  std::unique_ptr<CommandRunner> runner_;
+};
+
+}  // namespace ef::contentdb

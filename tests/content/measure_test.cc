@@ -1,0 +1,128 @@
+// Measurements behind docs/CONTENT.md "Choosing the tables" and docs/CAPACITY.md
+// "Content index", hidden from the suite (tag [.measure]); run them with
+//   build/ef_content_tests "[.measure]"
+// or one of them by name. Sizes from the environment:
+//   EF_CONTENT_MEASURE_ITEMS (default 1000000,10000000) for the table model,
+//   EF_CONTENT_BENCH_ITEMS (default 1000000) and EF_CONTENT_BENCH_BLOCKS (5)
+//   for the Redis benchmark.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "content/block_index.h"
+#include "contentdb/index.h"
+#include "support/redis_server.h"
+
+namespace ef::test {
+namespace {
+
+std::vector<size_t> Sizes(const char* env, const char* fallback) {
+  const char* v = std::getenv(env);
+  std::stringstream in(v != nullptr ? v : fallback);
+  std::vector<size_t> out;
+  for (std::string part; std::getline(in, part, ',');) out.push_back(std::stoull(part));
+  return out;
+}
+
+// Candidates per probe (entries read from the probed buckets) of random probes
+// against n random fingerprints, one table at a time (a sorted array of keys),
+// and the entries' bytes per item in a model of 8-byte key + 4-byte item index.
+TEST_CASE("measure: candidates per probe and memory per item by table count", "[.measure]") {
+  const int k = 3;
+  for (size_t n : Sizes("EF_CONTENT_MEASURE_ITEMS", "1000000,10000000")) {
+    std::mt19937_64 rng(n);
+    std::vector<uint64_t> fps(n);
+    for (auto& fp : fps) fp = rng();
+    std::vector<uint64_t> probes(100000);
+    for (auto& p : probes) p = rng();
+    for (int blocks = 4; blocks <= 8; ++blocks) {
+      auto scheme = content::BlockScheme::Make(blocks, k);
+      REQUIRE(scheme.ok());
+      size_t candidates = 0, max_bucket = 0;
+      std::vector<uint64_t> keys(n);
+      for (int t = 0; t < scheme->tables(); ++t) {
+        for (size_t i = 0; i < n; ++i) keys[i] = scheme->Key(t, fps[i]);
+        std::sort(keys.begin(), keys.end());
+        for (uint64_t p : probes) {
+          auto [lo, hi] = std::equal_range(keys.begin(), keys.end(), scheme->Key(t, p));
+          candidates += static_cast<size_t>(hi - lo);
+          max_bucket = std::max(max_bucket, static_cast<size_t>(hi - lo));
+        }
+      }
+      std::printf(
+          "items %zu blocks %d tables %d key_bits %d-%d candidates/probe %.4f max_bucket %zu "
+          "model_bytes/item %d\n",
+          n, blocks, scheme->tables(), scheme->key_bits(scheme->tables() - 1), scheme->key_bits(0),
+          double(candidates) / probes.size(), max_bucket, scheme->tables() * 12);
+    }
+  }
+}
+
+long long UsedMemory(RedisServer& redis) {
+  auto conn = redis.Connect();
+  return std::stoll(RedisServer::InfoField(*conn, "memory", "used_memory"));
+}
+
+// Fills a redis-server (no persistence) with EF_CONTENT_BENCH_ITEMS random items
+// through Assign (batches of 1,000), reports used_memory per item, then times
+// batches of 100 new items (half near-duplicates of stored ones): the wall time
+// of one Assign over its items, p50 and p99 over 2,000 batches.
+TEST_CASE("measure: Redis memory per item and Assign latency per item", "[.measure][.bench]") {
+  const size_t n = Sizes("EF_CONTENT_BENCH_ITEMS", "1000000")[0];
+  const int blocks = static_cast<int>(Sizes("EF_CONTENT_BENCH_BLOCKS", "5")[0]);
+  RedisServer redis({"--appendonly", "no", "--save", ""});
+  auto conn = redis.Connect();
+  contentdb::ContentIndexOptions o;
+  o.index_blocks = blocks;
+  auto made = contentdb::ContentIndex::Make(o, contentdb::SingleNodeRunner(*conn));
+  REQUIRE(made.ok());
+  auto& index = **made;
+  std::mt19937_64 rng(42);
+  const long long before = UsedMemory(redis);
+  std::vector<uint64_t> stored;
+  stored.reserve(n);
+  auto t0 = std::chrono::steady_clock::now();
+  for (size_t at = 0; at < n; at += 1000) {
+    std::vector<contentdb::ContentItem> batch;
+    for (size_t i = at; i < std::min(n, at + 1000); ++i) {
+      batch.push_back({"item-" + std::to_string(i), rng()});
+      stored.push_back(batch.back().simhash);
+    }
+    REQUIRE(index.Assign(batch).ok());
+  }
+  const double fill_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const long long after = UsedMemory(redis);
+  std::printf(
+      "items %zu blocks %d tables %d fill %.1f s (%.0f items/s) used_memory %lld -> %lld: "
+      "%.1f bytes/item, keys %lld\n",
+      n, blocks, index.scheme().tables(), fill_s, n / fill_s, before, after,
+      double(after - before) / n, redis.Command({"DBSIZE"}).integer);
+  std::vector<double> per_item_us;
+  size_t next = n;
+  for (int b = 0; b < 2000; ++b) {
+    std::vector<contentdb::ContentItem> batch;
+    for (int i = 0; i < 100; ++i) {
+      uint64_t fp = rng();
+      if (i % 2 == 0) fp = stored[rng() % stored.size()] ^ (uint64_t{1} << (rng() % 64));
+      batch.push_back({"item-" + std::to_string(next++), fp});
+    }
+    auto s = std::chrono::steady_clock::now();
+    REQUIRE(index.Assign(batch).ok());
+    per_item_us.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - s).count() /
+        100);
+  }
+  std::sort(per_item_us.begin(), per_item_us.end());
+  std::printf("Assign, batches of 100 (half near-duplicates): per item p50 %.1f us, p99 %.1f us\n",
+              per_item_us[per_item_us.size() / 2], per_item_us[per_item_us.size() * 99 / 100]);
+}
+
+}  // namespace
+}  // namespace ef::test

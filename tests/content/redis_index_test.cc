@@ -1,0 +1,242 @@
+// The content index in Redis (src/contentdb/index.h, docs/CONTENT.md rules 3 and
+// 4) through a real redis-server and a local Redis Cluster: the clusters equal a
+// brute-force reference of the contract (nearest earlier item within k, oldest on
+// ties, never merged), redelivery, chains, TTLs on every key, bad input.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "content/simhash.h"
+#include "contentdb/index.h"
+#include "support/redis_cluster.h"
+#include "support/redis_server.h"
+
+namespace ef::test {
+namespace {
+
+using contentdb::Assignment;
+using contentdb::ContentIndex;
+using contentdb::ContentItem;
+
+std::unique_ptr<ContentIndex> MakeIndex(RedisConnection& conn, int k = 3, int blocks = 5) {
+  contentdb::ContentIndexOptions o;
+  o.key_prefix = "t:";
+  o.max_distance = k;
+  o.index_blocks = blocks;
+  o.retention_ms = 3600 * 1000;
+  auto index = ContentIndex::Make(o, contentdb::SingleNodeRunner(conn));
+  REQUIRE(index.ok());
+  return std::move(*index);
+}
+
+// fp with `bits` distinct bits flipped.
+uint64_t FlipBits(uint64_t fp, int bits, std::mt19937_64& rng) {
+  uint64_t mask = 0;
+  while (__builtin_popcountll(mask) < bits) mask |= uint64_t{1} << (rng() % 64);
+  return fp ^ mask;
+}
+
+// Items with planted near-duplicates of earlier ones at distances 0 .. k + 1.
+std::vector<ContentItem> Corpus(size_t n, int k, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<ContentItem> items;
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t fp = rng();
+    if (i > 0 && rng() % 2 == 0) {
+      fp = FlipBits(items[rng() % i].simhash, static_cast<int>(rng() % (k + 2)), rng);
+    }
+    items.push_back({"item-" + std::to_string(i), fp});
+  }
+  return items;
+}
+
+// The contract by brute force: item i joins the cluster of the earlier item j
+// with the least distance <= k, the smallest j on ties; else its own.
+std::vector<std::string> Reference(const std::vector<ContentItem>& items, int k) {
+  std::vector<std::string> cluster(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    int best = k + 1;
+    size_t at = i;
+    for (size_t j = 0; j < i; ++j) {
+      int d = content::HammingDistance(items[i].simhash, items[j].simhash);
+      if (d < best) best = d, at = j;
+    }
+    cluster[i] = at == i ? items[i].item_id : cluster[at];
+  }
+  return cluster;
+}
+
+std::vector<std::string> AssignAll(ContentIndex& index, const std::vector<ContentItem>& items,
+                                   size_t batch) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at < items.size(); at += batch) {
+    std::vector<ContentItem> part(
+        items.begin() + static_cast<long>(at),
+        items.begin() + static_cast<long>(std::min(items.size(), at + batch)));
+    auto r = index.Assign(part);
+    REQUIRE(r.ok());
+    for (const Assignment& a : *r) out.push_back(a.cluster);
+  }
+  return out;
+}
+
+TEST_CASE("the Redis index assigns the clusters of a brute-force reference (20k)",
+          "[content][redis]") {
+  RedisServer redis({"--appendonly", "no"});
+  auto conn = redis.Connect();
+  auto index = MakeIndex(*conn);
+  const auto items = Corpus(20000, 3, 7);
+  const auto want = Reference(items, 3);
+  size_t joined = 0;
+  for (size_t i = 0; i < items.size(); ++i) joined += want[i] != items[i].item_id;
+  REQUIRE(joined > 5000);  // many planted neighbours: not vacuous
+  // Batches of 500: near items in one batch are handled too (in order).
+  CHECK(AssignAll(*index, items, 500) == want);
+  // Redelivery of every batch gives the same clusters, and Lookup reads them.
+  CHECK(AssignAll(*index, items, 700) == want);
+  std::vector<std::string> ids;
+  for (const auto& it : items) ids.push_back(it.item_id);
+  auto got = index->Lookup(ids);
+  REQUIRE(got.ok());
+  for (size_t i = 0; i < items.size(); ++i) {
+    REQUIRE((*got)[i].has_value());
+    REQUIRE(*(*got)[i] == want[i]);
+  }
+}
+
+TEST_CASE("the Redis index on a local Redis Cluster", "[content][cluster]") {
+  LocalRedisCluster cluster;
+  ClusterRouter router(cluster.RouterOptions());
+  REQUIRE(router.Discover().ok());
+  contentdb::ContentIndexOptions o;
+  o.key_prefix = "t:";
+  auto index = ContentIndex::Make(o, contentdb::ClusterRunner(router));
+  REQUIRE(index.ok());
+  const auto items = Corpus(3000, 3, 8);
+  const auto want = Reference(items, 3);
+  CHECK(AssignAll(**index, items, 250) == want);
+  CHECK(AssignAll(**index, items, 1000) == want);
+  // The keys spread over every master (hash tags).
+  for (int m : cluster.Masters()) {
+    CHECK(cluster.Command(m, {"DBSIZE"}).integer > 1000);
+  }
+}
+
+TEST_CASE("redelivery, oldest on ties, no merge, in-batch neighbours", "[content][redis]") {
+  RedisServer redis({"--appendonly", "no"});
+  auto conn = redis.Connect();
+  auto index = MakeIndex(*conn);
+  const uint64_t a = 0xF0F0F0F0F0F0F0F0ULL;
+  SECTION("oldest on ties: two items at the same distance, the first assigned wins") {
+    REQUIRE(index->Assign({{"a", a}}).ok());
+    REQUIRE(index->Assign({{"b", a ^ 0x7}}).ok());             // 3 from a: joins a
+    REQUIRE(index->Assign({{"c", a ^ 0x700000000ULL}}).ok());  // 3 from a, 6 from b
+    REQUIRE(index->Assign({{"e", ~a}}).ok());                  // its own cluster
+    auto r = index->Assign({{"x", a ^ 0x3}});                  // 2 from a, 1 from b: the nearest
+    REQUIRE(r.ok());
+    CHECK((*r)[0].nearest == "b");
+    CHECK((*r)[0].distance == 1);
+    // y: 2 from a (assigned first) and 2 from x (assigned fifth), 3 from b: a.
+    auto y = index->Assign({{"y", a ^ 0x1000000000000001ULL}});
+    REQUIRE(y.ok());
+    CHECK((*y)[0].nearest == "a");
+    CHECK((*y)[0].distance == 2);
+    CHECK((*y)[0].cluster == "a");
+  }
+  SECTION("a tie between two clusters goes to the older item's cluster") {
+    REQUIRE(index->Assign({{"old", a}}).ok());
+    REQUIRE(index->Assign({{"new", a ^ 0xFF00}}).ok());  // 8 bits: its own cluster
+    auto r = index->Assign({{"mid", a ^ 0x0F00}});       // 4 from each: none (k = 3)
+    REQUIRE((*r)[0].cluster == "mid");
+    auto t = index->Assign({{"t", a ^ 0x0300}});  // 2 from old, 6 from new, 2 from mid
+    REQUIRE(t.ok());
+    CHECK((*t)[0].cluster == "old");
+    CHECK((*t)[0].nearest == "old");
+  }
+  SECTION("chains: C joins B's cluster only through B; clusters never merge") {
+    const uint64_t b = a ^ 0x7;    // 3 from a
+    const uint64_t c = b ^ 0x70;   // 3 from b, 6 from a
+    const uint64_t d = c ^ 0x700;  // 3 from c, 9 from a
+    auto r = index->Assign({{"A", a}, {"B", b}, {"C", c}, {"D", d}});
+    REQUIRE(r.ok());
+    for (const auto& x : *r) CHECK(x.cluster == "A");
+    // Another order: C first, then A (6 from C: its own), then B (3 from both:
+    // C is older), so A stays apart and is never merged into C's cluster.
+    RedisServer redis2({"--appendonly", "no"});
+    auto conn2 = redis2.Connect();
+    auto index2 = MakeIndex(*conn2);
+    auto r2 = index2->Assign({{"C", c}, {"A", a}});
+    REQUIRE(r2.ok());
+    auto r3 = index2->Assign({{"B", b}});
+    REQUIRE(r3.ok());
+    CHECK((*r2)[1].cluster == "A");
+    CHECK((*r3)[0].cluster == "C");
+    auto again = index2->Lookup({"A", "B", "C"});
+    REQUIRE(again.ok());
+    CHECK(*(*again)[0] == "A");
+  }
+  SECTION("redelivery: the same item keeps its cluster, even with another fingerprint") {
+    auto r1 = index->Assign({{"p", a}, {"q", a ^ 1}, {"q", a ^ 1}});
+    REQUIRE(r1.ok());
+    CHECK((*r1)[1].cluster == "p");
+    CHECK((*r1)[2].cluster == "p");
+    CHECK((*r1)[2].known);
+    REQUIRE(index->Assign({{"z", ~a}}).ok());
+    auto r2 = index->Assign({{"q", ~a}, {"p", 0}});
+    REQUIRE(r2.ok());
+    CHECK((*r2)[0].cluster == "p");
+    CHECK((*r2)[0].known);
+    CHECK((*r2)[1].cluster == "p");
+  }
+}
+
+TEST_CASE("every key of the index has a TTL of content.retention", "[content][redis]") {
+  RedisServer redis({"--appendonly", "no"});
+  auto conn = redis.Connect();
+  auto index = MakeIndex(*conn);
+  REQUIRE(index->Assign(Corpus(300, 3, 9)).ok());
+  REQUIRE(index->Assign(Corpus(300, 3, 9)).ok());  // renewal path too
+  auto keys = redis.Command({"KEYS", "*"});
+  REQUIRE(keys.elements.size() > 300 * 5);
+  std::set<std::string> kinds;
+  for (const auto& key : keys.elements) {
+    auto ttl = redis.Command({"PTTL", key.str});
+    INFO(key.str);
+    CHECK(ttl.integer > 3500 * 1000);
+    CHECK(ttl.integer <= 3600 * 1000);
+    kinds.insert(key.str.substr(0, 4));
+  }
+  CHECK(kinds == std::set<std::string>{"t:cb", "t:cm", "t:cs"});
+}
+
+TEST_CASE("bad input gives errors naming the item", "[content][redis]") {
+  RedisServer redis({"--appendonly", "no"});
+  auto conn = redis.Connect();
+  auto index = MakeIndex(*conn);
+  auto r = index->Assign({{"ok", 1}, {"", 2}});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message() == "content item 1: the item ID is empty");
+  auto l = index->Lookup({std::string(1025, 'x')});
+  REQUIRE_FALSE(l.ok());
+  CHECK(l.status().message() == "content item 0: the item ID has 1025 bytes, more than 1024");
+  CHECK(redis.Command({"DBSIZE"}).integer == 0);  // nothing sent
+  auto empty = index->Assign({});
+  REQUIRE(empty.ok());
+  CHECK(empty->empty());
+  // A key of ours holding something else is an error naming it.
+  redis.Command({"SET", "t:cm{w}", "short"});
+  auto w = index->Assign({{"w", 5}});
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.status().message().find("t:cm{w} holds no map entry") != std::string::npos);
+  contentdb::ContentIndexOptions o;
+  o.max_distance = 3;
+  o.index_blocks = 3;
+  CHECK_FALSE(ContentIndex::Make(o, contentdb::SingleNodeRunner(*conn)).ok());
+}
+
+}  // namespace
+}  // namespace ef::test
