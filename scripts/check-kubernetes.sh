@@ -58,6 +58,15 @@ case "$step" in
   negative)
     node_ready
     node "$V/validate.mjs" --self-test || fail=1
+    # A rendered overlay with one field of a wrong type must be refused as a whole.
+    render plain | sed 's/^  replicas: 2$/  replicas: "two"/' >"$tmp/broken.yaml"
+    grep -q 'replicas: "two"' "$tmp/broken.yaml" || { echo "check-kubernetes: broke nothing" >&2; fail=1; }
+    if node "$V/validate.mjs" <"$tmp/broken.yaml" >"$tmp/broken.out" 2>&1; then
+      echo "check-kubernetes: a Deployment with replicas: \"two\" passed validation" >&2
+      fail=1
+    else
+      echo "broken overlay refused: $(grep -m1 replicas "$tmp/broken.out")"
+    fi
     ;;
   rules)
     rendered=0
