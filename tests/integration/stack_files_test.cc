@@ -1279,7 +1279,7 @@ std::vector<Service> KubernetesContainers(const std::string& overlay, const Temp
     for (const auto& c : pod["containers"]) {
       Service s;
       s.name = overlay + "/" + o["metadata"]["name"].as<std::string>();
-      s.node = c;
+      s.node = YAML::Node(c);
       s.ours = true;
       s.argv = {"exposure-filter"};
       for (const auto& a : c["args"]) s.argv.push_back(a.as<std::string>());
