@@ -1311,8 +1311,10 @@ TEST_CASE(
   Stack stack(4);
   const int64_t now = SystemClock().NowMs();
   stack.Produce(MakeEvents("keda-a", 20, 5, 1, now, 1));
-  const std::string config = stack.WriteConfig("ef.yaml", "pipeline:\n  commit_interval: 1s\n");
-  auto daemon = stack.StartDaemon(config);
+  // The default pipeline.commit_interval, 1 s (Stack::StartDaemon would set 200 ms).
+  const std::string config = stack.WriteConfig("ef.yaml");
+  auto daemon = std::make_unique<Process>(std::vector<std::string>{EF_BINARY, "run", "-c", config},
+                                          stack.dir().File("daemon.log"));
   REQUIRE(stack.AwaitCommitted(*daemon, 60s));  // joined the group and wrote
   const auto commit_interval = 1s;
   const auto margin = 4s;
