@@ -41,6 +41,7 @@ TEST=(
   docker-compose     # `docker-compose config` (no engine needed): tests check docker-compose.yml
   binutils dpkg      # readelf, dpkg -S: tests check the Dockerfile's runtime libraries
   fortunes fortunes-zh  # real English and Chinese texts: the content fingerprint tests
+  nodejs             # deploy/kubernetes/validate: schema checks of the manifests (npm ci below)
 )
 
 mode=all
@@ -87,8 +88,31 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+# After the packages (mode all): the npm models the Kubernetes manifests are
+# validated with, pinned by deploy/kubernetes/validate/package-lock.json, and a
+# word about kubectl, which no Debian 12 package provides.
+after_packages() {
+  [ "$mode" = all ] || return 0
+  local v
+  if ! command -v npm >/dev/null; then
+    # Debian's npm (a nodejs that bundles npm, e.g. NodeSource's, conflicts with it).
+    echo "install-deps: installing npm"
+    ${SUDO:-} apt-get install -y -q --no-install-recommends npm ||
+      { ${SUDO:-} apt-get update -q && ${SUDO:-} apt-get install -y -q --no-install-recommends npm; }
+  fi
+  v="$(cd "$(dirname "$0")/.." && pwd)/deploy/kubernetes/validate"
+  if [ ! -f "$v/node_modules/.package-lock.json" ] ||
+    [ "$v/package-lock.json" -nt "$v/node_modules/.package-lock.json" ]; then
+    echo "install-deps: npm ci in deploy/kubernetes/validate"
+    (cd "$v" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+  command -v kubectl >/dev/null ||
+    echo "install-deps: kubectl (v1.32, Kustomize v5) not found: it is not a Debian 12 package; install it by hand (the ctest label stack needs it)" >&2
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present ($mode)"
+  after_packages
   exit 0
 fi
 
@@ -104,4 +128,5 @@ $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 # Debian's redis-server package starts a system service on 6379; we never use it
 # (scripts and tests start their own on free ports), so leave it as the system has it.
+after_packages
 echo "install-deps: done"

@@ -1227,6 +1227,163 @@ TEST_CASE("stack: one version - CMake's project version is --version's and the i
   const std::string compose = ReadText(Source("docker-compose.yml"));
   CHECK(compose.find("image: exposure-filter:" + version + "\n") != std::string::npos);
   CHECK(compose.find("image: exposure-filter:local") == std::string::npos);
+  // deploy/kubernetes: the base's image tag (every overlay inherits it).
+  const YAML::Node kustomization =
+      YAML::LoadFile(Source("deploy/kubernetes/base/kustomization.yaml"));
+  bool tagged = false;
+  for (const auto& image : kustomization["images"]) {
+    if (image["name"].as<std::string>() != "exposure-filter") continue;
+    CHECK(image["newTag"].as<std::string>() == version);
+    tagged = true;
+  }
+  CHECK(tagged);
+}
+
+// ---- deploy/kubernetes (issue 32) ------------------------------------------------
+// Each container of each overlay as a Service of the checks above: its args, its
+// EXPOSURE_FILTER_* variables (a Secret's as a placeholder value) and the
+// ConfigMap mounted at the -c path, written to a temporary directory.
+std::vector<Service> KubernetesContainers(const std::string& overlay, const TempDir& dir,
+                                          std::vector<std::string>* problems,
+                                          std::vector<YAML::Node>* objects) {
+  const auto r = RunCommand({"kubectl", "kustomize", "--load-restrictor", "LoadRestrictionsNone",
+                             Source("deploy/kubernetes/overlays/" + overlay)});
+  INFO(overlay << ": " << r.out);
+  REQUIRE(r.code == 0);
+  *objects = YAML::LoadAll(r.out);
+  std::map<std::string, YAML::Node> config_maps;
+  for (const auto& o : *objects) {
+    if (o["kind"].as<std::string>() == "ConfigMap") {
+      config_maps[o["metadata"]["name"].as<std::string>()] = o["data"];
+    }
+  }
+  std::vector<Service> out;
+  for (const auto& o : *objects) {
+    if (o["kind"].as<std::string>() != "Deployment") continue;
+    const YAML::Node pod = o["spec"]["template"]["spec"];
+    std::map<std::string, std::string> volume_dirs;  // volume name -> its files
+    for (const auto& v : pod["volumes"]) {
+      if (!v["configMap"]) continue;
+      const std::string cm = v["configMap"]["name"].as<std::string>();
+      const std::string sub = overlay + "-" + v["name"].as<std::string>();
+      fs::create_directories(dir.File(sub));
+      if (!config_maps.count(cm)) {
+        problems->push_back(overlay + ": volume of ConfigMap " + cm + ", which is not rendered");
+        continue;
+      }
+      for (const auto& kv : config_maps[cm]) {
+        dir.Write(sub + "/" + kv.first.as<std::string>(), kv.second.as<std::string>());
+      }
+      volume_dirs[v["name"].as<std::string>()] = dir.File(sub);
+    }
+    for (const auto& c : pod["containers"]) {
+      Service s;
+      s.name = overlay + "/" + o["metadata"]["name"].as<std::string>();
+      s.node = YAML::Node(c);
+      s.ours = true;
+      s.argv = {"exposure-filter"};
+      for (const auto& a : c["args"]) s.argv.push_back(a.as<std::string>());
+      if (s.argv.size() >= 2) s.subcommand = s.argv[1];
+      for (const auto& e : c["env"]) {
+        s.env[e["name"].as<std::string>()] =
+            e["value"] ? e["value"].as<std::string>() : "from-a-kubernetes-secret";
+      }
+      for (const auto& m : c["volumeMounts"]) {
+        const auto it = volume_dirs.find(m["name"].as<std::string>());
+        if (it != volume_dirs.end()) s.mounts[m["mountPath"].as<std::string>()] = it->second;
+      }
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+// KEDA's Kafka scaler computes the lag from the group's committed offsets, read
+// by a client of its own. The daemon commits what Redis acknowledged every
+// pipeline.commit_interval (default 1 s): events produced into a running daemon's
+// topic are committed, as another client sees them, within that interval plus a
+// margin for the batch and the write.
+TEST_CASE(
+    "kubernetes: KEDA sees the group caught up within the commit interval after the daemon "
+    "writes",
+    "[stack][kubernetes]") {
+  using namespace std::chrono_literals;
+  Stack stack(4);
+  const int64_t now = SystemClock().NowMs();
+  stack.Produce(MakeEvents("keda-a", 20, 5, 1, now, 1));
+  // The default pipeline.commit_interval, 1 s (Stack::StartDaemon would set 200 ms).
+  const std::string config = stack.WriteConfig("ef.yaml");
+  auto daemon = std::make_unique<Process>(std::vector<std::string>{EF_BINARY, "run", "-c", config},
+                                          stack.dir().File("daemon.log"));
+  REQUIRE(stack.AwaitCommitted(*daemon, 60s));  // joined the group and wrote
+  const auto commit_interval = 1s;
+  const auto margin = 4s;
+  for (int round = 0; round < 3; ++round) {
+    stack.Produce(MakeEvents("keda-b" + std::to_string(round), 20, 5, 1, now, 2 + round));
+    const int64_t produced = SteadyNowMs();
+    const bool caught_up = WaitFor([&] { return stack.AllCommitted(); },
+                                   std::chrono::milliseconds(commit_interval + margin));
+    INFO("round " << round << ": committed to the end after " << SteadyNowMs() - produced
+                  << " ms (bound " << (commit_interval + margin).count() << " s)");
+    CHECK(caught_up);
+  }
+  CHECK(daemon->Stop(SIGTERM, 30s) == 0);
+}
+
+int ListenPort(const YAML::Node& effective, const std::string& section) {
+  return HostPort(effective[section]["listen"].as<std::string>("")).second;
+}
+
+TEST_CASE(
+    "kubernetes: every overlay's containers pass config check, run the project's image and "
+    "listen where their probes and Services look",
+    "[stack][kubernetes]") {
+  RequireTool("kubectl");
+  const auto dockerfile = ParseDockerfile(ReadText(Source("Dockerfile")));
+  std::vector<std::string> overlays;
+  for (const auto& e : fs::directory_iterator(Source("deploy/kubernetes/overlays"))) {
+    overlays.push_back(e.path().filename().string());
+  }
+  std::sort(overlays.begin(), overlays.end());
+  REQUIRE(overlays.size() >= 6);
+  TempDir dir;
+  for (const auto& overlay : overlays) {
+    std::vector<std::string> problems;
+    std::vector<YAML::Node> objects;
+    auto containers = KubernetesContainers(overlay, dir, &problems, &objects);
+    CHECK(containers.size() == 2);  // run and serve
+    for (auto& s : containers) {
+      INFO(s.name);
+      CHECK(s.node["image"].as<std::string>() == std::string("exposure-filter:") + EF_VERSION);
+      CHECK(fs::path(s.argv.at(0)).filename() == "exposure-filter");
+      CheckServiceConfig(dockerfile, &s, &problems);
+      REQUIRE(s.effective.has_value());
+      const YAML::Node& eff = *s.effective;
+      // The probes' and the Service's named port is where the process listens.
+      const std::string section = s.subcommand == "serve" ? "serve" : "metrics";
+      int port = -1;
+      for (const auto& p : s.node["ports"]) port = p["containerPort"].as<int>();
+      CHECK(ListenPort(eff, section) == port);
+      CHECK(!IsLoopback(HostPort(eff[section]["listen"].as<std::string>()).first));
+      // KEDA's trigger reads the group and topic this daemon commits to.
+      if (s.subcommand != "run") continue;
+      for (const auto& o : objects) {
+        if (o["kind"].as<std::string>() != "ScaledObject") continue;
+        for (const auto& t : o["spec"]["triggers"]) {
+          const YAML::Node m = t["metadata"];
+          CHECK(m["consumerGroup"].as<std::string>() == eff["kafka"]["group_id"].as<std::string>());
+          CHECK(m["bootstrapServers"].as<std::string>() ==
+                eff["kafka"]["bootstrap_servers"].as<std::string>());
+          std::set<std::string> topics;
+          for (const auto& topic : eff["kafka"]["topics"]) topics.insert(topic.as<std::string>());
+          CHECK(topics.count(m["topic"].as<std::string>()) == 1);
+        }
+      }
+    }
+    INFO(overlay);
+    for (const auto& p : problems) UNSCOPED_INFO(p);
+    CHECK(problems.empty());
+  }
 }
 
 }  // namespace ef::test

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Checks deploy/kubernetes/ offline (ctest label stack, one ctest per step):
+#   scripts/check-kubernetes.sh render    kubectl kustomize renders every overlay
+#   scripts/check-kubernetes.sh schema    every rendered object validates against its
+#                                         schema (deploy/kubernetes/validate/validate.mjs)
+#   scripts/check-kubernetes.sh negative  the validator rejects broken objects
+#   scripts/check-kubernetes.sh rules     prometheusrule.yaml is generate.sh's output of
+#                                         config/alerts.yml, and promtool check rules
+#                                         accepts the rendered PrometheusRule's spec
+#   scripts/check-kubernetes.sh fields    every field issue 32 names is set
+#                                         (deploy/kubernetes/validate/check-fields.mjs)
+# The config keys, variables, image tag and version are checked against the binary
+# by tests/integration/stack_files_test.cc ("kubernetes: ...").
+# Needs kubectl (v1.32, with Kustomize v5), node + npm (scripts/install-deps.sh runs
+# npm ci in deploy/kubernetes/validate) and promtool.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+K=deploy/kubernetes
+V=$K/validate
+step=${1:?usage: check-kubernetes.sh render|schema|negative|rules|fields}
+
+need() {
+  command -v "$1" >/dev/null || { echo "check-kubernetes: $1 not found: $2" >&2; exit 1; }
+}
+need kubectl "preinstalled on this machine kind (not a Debian 12 package); scripts/install-deps.sh says so"
+render() {  # render OVERLAY: the config file lies outside deploy/kubernetes
+  kubectl kustomize --load-restrictor LoadRestrictionsNone "$K/overlays/$1"
+}
+overlays() { (cd "$K/overlays" && ls -d -- */ | tr -d /); }
+node_ready() {
+  need node "scripts/install-deps.sh installs nodejs and npm"
+  [ -d "$V/node_modules/kubernetes-models" ] ||
+    { echo "check-kubernetes: $V/node_modules missing: scripts/install-deps.sh runs npm ci there" >&2; exit 1; }
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+fail=0
+case "$step" in
+  render)
+    for o in $(overlays); do
+      if render "$o" >"$tmp/$o.yaml"; then
+        echo "$o: $(grep -c '^kind:' "$tmp/$o.yaml") objects"
+      else
+        echo "check-kubernetes: overlay $o does not render" >&2
+        fail=1
+      fi
+    done
+    ;;
+  schema)
+    node_ready
+    for o in $(overlays); do
+      render "$o" >"$tmp/$o.yaml"
+      echo -n "$o: "
+      node "$V/validate.mjs" <"$tmp/$o.yaml" || fail=1
+    done
+    ;;
+  negative)
+    node_ready
+    node "$V/validate.mjs" --self-test || fail=1
+    # A rendered overlay with one field of a wrong type must be refused as a whole.
+    render plain | sed 's/^  replicas: 2$/  replicas: "two"/' >"$tmp/broken.yaml"
+    grep -q 'replicas: "two"' "$tmp/broken.yaml" || { echo "check-kubernetes: broke nothing" >&2; fail=1; }
+    if node "$V/validate.mjs" <"$tmp/broken.yaml" >"$tmp/broken.out" 2>&1; then
+      echo "check-kubernetes: a Deployment with replicas: \"two\" passed validation" >&2
+      fail=1
+    else
+      echo "broken overlay refused: $(grep -m1 replicas "$tmp/broken.out")"
+    fi
+    ;;
+  rules)
+    rendered=0
+    need promtool "scripts/install-deps.sh installs prometheus"
+    node_ready
+    "$K/components/prometheus-operator/generate.sh" --check || fail=1
+    for o in $(overlays); do
+      render "$o" >"$tmp/$o.yaml"
+      node "$V/check-fields.mjs" --rule-spec <"$tmp/$o.yaml" >"$tmp/$o-rules.yml"
+      [ -s "$tmp/$o-rules.yml" ] || continue
+      echo "$o: promtool check rules on the PrometheusRule's spec"
+      promtool check rules "$tmp/$o-rules.yml" || fail=1
+      # The serve alerts are in it.
+      grep -q 'name: exposure-filter-serve' "$tmp/$o-rules.yml" ||
+        { echo "check-kubernetes: $o: no exposure-filter-serve group" >&2; fail=1; }
+      rendered=$((rendered + 1))
+    done
+    [ "$rendered" -gt 0 ] || { echo "check-kubernetes: no overlay renders a PrometheusRule" >&2; fail=1; }
+    ;;
+  fields)
+    node_ready
+    for o in $(overlays); do render "$o" >"$tmp/$o.yaml"; done
+    node "$V/check-fields.mjs" "$tmp" || fail=1
+    ;;
+  *)
+    echo "check-kubernetes: unknown step $step" >&2
+    exit 2
+    ;;
+esac
+[ "$fail" = 0 ] && echo "check-kubernetes $step: ok"
+exit "$fail"
