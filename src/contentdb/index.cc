@@ -91,6 +91,29 @@ StatusOr<std::optional<MapValue>> ReadMapReply(const RedisReply& reply, const st
   return v;
 }
 
+// The map entries of `items` (GET of each, one pipelined step): nothing for an
+// item not in the map.
+StatusOr<std::vector<std::optional<MapValue>>> ReadMap(CommandRunner& runner,
+                                                       const std::string& prefix,
+                                                       const std::vector<std::string>& items) {
+  std::vector<SlotCommand> cmds;
+  for (const std::string& item : items) {
+    std::string key = MapKey(prefix, item);
+    cmds.push_back(Cmd(key, {"GET", key}));
+  }
+  std::vector<std::optional<MapValue>> out(items.size());
+  if (cmds.empty()) return out;
+  auto replies = runner.Run(cmds);
+  if (!replies.ok()) return replies.status();
+  EF_RETURN_IF_ERROR(CheckReplies(cmds, *replies));
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto v = ReadMapReply((*replies)[i], cmds[i].args[1]);
+    if (!v.ok()) return v.status();
+    out[i] = std::move(*v);
+  }
+  return out;
+}
+
 struct Near {
   int distance = 1 << 20;
   uint64_t seq = UINT64_MAX;
@@ -164,22 +187,12 @@ StatusOr<std::unique_ptr<ContentIndex>> ContentIndex::Make(ContentIndexOptions o
 
 StatusOr<std::vector<std::optional<std::string>>> ContentIndex::Lookup(
     const std::vector<std::string>& items) {
-  std::vector<SlotCommand> cmds;
-  for (size_t i = 0; i < items.size(); ++i) {
-    EF_RETURN_IF_ERROR(CheckItem(items[i], i));
-    std::string key = MapKey(options_.key_prefix, items[i]);
-    cmds.push_back(Cmd(key, {"GET", key}));
-  }
+  for (size_t i = 0; i < items.size(); ++i) EF_RETURN_IF_ERROR(CheckItem(items[i], i));
+  auto entries = ReadMap(*runner_, options_.key_prefix, items);
+  if (!entries.ok()) return entries.status();
   std::vector<std::optional<std::string>> out(items.size());
-  if (cmds.empty()) return out;
-  auto replies = runner_->Run(cmds);
-  if (!replies.ok()) return replies.status();
-  EF_RETURN_IF_ERROR(CheckReplies(cmds, *replies));
-  for (size_t i = 0; i < items.size(); ++i) {
-    auto v = ReadMapReply((*replies)[i], cmds[i].args[1]);
-    if (!v.ok()) return v.status();
-    if (*v) out[i] = std::move((*v)->cluster);
-  }
+  for (size_t i = 0; i < items.size(); ++i)
+    if ((*entries)[i]) out[i] = std::move((*entries)[i]->cluster);
   return out;
 }
 
@@ -264,19 +277,10 @@ StatusOr<std::vector<Assignment>> ContentIndex::Assign(const std::vector<Content
 
   // 3. The map entries of those candidates.
   if (!to_read.empty()) {
-    cmds.clear();
-    for (const std::string& item : to_read) {
-      std::string key = MapKey(prefix, item);
-      cmds.push_back(Cmd(key, {"GET", key}));
-    }
-    auto r3 = runner_->Run(cmds);
+    auto r3 = ReadMap(*runner_, prefix, to_read);
     if (!r3.ok()) return r3.status();
-    EF_RETURN_IF_ERROR(CheckReplies(cmds, *r3));
-    for (size_t c = 0; c < to_read.size(); ++c) {
-      auto v = ReadMapReply((*r3)[c], cmds[c].args[1]);
-      if (!v.ok()) return v.status();
-      if (*v) records[to_read[c]] = std::move(**v);
-    }
+    for (size_t c = 0; c < to_read.size(); ++c)
+      if ((*r3)[c]) records[to_read[c]] = std::move(*(*r3)[c]);
   }
 
   // Assign in batch order.

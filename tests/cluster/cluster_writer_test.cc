@@ -56,6 +56,18 @@ std::string Expected(size_t i) {
   return v;
 }
 
+// Every key i holds exactly Expected(i), read through a fresh router.
+void CheckKeysHold(const LocalRedisCluster& cluster, const std::vector<std::string>& keys) {
+  ClusterRouter router(cluster.RouterOptions(10000));
+  REQUIRE(router.Discover().ok());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    INFO("key " << keys[i]);
+    auto v = router.Command(keys[i], {"GET", keys[i]});
+    REQUIRE(v.ok());
+    CHECK(v->str == Expected(i));
+  }
+}
+
 // The masters that serve at least one slot now, as a fresh router reads them.
 std::vector<NodeAddress> SlotMasters(const LocalRedisCluster& cluster) {
   ClusterRouter router(cluster.RouterOptions(10000));
@@ -200,14 +212,7 @@ TEST_CASE(
   INFO(st.ToString());
   REQUIRE(st.ok());
   cluster.FinishMigration(asked);
-  ClusterRouter router(cluster.RouterOptions(10000));
-  REQUIRE(router.Discover().ok());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    INFO("key " << keys[i]);
-    auto v = router.Command(keys[i], {"GET", keys[i]});
-    REQUIRE(v.ok());
-    CHECK(v->str == Expected(i));
-  }
+  CheckKeysHold(cluster, keys);
   delete writer;
 }
 
@@ -274,14 +279,7 @@ TEST_CASE(
   CHECK(writer.node_writers().size() == 2);
 
   // Nothing was lost on the way: every key holds its bits on its master.
-  ClusterRouter router(cluster.RouterOptions(10000));
-  REQUIRE(router.Discover().ok());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    INFO("key " << keys[i]);
-    auto v = router.Command(keys[i], {"GET", keys[i]});
-    REQUIRE(v.ok());
-    CHECK(v->str == Expected(i));
-  }
+  CheckKeysHold(cluster, keys);
 }
 
 }  // namespace ef
