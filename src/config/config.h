@@ -61,6 +61,9 @@ struct FilterConfig {
   // 3 (docs/FORMAT.md rule 9), or 2 (version 1 or 2, by stages). A stored meta
   // of any known version is used as stored.
   uint32_t layout_version = 3;
+  // filter.near_duplicates: exposures also set their item's content cluster, and
+  // readers test candidates' clusters (docs/CONTENT.md rule 5).
+  bool near_duplicates = false;
 };
 
 struct EventsConfig {
@@ -70,6 +73,10 @@ struct EventsConfig {
   std::string items_field = "items";    // events.items_field
   std::string time_field = "ts";        // events.time_field
   std::string time_unit = "ms";         // events.time_unit: ms|s
+  // filter.near_duplicates: the exposed item's content cluster, from the event
+  // (docs/CONTENT.md rule 5); absent fields are looked up in the content map.
+  std::string cluster_field = "cluster_id";  // events.cluster_field
+  std::string simhash_field = "simhash";     // events.simhash_field
   int64_t max_id_bytes = 256;           // events.max_id_bytes
   int64_t max_items_per_event = 1000;   // events.max_items_per_event
   int64_t max_future_ms = 3600 * 1000;  // events.max_future (duration): later ts is rejected
@@ -117,6 +124,12 @@ struct ContentConfig {
   // content.retention (duration): TTL of the index and the item -> cluster map,
   // renewed when an item is assigned again; longer than filter.window.
   int64_t retention_ms = int64_t{60} * 86400 * 1000;
+  // `exposure-filter content`: the items topic it consumes and its group.
+  std::string topic = "items";                      // content.topic
+  std::string group_id = "exposure-filter-content";  // content.group_id
+  // filter.near_duplicates: items whose cluster the daemon keeps in memory
+  // (content.cache_items; about 100 bytes each).
+  int64_t cache_items = 200000;
 };
 
 struct LogConfig {

@@ -352,6 +352,12 @@ std::vector<Field> BuildFields() {
   t.push_back(IntField("filter.growth", &C::filter, &FilterConfig::growth, 1, 16));
   t.push_back(IntField("filter.k_step", &C::filter, &FilterConfig::k_step, 0, 64));
   t.push_back(IntField("filter.layout_version", &C::filter, &FilterConfig::layout_version, 2, 3));
+  {
+    Field f =
+        Row("filter.near_duplicates", FieldType::kBool, &C::filter, &FilterConfig::near_duplicates);
+    f.check = [](const Value&) { return Status::Ok(); };
+    t.push_back(std::move(f));
+  }
 
   // events
   t.push_back(StringField("events.format", &C::events, &EventsConfig::format, OneOf({"json"})));
@@ -359,6 +365,10 @@ std::vector<Field> BuildFields() {
   t.push_back(StringField("events.item_field", &C::events, &EventsConfig::item_field, NonEmpty));
   t.push_back(StringField("events.items_field", &C::events, &EventsConfig::items_field, NonEmpty));
   t.push_back(StringField("events.time_field", &C::events, &EventsConfig::time_field, NonEmpty));
+  t.push_back(
+      StringField("events.cluster_field", &C::events, &EventsConfig::cluster_field, NonEmpty));
+  t.push_back(
+      StringField("events.simhash_field", &C::events, &EventsConfig::simhash_field, NonEmpty));
   t.push_back(
       StringField("events.time_unit", &C::events, &EventsConfig::time_unit, OneOf({"ms", "s"})));
   t.push_back(IntField("events.max_id_bytes", &C::events, &EventsConfig::max_id_bytes, 1, 1 << 20));
@@ -413,6 +423,10 @@ std::vector<Field> BuildFields() {
   t.push_back(IntField("content.index_blocks", &C::content, &ContentConfig::index_blocks, 1, 16));
   t.push_back(DurationField("content.retention", &C::content, &ContentConfig::retention_ms, 1,
                             kHour, 3650 * kDay));
+  t.push_back(StringField("content.topic", &C::content, &ContentConfig::topic, NonEmpty));
+  t.push_back(StringField("content.group_id", &C::content, &ContentConfig::group_id, NonEmpty));
+  t.push_back(
+      IntField("content.cache_items", &C::content, &ContentConfig::cache_items, 0, 1'000'000'000));
 
   t.push_back(StringField("log.level", &C::log, &LogConfig::level,
                           OneOf({"trace", "debug", "info", "warn", "error"})));

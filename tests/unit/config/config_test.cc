@@ -155,12 +155,15 @@ Config NonDefaultConfig() {
   c.filter.growth = 3;
   c.filter.k_step = 0;
   c.filter.layout_version = 2;
+  c.filter.near_duplicates = true;
   c.events.format = "json";  // the only format: the one field left at its default
   c.events.user_field = "uid";
   c.events.item_field = "iid";
   c.events.items_field = "page";
   c.events.time_field = "~";
   c.events.time_unit = "s";
+  c.events.cluster_field = "cid";
+  c.events.simhash_field = "fp";
   c.events.max_id_bytes = 64;
   c.events.max_items_per_event = 5;
   c.events.max_future_ms = 0;
@@ -187,6 +190,9 @@ Config NonDefaultConfig() {
   c.content.max_distance = 2;
   c.content.index_blocks = 6;
   c.content.retention_ms = int64_t{45} * 86400 * 1000;
+  c.content.topic = "stories";
+  c.content.group_id = "stories-index";
+  c.content.cache_items = 0;
   c.log.level = "debug";
   return c;
 }
