@@ -1,10 +1,12 @@
 // `exposure-filter content` (docs/CONTENT.md "Items topic") end to end: a real
 // redis-server and the librdkafka mock cluster. Texts from Debian's `fortunes`:
-// an original story, a re-post of it with a sentence changed, an unrelated text; the re-post joins
-// the original's cluster, the unrelated text has its own, a malformed message is counted and
-// skipped, the group commits to the end; a second group reading the same topic (redelivery) gets
-// the same clusters; with Redis down nothing is committed, and once it is back the command
-// finishes.
+// an original story, a re-post of it with a sentence changed, an unrelated
+// text; the re-post joins the original's cluster, the unrelated text has its
+// own, a malformed message is counted and skipped, the group commits to the
+// end; a second group reading the same topic (redelivery) gets the same
+// clusters; with Redis down nothing is committed, and once it is back the
+// command finishes; SIGTERM commits what was assigned and exits 0, or exits 1
+// within the shutdown grace while Redis is down.
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <nlohmann/json.hpp>
@@ -111,7 +113,7 @@ std::vector<int64_t> Committed(Stack& stack, const std::string& group) {
   return out;
 }
 
-TEST_CASE("content: re-post joins the original's cluster, bad item skipped, commits to the end",
+TEST_CASE("items topic: re-post joins the original's cluster, bad item skipped, commits to the end",
           "[content]") {
   const Texts texts = MakeTexts();
   Stack stack(2, "items");
@@ -155,8 +157,9 @@ TEST_CASE("content: re-post joins the original's cluster, bad item skipped, comm
   }
 }
 
-TEST_CASE("content: with Redis down nothing is committed, after it is back the command finishes",
-          "[content]") {
+TEST_CASE(
+    "items topic: with Redis down nothing is committed, after it is back the command finishes",
+    "[content]") {
   Stack stack(2, "items");
   stack.ProduceRaw({R"({"item_id": "a", "tokens": [["x", 1], ["y", 2]]})",
                     R"({"item_id": "b", "simhash": "00000000000000ff"})",
@@ -191,8 +194,9 @@ TEST_CASE("content: with Redis down nothing is committed, after it is back the c
   CHECK(clusters[2] == std::optional<std::string>("b"));  // the same fingerprint: b's cluster
 }
 
-TEST_CASE("content: SIGTERM while Redis is down exits within the shutdown grace, nothing committed",
-          "[content]") {
+TEST_CASE(
+    "items topic: SIGTERM while Redis is down exits within the shutdown grace, nothing committed",
+    "[content]") {
   Stack stack(1, "items");
   stack.ProduceRaw({R"({"item_id": "a", "simhash": 1})"});
   const std::string config = stack.WriteConfig(
@@ -210,6 +214,27 @@ TEST_CASE("content: SIGTERM while Redis is down exits within the shutdown grace,
   CHECK(cmd.Output().find("1 item(s) not assigned; their offsets are not committed") !=
         std::string::npos);
   for (int64_t committed : Committed(stack, "term")) CHECK(committed == -1);
+}
+
+TEST_CASE("items topic: SIGTERM commits what was assigned and exits 0", "[content]") {
+  Stack stack(2, "items");
+  stack.ProduceRaw({R"({"item_id": "a", "simhash": 1})", R"({"item_id": "b", "simhash": 3})"});
+  const std::string config = stack.WriteConfig("ef.yaml", "content:\n  topic: items\n");
+  Process cmd({EF_BINARY, "content", "-c", config, "--set", "content.group_id=sigterm", "--set",
+               "pipeline.commit_interval=100ms"},
+              stack.dir().File("content.log"));
+  const bool caught_up = WaitFor([&] { return !cmd.Running() || GroupCaughtUp(stack, "sigterm"); },
+                                 std::chrono::seconds(30));
+  INFO(cmd.Output());
+  REQUIRE(caught_up);
+  REQUIRE(cmd.Running());  // without --exit-at-end it keeps running
+  cmd.Signal(SIGTERM);
+  const auto code = cmd.Wait(std::chrono::seconds(15));
+  INFO(cmd.Output());
+  REQUIRE(code == std::optional<int>(0));
+  CHECK(cmd.Output().find("2 items assigned (1 new clusters, 1 joined a cluster, 0 known)") !=
+        std::string::npos);
+  CHECK(GroupCaughtUp(stack, "sigterm"));
 }
 
 }  // namespace
