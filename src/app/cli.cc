@@ -104,6 +104,7 @@ int RunCli(int argc, char** argv) {
       {"bench-redis", app::AddBenchRedisCommand(app)},
       {"layout", app::AddLayoutCommand(app)},
       {"serve", app::AddServeCommand(app)},
+      {"content", app::AddContentCommand(app)},
   };
   if (auto error = CheckCommandWords(app, argc, argv)) {
     std::fprintf(stderr, "exposure-filter: %s\n%s\n", error->c_str(), kHint);
@@ -127,7 +128,7 @@ int RunCli(int argc, char** argv) {
   if (app.get_subcommands().empty()) {
     std::fprintf(stderr,
                  "exposure-filter: a command is required (run, check, serve, lag, replay, size, "
-                 "layout, config, dev-kafka, loadgen, bench-redis)\n%s\n",
+                 "layout, content, config, dev-kafka, loadgen, bench-redis)\n%s\n",
                  kHint);
     return app::kExitUsage;
   }

@@ -20,5 +20,6 @@ Action AddLagCommand(CLI::App& app);
 Action AddBenchRedisCommand(CLI::App& app);
 Action AddLayoutCommand(CLI::App& app);
 Action AddServeCommand(CLI::App& app);
+Action AddContentCommand(CLI::App& app);
 
 }  // namespace ef::app

@@ -1,0 +1,358 @@
+#include "event/item_decoder.h"
+
+#include <simdjson.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "content/simhash.h"
+#include "content/tokenizer.h"
+
+namespace ef {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+// contentdb::kMaxContentItemBytes (a room above this one; the pipeline checks
+// that the two agree).
+constexpr size_t kMaxItemIdBytes = 1024;
+constexpr uint64_t kMaxWeight = 0xFFFFFFFFull;
+
+inline bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+inline std::string_view TrimRight(std::string_view t) {
+  size_t n = t.size();
+  while (n > 0 && IsJsonSpace(t[n - 1])) --n;
+  return t.substr(0, n);
+}
+
+// A number token (already valid JSON) without fraction or exponent.
+inline bool IsIntegerToken(std::string_view t) {
+  return t.find_first_of(".eE") == std::string_view::npos;
+}
+
+inline int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// RFC 8259's number grammar (on-demand delimits atoms only: "12x", "01", "-"
+// and "1.5e" arrive here as tokens).
+bool IsJsonNumber(std::string_view t) {
+  size_t i = 0;
+  const size_t n = t.size();
+  auto digits = [&] {
+    const size_t start = i;
+    while (i < n && t[i] >= '0' && t[i] <= '9') ++i;
+    return i > start;
+  };
+  if (i < n && t[i] == '-') ++i;
+  if (i < n && t[i] == '0') {
+    ++i;
+  } else if (!digits()) {
+    return false;
+  }
+  if (i < n && t[i] == '.') {
+    ++i;
+    if (!digits()) return false;
+  }
+  if (i < n && (t[i] == 'e' || t[i] == 'E')) {
+    ++i;
+    if (i < n && (t[i] == '+' || t[i] == '-')) ++i;
+    if (!digits()) return false;
+  }
+  return i == n;
+}
+
+// Nesting limit, the top-level object being depth 1 (as event/decoder.cc: below
+// simdjson's own limit, which only debug builds check).
+constexpr int kMaxDepth = simdjson::DEFAULT_MAX_DEPTH - 1;
+
+// Walks a value whole, so that malformed JSON anywhere is seen (on-demand
+// skips what it is not asked for unchecked). Strings are consumed with
+// get_string: an unconsumed string followed by ':' would pass for a key.
+bool Validate(od::value& v, int depth) {
+  if (depth > kMaxDepth) return false;
+  const std::string_view token = TrimRight(v.raw_json_token());
+  if (token.empty()) return false;
+  switch (token[0]) {
+    case '"': {
+      std::string_view s;
+      return v.get_string().get(s) == simdjson::SUCCESS;
+    }
+    case 't':
+      return token == "true";
+    case 'f':
+      return token == "false";
+    case 'n':
+      return token == "null";
+    case '[': {
+      od::array array;
+      if (v.get_array().get(array) != simdjson::SUCCESS) return false;
+      for (auto element : array) {
+        od::value child;
+        if (std::move(element).get(child) != simdjson::SUCCESS) return false;
+        if (!Validate(child, depth + 1)) return false;
+      }
+      return true;
+    }
+    case '{': {
+      od::object object;
+      if (v.get_object().get(object) != simdjson::SUCCESS) return false;
+      for (auto field_result : object) {
+        od::field field;
+        if (std::move(field_result).get(field) != simdjson::SUCCESS) return false;
+        std::string_view key;
+        if (field.unescaped_key().get(key) != simdjson::SUCCESS) return false;
+        if (!Validate(field.value(), depth + 1)) return false;
+      }
+      return true;
+    }
+    default:
+      return IsJsonNumber(token);
+  }
+}
+
+enum Slot : int { kSlotNone = -1, kSlotItem = 0, kSlotText, kSlotTokens, kSlotSimhash, kSlotCount };
+constexpr const char* kNames[kSlotCount] = {"item_id", "text", "tokens", "simhash"};
+
+}  // namespace
+
+const char* ItemRejectReasonName(ItemRejectReason r) {
+  switch (r) {
+    case ItemRejectReason::kNone:
+      return "none";
+    case ItemRejectReason::kNotJson:
+      return "not_json";
+    case ItemRejectReason::kMissingItem:
+      return "missing_item";
+    case ItemRejectReason::kEmptyItem:
+      return "empty_item";
+    case ItemRejectReason::kItemTooLong:
+      return "item_too_long";
+    case ItemRejectReason::kMissingContent:
+      return "missing_content";
+    case ItemRejectReason::kBadText:
+      return "bad_text";
+    case ItemRejectReason::kBadTokens:
+      return "bad_tokens";
+    case ItemRejectReason::kBadSimhash:
+      return "bad_simhash";
+    case ItemRejectReason::kNoTokens:
+      return "no_tokens";
+    default:
+      return "unknown";
+  }
+}
+
+struct ItemDecoder::Impl {
+  // Two on-demand passes: the first walks the whole document (Validate), so
+  // that not_json means exactly "not one valid JSON object" and outranks every
+  // other reason; the second reads the fields of a document known to be valid,
+  // with number tokens as written (integer IDs keep their text; simdjson's DOM
+  // would refuse integers of more than 64 bits).
+  od::parser parser;
+  od::document doc;
+  std::string buf;  // the payload, then SIMDJSON_PADDING zero bytes
+  std::string id;   // the item ID's bytes (a copy: views die with the next iterate)
+  std::vector<content::WeightedToken> tokens;
+  content::Tokenizer tokenizer;
+
+  bool ValidDocument(size_t len);
+  ItemRejectReason ReadId(od::value& v);
+  ItemRejectReason ReadTokens(od::value& v);
+  static ItemRejectReason ReadSimhash(od::value& v, uint64_t* out);
+  ItemRejectReason Decode(const char* data, size_t len, DecodedItem* out);
+};
+
+bool ItemDecoder::Impl::ValidDocument(size_t len) {
+  if (parser.iterate(buf.data(), len, buf.size()).get(doc) != simdjson::SUCCESS) return false;
+  od::object object;
+  if (doc.get_object().get(object) != simdjson::SUCCESS) return false;
+  for (auto field_result : object) {
+    od::field field;
+    if (std::move(field_result).get(field) != simdjson::SUCCESS) return false;
+    std::string_view key;
+    if (field.unescaped_key().get(key) != simdjson::SUCCESS) return false;
+    if (!Validate(field.value(), 2)) return false;
+  }
+  // Trailing content ("{...}{...}"): the document's location is out of bounds
+  // exactly at its end (simdjson 3.0 has no at_end()).
+  return doc.current_location().error() == simdjson::OUT_OF_BOUNDS;
+}
+
+ItemRejectReason ItemDecoder::Impl::ReadId(od::value& v) {
+  const std::string_view token = TrimRight(v.raw_json_token());
+  if (token.empty()) return ItemRejectReason::kNotJson;
+  if (token[0] == '"') {
+    std::string_view s;
+    if (v.get_string().get(s) != simdjson::SUCCESS) return ItemRejectReason::kNotJson;
+    id.assign(s);
+  } else if (token[0] == '-' || (token[0] >= '0' && token[0] <= '9')) {
+    if (!IsIntegerToken(token)) return ItemRejectReason::kMissingItem;
+    id.assign(token);  // the decimal text as written: 42 and "42" are one ID
+  } else {
+    return ItemRejectReason::kMissingItem;  // true, false, null, object, array
+  }
+  if (id.empty()) return ItemRejectReason::kEmptyItem;
+  if (id.size() > kMaxItemIdBytes) return ItemRejectReason::kItemTooLong;
+  return ItemRejectReason::kNone;
+}
+
+ItemRejectReason ItemDecoder::Impl::ReadTokens(od::value& v) {
+  tokens.clear();
+  od::array list;
+  if (v.get_array().get(list) != simdjson::SUCCESS) return ItemRejectReason::kBadTokens;
+  for (auto element : list) {
+    od::array pair;
+    if (element.get_array().get(pair) != simdjson::SUCCESS) return ItemRejectReason::kBadTokens;
+    content::WeightedToken wt;
+    int n = 0;
+    for (auto part : pair) {
+      od::value value;
+      if (std::move(part).get(value) != simdjson::SUCCESS) return ItemRejectReason::kNotJson;
+      if (n == 0) {
+        std::string_view s;
+        if (value.get_string().get(s) != simdjson::SUCCESS) return ItemRejectReason::kBadTokens;
+        wt.token.assign(s);
+      } else if (n == 1) {
+        const std::string_view t = TrimRight(value.raw_json_token());
+        if (t.empty() || !(t[0] == '-' || (t[0] >= '0' && t[0] <= '9')))
+          return ItemRejectReason::kBadTokens;
+        double w = 0;
+        if (value.get_double().get(w) != simdjson::SUCCESS || !(w >= 0) ||
+            w > static_cast<double>(kMaxWeight) || std::floor(w) != w)
+          return ItemRejectReason::kBadTokens;
+        wt.weight = static_cast<uint32_t>(w);
+      }
+      ++n;
+    }
+    if (n != 2) return ItemRejectReason::kBadTokens;
+    tokens.push_back(std::move(wt));
+  }
+  return ItemRejectReason::kNone;
+}
+
+ItemRejectReason ItemDecoder::Impl::ReadSimhash(od::value& v, uint64_t* out) {
+  const std::string_view token = TrimRight(v.raw_json_token());
+  if (token.empty()) return ItemRejectReason::kNotJson;
+  if (token[0] == '"') {
+    std::string_view s;
+    if (v.get_string().get(s) != simdjson::SUCCESS) return ItemRejectReason::kNotJson;
+    if (s.size() != 16) return ItemRejectReason::kBadSimhash;
+    uint64_t x = 0;
+    for (char c : s) {
+      const int h = HexValue(c);
+      if (h < 0) return ItemRejectReason::kBadSimhash;
+      x = (x << 4) | static_cast<uint64_t>(h);
+    }
+    *out = x;
+    return ItemRejectReason::kNone;
+  }
+  if (token[0] < '0' || token[0] > '9' || !IsIntegerToken(token))
+    return ItemRejectReason::kBadSimhash;  // negative, fraction, exponent, other types
+  uint64_t x = 0;
+  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), x);
+  if (ec != std::errc() || end != token.data() + token.size())
+    return ItemRejectReason::kBadSimhash;  // more than 64 bits
+  *out = x;
+  return ItemRejectReason::kNone;
+}
+
+ItemRejectReason ItemDecoder::Impl::Decode(const char* data, size_t len, DecodedItem* out) {
+  if (data == nullptr) len = 0;
+  buf.assign(data == nullptr ? "" : data, len);
+  buf.append(simdjson::SIMDJSON_PADDING, '\0');
+  if (!ValidDocument(len)) return ItemRejectReason::kNotJson;
+  if (parser.iterate(buf.data(), len, buf.size()).get(doc) != simdjson::SUCCESS)
+    return ItemRejectReason::kNotJson;
+  od::object object;
+  if (doc.get_object().get(object) != simdjson::SUCCESS) return ItemRejectReason::kNotJson;
+
+  bool seen[kSlotCount] = {false, false, false, false};
+  bool present[kSlotCount] = {false, false, false, false};  // seen and not null
+  ItemRejectReason reason[kSlotCount] = {ItemRejectReason::kMissingItem, ItemRejectReason::kNone,
+                                         ItemRejectReason::kNone, ItemRejectReason::kNone};
+  std::string text;
+  uint64_t simhash = 0;
+  for (auto field_result : object) {
+    od::field field;
+    if (std::move(field_result).get(field) != simdjson::SUCCESS) return ItemRejectReason::kNotJson;
+    std::string_view key;
+    if (field.unescaped_key().get(key) != simdjson::SUCCESS) return ItemRejectReason::kNotJson;
+    Slot slot = kSlotNone;
+    for (int s = 0; s < kSlotCount; ++s)
+      if (key == kNames[s]) slot = static_cast<Slot>(s);
+    if (slot == kSlotNone || seen[slot]) continue;  // the first occurrence wins
+    seen[slot] = true;
+    od::value& value = field.value();
+    const std::string_view token = TrimRight(value.raw_json_token());
+    const bool is_null = token == "null";
+    present[slot] = !is_null;
+    switch (slot) {
+      case kSlotItem:
+        reason[slot] = ReadId(value);
+        break;
+      case kSlotText: {
+        if (is_null) break;
+        std::string_view s;
+        if (token.empty() || token[0] != '"') {
+          reason[slot] = ItemRejectReason::kBadText;
+        } else if (value.get_string().get(s) != simdjson::SUCCESS) {
+          return ItemRejectReason::kNotJson;
+        } else {
+          text.assign(s);
+        }
+        break;
+      }
+      case kSlotTokens:
+        if (!is_null) reason[slot] = ReadTokens(value);
+        break;
+      case kSlotSimhash:
+        if (!is_null) reason[slot] = ReadSimhash(value, &simhash);
+        break;
+      default:
+        break;
+    }
+    for (ItemRejectReason r : reason)
+      if (r == ItemRejectReason::kNotJson) return r;
+  }
+
+  if (reason[kSlotItem] != ItemRejectReason::kNone) return reason[kSlotItem];
+  for (Slot s : {kSlotSimhash, kSlotTokens, kSlotText})
+    if (reason[s] != ItemRejectReason::kNone) return reason[s];
+  out->item_id = id;
+  if (present[kSlotSimhash]) {
+    out->form = ItemContentForm::kSimhash;
+    out->simhash = simhash;
+    return ItemRejectReason::kNone;
+  }
+  if (present[kSlotTokens]) {
+    out->form = ItemContentForm::kTokens;
+  } else if (present[kSlotText]) {
+    out->form = ItemContentForm::kText;
+    // simdjson checked the UTF-8, so the tokenizer's only refusal cannot happen.
+    if (!tokenizer.Tokenize(text, &tokens).ok()) return ItemRejectReason::kBadText;
+  } else {
+    return ItemRejectReason::kMissingContent;
+  }
+  bool any_weight = false;
+  for (const auto& t : tokens) any_weight = any_weight || t.weight > 0;
+  if (!any_weight) return ItemRejectReason::kNoTokens;
+  out->simhash = content::Simhash(tokens, 0);
+  return ItemRejectReason::kNone;
+}
+
+ItemDecoder::ItemDecoder() : impl_(std::make_unique<Impl>()) {}
+ItemDecoder::~ItemDecoder() = default;
+
+ItemRejectReason ItemDecoder::Decode(const char* data, size_t len, DecodedItem* out) {
+  return impl_->Decode(data, len, out);
+}
+
+}  // namespace ef

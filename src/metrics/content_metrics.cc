@@ -1,0 +1,40 @@
+#include "metrics/content_metrics.h"
+
+namespace ef {
+
+ContentMetrics::ContentMetrics(prometheus::Registry& r) {
+  auto& items = prometheus::BuildCounter()
+                    .Name("exposure_filter_content_items_total")
+                    .Help("Items of the items topic assigned a cluster, by result")
+                    .Register(r);
+  items_new = &items.Add({{"result", "new"}});
+  items_joined = &items.Add({{"result", "joined"}});
+  items_known = &items.Add({{"result", "known"}});
+  auto& rejects = prometheus::BuildCounter()
+                      .Name("exposure_filter_content_rejected_total")
+                      .Help("Messages of the items topic rejected as bad items, by reason")
+                      .Register(r);
+  // Index 0 (kNone) is not a rejection: it gets no series of its own.
+  for (size_t i = 1; i < rejected_by_reason.size(); ++i)
+    rejected_by_reason[i] =
+        &rejects.Add({{"reason", ItemRejectReasonName(static_cast<ItemRejectReason>(i))}});
+  rejected_by_reason[0] = rejected_by_reason[static_cast<size_t>(ItemRejectReason::kNotJson)];
+  assign_retries = &prometheus::BuildCounter()
+                        .Name("exposure_filter_content_assign_retries_total")
+                        .Help("Batch assignments retried after a Redis failure")
+                        .Register(r)
+                        .Add({});
+  auto& commits = prometheus::BuildCounter()
+                      .Name("exposure_filter_content_commits_total")
+                      .Help("Offset commits of the items topic's group, by result")
+                      .Register(r);
+  commits_ok = &commits.Add({{"result", "ok"}});
+  commits_failed = &commits.Add({{"result", "failed"}});
+  redis_up = &prometheus::BuildGauge()
+                  .Name("exposure_filter_content_redis_up")
+                  .Help("1 when the last assignment succeeded, 0 while Redis fails")
+                  .Register(r)
+                  .Add({});
+}
+
+}  // namespace ef

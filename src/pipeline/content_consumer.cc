@@ -1,0 +1,277 @@
+#include "pipeline/content_consumer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "common/clock.h"
+
+namespace ef {
+namespace {
+
+// A progress line at most this often (and one at the end).
+constexpr int64_t kProgressLogIntervalMs = 10000;
+// Rejects are logged one by one up to this many per reason; later ones are only
+// counted (progress lines, the metric).
+constexpr uint64_t kLoggedRejectsPerReason = 10;
+
+}  // namespace
+
+ContentConsumer::ContentConsumer(MessageSource& source, ItemDecoder& decoder, AssignFn assign,
+                                 ContentMetrics* metrics, ContentConsumerOptions options)
+    : source_(source),
+      decoder_(decoder),
+      assign_(std::move(assign)),
+      metrics_(metrics),
+      options_(std::move(options)) {
+  static_assert(contentdb::kMaxContentItemBytes == 1024,
+                "event/item_decoder.cc's kMaxItemIdBytes must equal kMaxContentItemBytes");
+  source_.SetRevokeHandler(
+      [this](const std::vector<TopicPartition>& tps, bool lost) { OnRevoke(tps, lost); });
+  last_commit_ms_ = last_progress_ms_ = SteadyNowMs();
+}
+
+void ContentConsumer::Take(const std::vector<Message>& messages) {
+  for (const Message& m : messages) {
+    ++totals_.messages;
+    const TopicPartition tp{*m.topic, m.partition};
+    int64_t& next = batch_.next[tp];
+    next = std::max(next, m.offset + 1);
+    DecodedItem item;
+    const ItemRejectReason r = decoder_.Decode(m.payload, m.len, &item);
+    if (r == ItemRejectReason::kNone) {
+      batch_.items.push_back({std::string(item.item_id), item.simhash});
+      continue;
+    }
+    ++totals_.rejected;
+    const char* name = ItemRejectReasonName(r);
+    const uint64_t n = ++totals_.rejected_by_reason[name];
+    if (metrics_) metrics_->rejected_by_reason[static_cast<size_t>(r)]->Increment();
+    if (n <= kLoggedRejectsPerReason) {
+      spdlog::warn(
+          "content: {}/{} offset {}: item rejected: {}{}", tp.topic, tp.partition, m.offset, name,
+          n == kLoggedRejectsPerReason ? " (further ones of this reason are only counted)" : "");
+    }
+  }
+}
+
+Status ContentConsumer::AssignBatch(const std::atomic<bool>& stop) {
+  if (batch_.empty()) return Status::Ok();
+  int64_t backoff = options_.backoff_min_ms;
+  int64_t failing_since = 0;
+  int64_t stop_seen_at = 0;
+  int attempts = 0;
+  bool paused = false;
+  for (;;) {
+    StatusOr<std::vector<contentdb::Assignment>> r = std::vector<contentdb::Assignment>{};
+    if (!batch_.items.empty()) r = assign_(batch_.items);
+    ++attempts;
+    if (r.ok()) {
+      uint64_t joined = 0, known = 0;
+      for (const auto& a : *r) {
+        if (a.known) {
+          ++known;
+        } else if (!a.nearest.empty()) {
+          ++joined;
+        }
+      }
+      const uint64_t fresh = r->size() - joined - known;
+      totals_.items_new += fresh;
+      totals_.items_joined += joined;
+      totals_.items_known += known;
+      if (metrics_) {
+        metrics_->items_new->Increment(static_cast<double>(fresh));
+        metrics_->items_joined->Increment(static_cast<double>(joined));
+        metrics_->items_known->Increment(static_cast<double>(known));
+        metrics_->redis_up->Set(1);
+      }
+      if (!batch_.items.empty()) ++totals_.batches;
+      if (failing_since) {
+        spdlog::info("content: assignments succeed again after {:.1f} s and {} retries; resuming",
+                     static_cast<double>(SteadyNowMs() - failing_since) / 1000.0, attempts - 1);
+      }
+      if (paused) {
+        if (Status rs = source_.ResumeAll(); !rs.ok()) spdlog::warn("{}", rs.message());
+      }
+      MarkDone();
+      return Status::Ok();
+    }
+    const Status st = r.status();
+    if (st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kPermissionDenied ||
+        st.code() == StatusCode::kFailedPrecondition) {
+      return st;  // retrying cannot help
+    }
+    ++totals_.assign_failures;
+    if (metrics_) {
+      metrics_->assign_retries->Increment();
+      metrics_->redis_up->Set(0);
+    }
+    if (failing_since) {
+      spdlog::debug("content: retry {} failed: {}", attempts - 1, st.message());
+    } else {
+      failing_since = SteadyNowMs();
+      spdlog::error(
+          "content: {}; pausing consumption, retrying every {}..{} ms, nothing is committed "
+          "past what was assigned",
+          st.message(), options_.backoff_min_ms, options_.backoff_max_ms);
+    }
+    if (!paused) {
+      if (Status ps = source_.PauseAll(); !ps.ok()) spdlog::warn("{}", ps.message());
+      paused = true;
+    }
+    if (stop.load() && !stop_seen_at) stop_seen_at = SteadyNowMs();
+    if (stop_seen_at && SteadyNowMs() - stop_seen_at >= options_.shutdown_grace_ms) {
+      return Cancelled("stopping while Redis fails (" + st.message() +
+                       "): " + std::to_string(batch_.items.size()) +
+                       " item(s) not assigned; their offsets are not committed, so they will be "
+                       "consumed again");
+    }
+    // Wait out the backoff serving the consumer (heartbeats, rebalances); what
+    // still arrives (fetched before the pause) joins the batch.
+    const int64_t until = SteadyNowMs() + backoff;
+    while (SteadyNowMs() < until) {
+      const int wait = static_cast<int>(
+          std::max<int64_t>(0, std::min<int64_t>(until - SteadyNowMs(), options_.poll_timeout_ms)));
+      messages_.clear();
+      Status ps = source_.Poll(options_.batch_max_items, wait, 0, &messages_);
+      if (!ps.ok() && ps.code() != StatusCode::kUnavailable) return ps;
+      Take(messages_);
+      CommitIfDue();  // earlier batches' offsets again: "alive, stuck"
+      if (stop.load() && !stop_seen_at) break;
+    }
+    backoff = std::min(backoff * 2, options_.backoff_max_ms);
+  }
+}
+
+void ContentConsumer::MarkDone() {
+  const std::vector<TopicPartition> assigned = source_.Assignment();
+  for (const auto& [tp, next] : batch_.next) {
+    // A partition revoked meanwhile: its items were assigned (harmless,
+    // idempotent), its offsets are not ours to commit.
+    if (std::find(assigned.begin(), assigned.end(), tp) == assigned.end()) continue;
+    int64_t& d = done_[tp];
+    d = std::max(d, next);
+  }
+  batch_.items.clear();
+  batch_.next.clear();
+}
+
+std::vector<PartitionOffset> ContentConsumer::CommitOffsets(bool step_over_gaps) {
+  std::vector<PartitionOffset> out;
+  for (const TopicPartition& tp : source_.Assignment()) {
+    auto d = done_.find(tp);
+    if (d == done_.end()) continue;
+    int64_t offset = d->second;
+    if (step_over_gaps && !batch_.next.count(tp)) offset = std::max(offset, source_.Position(tp));
+    out.push_back({tp, offset, {}});
+  }
+  return out;
+}
+
+Status ContentConsumer::Commit(bool sync) {
+  last_commit_ms_ = SteadyNowMs();
+  const std::vector<PartitionOffset> offsets = CommitOffsets(true);
+  if (offsets.empty()) return Status::Ok();
+  Status st = source_.Commit(offsets, sync);
+  if (!st.ok()) {
+    if (metrics_) metrics_->commits_failed->Increment();
+    return st;
+  }
+  ++totals_.commits;
+  if (metrics_) metrics_->commits_ok->Increment();
+  return Status::Ok();
+}
+
+void ContentConsumer::CommitIfDue() {
+  if (SteadyNowMs() - last_commit_ms_ < options_.commit_interval_ms) return;
+  if (Status st = Commit(false); !st.ok()) spdlog::warn("content: {}", st.message());
+}
+
+void ContentConsumer::OnRevoke(const std::vector<TopicPartition>& tps, bool lost) {
+  auto revoked = [&](const TopicPartition& tp) {
+    return std::find(tps.begin(), tps.end(), tp) != tps.end();
+  };
+  if (!lost) {
+    std::vector<PartitionOffset> offsets;
+    for (auto& po : CommitOffsets(/*step_over_gaps=*/false))
+      if (revoked(po.tp)) offsets.push_back(std::move(po));
+    if (!offsets.empty()) {
+      Status st = source_.Commit(offsets, true);
+      if (st.ok()) {
+        ++totals_.commits;
+        if (metrics_) metrics_->commits_ok->Increment();
+      } else {
+        spdlog::warn("content: commit on revoke: {} (the new owner re-reads from the last commit)",
+                     st.message());
+        if (metrics_) metrics_->commits_failed->Increment();
+      }
+    }
+  }
+  // The batch's items of these partitions are still assigned (idempotent), but
+  // their offsets are no longer ours.
+  for (const auto& tp : tps) {
+    done_.erase(tp);
+    batch_.next.erase(tp);
+  }
+}
+
+bool ContentConsumer::AtEnd() {
+  if (options_.end_offsets.empty()) return false;
+  const std::vector<TopicPartition> assigned = source_.Assignment();
+  for (const auto& [tp, end] : options_.end_offsets) {
+    if (end <= 0) continue;
+    int64_t at = -1;
+    auto d = done_.find(tp);
+    if (d != done_.end()) at = d->second;
+    if (!batch_.next.count(tp) && std::find(assigned.begin(), assigned.end(), tp) != assigned.end())
+      at = std::max(at, source_.Position(tp));
+    if (at < end) return false;
+  }
+  return true;
+}
+
+void ContentConsumer::LogProgressIfDue(bool force) {
+  const int64_t now = SteadyNowMs();
+  if (!force && now - last_progress_ms_ < kProgressLogIntervalMs) return;
+  last_progress_ms_ = now;
+  std::string reasons;
+  for (const auto& [name, n] : totals_.rejected_by_reason)
+    reasons += (reasons.empty() ? " (" : ", ") + name + " " + std::to_string(n);
+  if (!reasons.empty()) reasons += ")";
+  spdlog::info(
+      "content: {} messages, {} items assigned ({} new clusters, {} joined a cluster, {} "
+      "known), {} rejected{}, {} batches, {} commits",
+      totals_.messages, totals_.assigned(), totals_.items_new, totals_.items_joined,
+      totals_.items_known, totals_.rejected, reasons, totals_.batches, totals_.commits);
+}
+
+Status ContentConsumer::Run(const std::atomic<bool>& stop) {
+  Status st;
+  while (!stop.load() && !AtEnd()) {
+    messages_.clear();
+    Status ps = source_.Poll(options_.batch_max_items, options_.poll_timeout_ms,
+                             options_.batch_max_wait_ms, &messages_);
+    if (!ps.ok() && ps.code() != StatusCode::kUnavailable) {
+      st = ps;
+      break;
+    }
+    Take(messages_);
+    st = AssignBatch(stop);
+    if (!st.ok()) break;
+    CommitIfDue();
+    LogProgressIfDue(false);
+  }
+  if (st.ok()) st = AssignBatch(stop);
+  // What was assigned is committed also when giving up (fatal or cancelled).
+  Status cs = Commit(true);
+  LogProgressIfDue(true);
+  if (!st.ok()) return st;
+  if (cs.code() == StatusCode::kFailedPrecondition) {
+    spdlog::warn("content: final commit: {}", cs.message());  // the next owner re-reads
+    return Status::Ok();
+  }
+  if (!cs.ok()) return cs.Prefixed("final commit");
+  return Status::Ok();
+}
+
+}  // namespace ef

@@ -1,0 +1,241 @@
+// `exposure-filter content` (docs/CONTENT.md "Items topic") end to end: a real
+// redis-server and the librdkafka mock cluster. Texts from Debian's `fortunes`:
+// an original story, a re-post of it with a sentence changed, an unrelated
+// text; the re-post joins the original's cluster, the unrelated text has its
+// own, a malformed message is counted and skipped, the group commits to the
+// end; a second group reading the same topic (redelivery) gets the same
+// clusters; with Redis down nothing is committed, and once it is back the
+// command finishes; SIGTERM commits what was assigned and exits 0, or exits 1
+// within the shutdown grace while Redis is down.
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "content/corpus.h"
+#include "content/simhash.h"
+#include "content/tokenizer.h"
+#include "contentdb/index.h"
+#include "support/stack.h"
+#include "support/wait.h"
+
+namespace ef::test {
+namespace {
+
+using content::corpus::ApplyEdit;
+using content::corpus::Edit;
+using content::corpus::Lang;
+
+struct Texts {
+  std::string original, repost, unrelated;
+};
+
+uint64_t Fingerprint(const std::string& text, uint32_t* tokens = nullptr) {
+  content::Tokenizer tokenizer;
+  std::vector<content::WeightedToken> wt;
+  REQUIRE(tokenizer.Tokenize(text, &wt).ok());
+  uint32_t n = 0;
+  for (const auto& t : wt) n += t.weight;
+  if (tokens) *tokens = n;
+  return content::Simhash(wt, 0);
+}
+
+// An original of at least 256 tokens (consecutive fortunes as paragraphs), a
+// re-post of it with a sentence inserted or removed, or a new headline
+// (tests/content/corpus.h edits), whose fingerprint is 1 to 3 bits
+// (content.max_distance) from the original's: CONTENT.md measures that most such
+// re-posts of 256 tokens and more are; the first one in file order is taken. And
+// an unrelated text, far from both.
+Texts MakeTexts() {
+  std::vector<std::string> entries;
+  REQUIRE(content::corpus::ReadFortunes("/usr/share/games/fortunes/fortunes", &entries).ok());
+  REQUIRE(entries.size() > 100);
+  for (size_t start = 0; start + 45 < entries.size(); start += 7) {
+    Texts t;
+    uint32_t tokens = 0;
+    size_t i = start;
+    while (tokens < 256 && i < start + 40) {
+      t.original += (t.original.empty() ? "" : "\n\n") + entries[i++];
+      Fingerprint(t.original, &tokens);
+    }
+    if (tokens < 256) continue;
+    const uint64_t fp = Fingerprint(t.original);
+    for (Edit edit : {Edit::kInsert, Edit::kRemove, Edit::kHeadline}) {
+      for (uint64_t r = 1; r <= 5; ++r) {
+        t.repost = ApplyEdit(edit, Lang::kEnglish, t.original, entries[i], r);
+        if (t.repost.empty()) continue;
+        const int d = content::HammingDistance(fp, Fingerprint(t.repost));
+        if (d < 1 || d > 3) continue;
+        t.unrelated = entries[i + 3];
+        if (content::HammingDistance(fp, Fingerprint(t.unrelated)) <= 8) continue;
+        if (content::HammingDistance(Fingerprint(t.repost), Fingerprint(t.unrelated)) <= 8)
+          continue;
+        return t;
+      }
+    }
+  }
+  FAIL("no original with a near re-post in the fortunes file");
+  return {};
+}
+
+// `exposure-filter content ...` to completion (EF_BINARY: the binary under test).
+SplitRunResult Content(std::vector<std::string> args) {
+  args.insert(args.begin(), {EF_BINARY, "content"});
+  return RunCommandWithEnv(args, {});
+}
+
+std::string Item(const std::string& id, const std::string& text) {
+  return nlohmann::json{{"item_id", id}, {"text", text}}.dump();
+}
+
+std::vector<std::optional<std::string>> Clusters(Stack& stack,
+                                                 const std::vector<std::string>& items) {
+  auto conn = stack.redis().Connect();
+  contentdb::ContentIndexOptions o;  // the defaults, as the command's config
+  auto index = contentdb::ContentIndex::Make(o, contentdb::SingleNodeRunner(*conn));
+  REQUIRE(index.ok());
+  auto clusters = (*index)->Lookup(items);
+  REQUIRE(clusters.ok());
+  return *clusters;
+}
+
+std::vector<int64_t> Committed(Stack& stack, const std::string& group) {
+  KafkaConfig kc;
+  kc.bootstrap_servers = stack.kafka().bootstrap_servers();
+  kc.topics = {stack.topic()};
+  kc.group_id = group;
+  auto offsets = ReadGroupOffsets(kc, 5000);
+  REQUIRE(offsets.ok());
+  std::vector<int64_t> out;
+  for (const auto& po : *offsets) out.push_back(po.committed);
+  return out;
+}
+
+TEST_CASE("items topic: re-post joins the original's cluster, bad item skipped, commits to the end",
+          "[content]") {
+  const Texts texts = MakeTexts();
+  Stack stack(2, "items");
+  // One key: one partition, in this order (the original is the older item).
+  stack.ProduceRaw({Item("orig-1", texts.original), R"({"item_id": "bad-1", "text": )",
+                    Item("repost-1", texts.repost), Item("other-1", texts.unrelated)});
+  const std::string config = stack.WriteConfig("ef.yaml", "content:\n  topic: items\n");
+
+  const auto first = Content({"-c", config, "--exit-at-end", "--set", "content.group_id=first",
+                              "--set", "pipeline.commit_interval=200ms"});
+  INFO(first.err);
+  REQUIRE(first.code == 0);
+  CHECK(first.err.find("items/") != std::string::npos);
+  CHECK(first.err.find("item rejected: not_json") != std::string::npos);
+  CHECK(first.err.find("3 items assigned (2 new clusters, 1 joined a cluster, 0 known), 1 "
+                       "rejected (not_json 1)") != std::string::npos);
+
+  const std::vector<std::string> ids = {"orig-1", "repost-1", "other-1", "bad-1"};
+  const auto clusters = Clusters(stack, ids);
+  CHECK(clusters[0] == std::optional<std::string>("orig-1"));
+  CHECK(clusters[1] == std::optional<std::string>("orig-1"));
+  CHECK(clusters[2] == std::optional<std::string>("other-1"));
+  CHECK(clusters[3] == std::nullopt);
+  CHECK(GroupCaughtUp(stack, "first"));
+
+  SECTION("a second group over the same topic (redelivery) gets the same clusters") {
+    const auto second =
+        Content({"-c", config, "--exit-at-end", "--set", "content.group_id=second"});
+    INFO(second.err);
+    REQUIRE(second.code == 0);
+    CHECK(second.err.find("3 items assigned (0 new clusters, 0 joined a cluster, 3 known)") !=
+          std::string::npos);
+    CHECK(Clusters(stack, ids) == clusters);
+    CHECK(GroupCaughtUp(stack, "second"));
+  }
+  SECTION("a group that has committed everything has nothing to do") {
+    const auto again = Content({"-c", config, "--exit-at-end", "--set", "content.group_id=first"});
+    INFO(again.err);
+    REQUIRE(again.code == 0);
+    CHECK(again.err.find("nothing to do") != std::string::npos);
+  }
+}
+
+TEST_CASE(
+    "items topic: with Redis down nothing is committed, after it is back the command finishes",
+    "[content]") {
+  Stack stack(2, "items");
+  stack.ProduceRaw({R"({"item_id": "a", "tokens": [["x", 1], ["y", 2]]})",
+                    R"({"item_id": "b", "simhash": "00000000000000ff"})",
+                    R"({"item_id": "c", "simhash": 255})"});
+  const std::string config = stack.WriteConfig(
+      "ef.yaml", "content:\n  topic: items\nredis:\n  cluster: \"false\"\nlog:\n  level: debug\n");
+  stack.redis().Stop();
+  Process cmd({EF_BINARY, "content", "-c", config, "--exit-at-end", "--set",
+               "content.group_id=down", "--set", "pipeline.commit_interval=100ms"},
+              stack.dir().File("content.log"));
+  // Three failed attempts: the batch was taken, and commit intervals passed.
+  const bool retrying = WaitFor(
+      [&] {
+        const std::string out = cmd.Output();
+        return !cmd.Running() || out.find("content: retry 3 failed") != std::string::npos;
+      },
+      std::chrono::seconds(30));
+  INFO(cmd.Output());
+  REQUIRE(retrying);
+  REQUIRE(cmd.Running());
+  for (int64_t committed : Committed(stack, "down")) CHECK(committed == -1);
+
+  stack.redis().Start();
+  const auto code = cmd.Wait(std::chrono::seconds(30));
+  INFO(cmd.Output());
+  REQUIRE(code == std::optional<int>(0));
+  CHECK(cmd.Output().find("assignments succeed again") != std::string::npos);
+  CHECK(GroupCaughtUp(stack, "down"));
+  const auto clusters = Clusters(stack, {"a", "b", "c"});
+  CHECK(clusters[0] == std::optional<std::string>("a"));
+  CHECK(clusters[1] == std::optional<std::string>("b"));
+  CHECK(clusters[2] == std::optional<std::string>("b"));  // the same fingerprint: b's cluster
+}
+
+TEST_CASE(
+    "items topic: SIGTERM while Redis is down exits within the shutdown grace, nothing committed",
+    "[content]") {
+  Stack stack(1, "items");
+  stack.ProduceRaw({R"({"item_id": "a", "simhash": 1})"});
+  const std::string config = stack.WriteConfig(
+      "ef.yaml", "content:\n  topic: items\nredis:\n  cluster: \"false\"\nlog:\n  level: debug\n");
+  stack.redis().Stop();
+  Process cmd({EF_BINARY, "content", "-c", config, "--set", "content.group_id=term"},
+              stack.dir().File("content.log"));
+  REQUIRE(WaitFor([&] { return cmd.Output().find("content: retry 1 failed") != std::string::npos; },
+                  std::chrono::seconds(30)));
+  cmd.Signal(SIGTERM);
+  const auto code = cmd.Wait(std::chrono::seconds(15));  // the grace is 10 s
+  INFO(cmd.Output());
+  REQUIRE(code.has_value());
+  CHECK(*code == 1);
+  CHECK(cmd.Output().find("1 item(s) not assigned; their offsets are not committed") !=
+        std::string::npos);
+  for (int64_t committed : Committed(stack, "term")) CHECK(committed == -1);
+}
+
+TEST_CASE("items topic: SIGTERM commits what was assigned and exits 0", "[content]") {
+  Stack stack(2, "items");
+  stack.ProduceRaw({R"({"item_id": "a", "simhash": 1})", R"({"item_id": "b", "simhash": 3})"});
+  const std::string config = stack.WriteConfig("ef.yaml", "content:\n  topic: items\n");
+  Process cmd({EF_BINARY, "content", "-c", config, "--set", "content.group_id=sigterm", "--set",
+               "pipeline.commit_interval=100ms"},
+              stack.dir().File("content.log"));
+  const bool caught_up = WaitFor([&] { return !cmd.Running() || GroupCaughtUp(stack, "sigterm"); },
+                                 std::chrono::seconds(30));
+  INFO(cmd.Output());
+  REQUIRE(caught_up);
+  REQUIRE(cmd.Running());  // without --exit-at-end it keeps running
+  cmd.Signal(SIGTERM);
+  const auto code = cmd.Wait(std::chrono::seconds(15));
+  INFO(cmd.Output());
+  REQUIRE(code == std::optional<int>(0));
+  CHECK(cmd.Output().find("2 items assigned (1 new clusters, 1 joined a cluster, 0 known)") !=
+        std::string::npos);
+  CHECK(GroupCaughtUp(stack, "sigterm"));
+}
+
+}  // namespace
+}  // namespace ef::test
