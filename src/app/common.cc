@@ -15,8 +15,20 @@
 #include "common/duration.h"
 #include "config/loader.h"
 #include "content/block_index.h"
+#include "contentdb/index.h"
 
 namespace ef::app {
+
+StatusOr<std::unique_ptr<ClusterSource>> ClusterSourceFromConfig(const Config& config,
+                                                                 const RedisOptions& redis) {
+  if (!config.filter.near_duplicates) return std::unique_ptr<ClusterSource>();
+  auto runner = contentdb::ConnectRunner(redis);
+  if (!runner.ok()) return runner.status().Prefixed("content map (filter.near_duplicates)");
+  auto index =
+      contentdb::ContentIndex::Make(contentdb::ContentIndexOptionsFrom(config), std::move(*runner));
+  if (!index.ok()) return index.status();
+  return std::unique_ptr<ClusterSource>(std::make_unique<ContentIndexClusters>(std::move(*index)));
+}
 namespace {
 
 std::atomic<bool> g_stop{false};

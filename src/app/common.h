@@ -13,8 +13,16 @@
 #include "config/config.h"
 #include "exposure_filter/client.h"
 #include "loadgen/generator.h"
+#include "pipeline/clusters.h"
+#include "redis/options.h"
 
 namespace ef::app {
+
+// filter.near_duplicates (docs/CONTENT.md rule 5): the content index as the
+// ingest pipeline's ClusterSource; null when the option is off. kUnavailable
+// when `redis.cluster: auto` finds no seed answering.
+StatusOr<std::unique_ptr<ClusterSource>> ClusterSourceFromConfig(const Config& config,
+                                                                 const RedisOptions& redis);
 
 struct ConfigArgs {
   std::string path;

@@ -41,6 +41,44 @@ class Cluster : public CommandRunner {
   ClusterRouter* router_;
 };
 
+// One Redis, owned, connected again after a connection failure.
+class OwnedSingleNode : public CommandRunner {
+ public:
+  explicit OwnedSingleNode(RedisOptions options) : options_(std::move(options)) {}
+  StatusOr<std::vector<RedisReply>> Run(const std::vector<SlotCommand>& commands) override {
+    if (!conn_) {
+      auto c = RedisConnection::Connect(options_);
+      if (!c.ok()) return c.status();
+      conn_ = std::move(c.value());
+    }
+    std::vector<std::vector<std::string>> args;
+    args.reserve(commands.size());
+    for (const SlotCommand& c : commands) args.push_back(c.args);
+    std::vector<RedisReply> replies;
+    if (Status s = conn_->Commands(args, &replies); !s.ok()) {
+      conn_.reset();  // unusable now: the next Run connects again
+      return s;
+    }
+    return replies;
+  }
+
+ private:
+  RedisOptions options_;
+  std::unique_ptr<RedisConnection> conn_;
+};
+
+// A Redis Cluster, its router owned.
+class OwnedCluster : public CommandRunner {
+ public:
+  explicit OwnedCluster(std::unique_ptr<ClusterRouter> router) : router_(std::move(router)) {}
+  StatusOr<std::vector<RedisReply>> Run(const std::vector<SlotCommand>& commands) override {
+    return router_->Commands(commands);
+  }
+
+ private:
+  std::unique_ptr<ClusterRouter> router_;
+};
+
 void PutBigEndian(uint64_t v, std::string* out) {
   for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
@@ -129,6 +167,17 @@ std::unique_ptr<CommandRunner> SingleNodeRunner(RedisConnection& conn) {
 }
 std::unique_ptr<CommandRunner> ClusterRunner(ClusterRouter& router) {
   return std::make_unique<Cluster>(router);
+}
+
+StatusOr<std::unique_ptr<CommandRunner>> ConnectRunner(const RedisOptions& redis) {
+  auto cluster = UseCluster(redis);
+  if (!cluster.ok()) return cluster.status();
+  if (!*cluster) return std::unique_ptr<CommandRunner>(std::make_unique<OwnedSingleNode>(redis));
+  auto options = ClusterOptionsFrom(redis);
+  if (!options.ok()) return options.status();
+  auto router = std::make_unique<ClusterRouter>(std::move(*options));
+  EF_RETURN_IF_ERROR(router->Discover());
+  return std::unique_ptr<CommandRunner>(std::make_unique<OwnedCluster>(std::move(router)));
 }
 
 ContentIndexOptions ContentIndexOptionsFrom(const Config& config) {

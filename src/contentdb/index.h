@@ -52,6 +52,7 @@
 #include "content/block_index.h"
 #include "redis/cluster.h"
 #include "redis/connection.h"
+#include "redis/options.h"
 
 namespace ef::contentdb {
 
@@ -69,6 +70,12 @@ class CommandRunner {
 std::unique_ptr<CommandRunner> SingleNodeRunner(RedisConnection& conn);
 // A Redis Cluster: ClusterRouter::Commands (not owned).
 std::unique_ptr<CommandRunner> ClusterRunner(ClusterRouter& router);
+// A runner that owns its Redis, from redis.* (RedisOptionsFromConfig): a
+// ClusterRouter when UseCluster says so (`redis.cluster: auto` asks the seeds
+// now: kUnavailable if none answers), else one connection, made at the first
+// Run and made again at the next Run after a connection failure (so a Redis
+// that restarts is used again without a new runner).
+StatusOr<std::unique_ptr<CommandRunner>> ConnectRunner(const RedisOptions& redis);
 
 struct ContentItem {
   std::string item_id;

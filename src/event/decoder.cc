@@ -194,6 +194,8 @@ enum Slot : int {
   kSlotItems,
   kSlotItem,
   kSlotTs,
+  kSlotCluster,  // filter.near_duplicates only
+  kSlotSimhash,  // filter.near_duplicates only
   kSlotCount
 };
 
@@ -209,8 +211,10 @@ constexpr int kItemDepth = 3;   // an element of the items array
 
 struct Decoder::Impl {
   Impl(const EventsConfig& events, const FilterConfig& filter)
-      : names{FieldName(events.user_field), FieldName(events.items_field),
-              FieldName(events.item_field), FieldName(events.time_field)},
+      : names{FieldName(events.user_field),    FieldName(events.items_field),
+              FieldName(events.item_field),    FieldName(events.time_field),
+              FieldName(events.cluster_field), FieldName(events.simhash_field)},
+        slot_count(filter.near_duplicates ? kSlotCount : kSlotCluster),
         max_id_bytes(events.max_id_bytes < 0 ? 0 : static_cast<size_t>(events.max_id_bytes)),
         max_items(events.max_items_per_event < 0 ? 0
                                                  : static_cast<size_t>(events.max_items_per_event)),
@@ -230,8 +234,10 @@ struct Decoder::Impl {
   RejectReason CheckId(std::string_view body, RejectReason empty, std::string_view* id) const;
   RejectReason ReadItems(od::value& v, std::vector<std::string_view>* items);
   RejectReason ReadTimestamp(od::value& v, bool* is_null, int64_t* ms);
+  RejectReason ReadSimhash(od::value& v, bool* present, uint64_t* simhash);
 
   const FieldName names[kSlotCount];
+  const int slot_count;  // the slots matched: the cluster fields only with near_duplicates
   const size_t max_id_bytes;
   const size_t max_items;
   const int64_t max_future_ms;
@@ -286,7 +292,7 @@ int64_t Decoder::Impl::OldestLiveBucket(int64_t now_s) {
 
 Slot Decoder::Impl::MatchKey(od::field& field) {
   const char* key = field.key().raw();  // just past the opening quote
-  for (int s = 0; s < kSlotCount; ++s) {
+  for (int s = 0; s < slot_count; ++s) {
     const FieldName& n = names[s];
     // A raw_comparable name cannot contain the closing quote, so a match of all its
     // bytes followed by '"' is exactly this key.
@@ -301,7 +307,7 @@ Slot Decoder::Impl::MatchKey(od::field& field) {
   if (!KeyHasEscape(key, buf_end)) return kSlotNone;
   std::string_view unescaped;
   if (field.unescaped_key().get(unescaped) != simdjson::SUCCESS) return kSlotBadKey;
-  for (int s = 0; s < kSlotCount; ++s) {
+  for (int s = 0; s < slot_count; ++s) {
     if (unescaped == names[s].name) return static_cast<Slot>(s);
   }
   return kSlotNone;
@@ -486,11 +492,59 @@ RejectReason Decoder::Impl::ReadTimestamp(od::value& v, bool* is_null, int64_t* 
   return RejectReason::kNotJson;
 }
 
+RejectReason Decoder::Impl::ReadSimhash(od::value& v, bool* present, uint64_t* simhash) {
+  const std::string_view token = TrimRight(v.raw_json_token());
+  if (token.empty()) return RejectReason::kNotJson;
+  if (token == "null") return RejectReason::kNone;
+  if (token[0] == '"') {
+    std::string_view text;
+    if (v.get_string().get(text) != simdjson::SUCCESS) return RejectReason::kNotJson;
+    if (text.size() != 16) return RejectReason::kBadSimhash;
+    uint64_t x = 0;
+    for (char c : text) {
+      int d;
+      if (c >= '0' && c <= '9') {
+        d = c - '0';
+      } else if (c >= 'a' && c <= 'f') {
+        d = c - 'a' + 10;
+      } else if (c >= 'A' && c <= 'F') {
+        d = c - 'A' + 10;
+      } else {
+        return RejectReason::kBadSimhash;
+      }
+      x = (x << 4) | static_cast<uint64_t>(d);
+    }
+    *present = true;
+    *simhash = x;
+    return RejectReason::kNone;
+  }
+  if (IsDigit(token[0])) {
+    const NumberToken n = SplitNumber(token);
+    if (!n.valid) return RejectReason::kNotJson;
+    if (!n.is_integer || (token.size() > 1 && token[0] == '0')) return RejectReason::kBadSimhash;
+    uint64_t x = 0;
+    for (char c : token) {
+      const auto d = static_cast<uint64_t>(c - '0');
+      if (x > (std::numeric_limits<uint64_t>::max() - d) / 10) return RejectReason::kBadSimhash;  // > 2^64 - 1
+      x = x * 10 + d;
+    }
+    *present = true;
+    *simhash = x;
+    return RejectReason::kNone;
+  }
+  if (token[0] == '-') return SplitNumber(token).valid ? RejectReason::kBadSimhash
+                                                       : RejectReason::kNotJson;
+  return Validate(v, kFieldDepth) ? RejectReason::kBadSimhash : RejectReason::kNotJson;
+}
+
 RejectReason Decoder::Impl::Decode(const char* data, size_t len, int64_t kafka_ts_ms,
                                    int64_t now_ms, Event* out) {
   out->user = {};
   out->items.clear();
   out->ts_ms = 0;
+  out->cluster = {};
+  out->has_simhash = false;
+  out->simhash = 0;
   if (data == nullptr) len = 0;
   CopyIn(data, len);
 
@@ -502,11 +556,16 @@ RejectReason Decoder::Impl::Decode(const char* data, size_t len, int64_t kafka_t
 
   // Every field is visited (field order is free and a malformed value anywhere makes
   // the payload not_json); per-field outcomes are ranked only at the end.
-  bool seen[kSlotCount] = {false, false, false, false};
+  bool seen[kSlotCount] = {false, false, false, false, false, false};
   RejectReason user_reason = RejectReason::kNone;
   RejectReason items_reason = RejectReason::kNone;
   RejectReason item_reason = RejectReason::kNone;
   RejectReason ts_reason = RejectReason::kNone;
+  RejectReason cluster_reason = RejectReason::kNone;
+  RejectReason simhash_reason = RejectReason::kNone;
+  std::string_view cluster;
+  bool simhash_present = false;
+  uint64_t simhash = 0;
   bool items_null = false;
   bool ts_null = false;
   std::string_view single_item;
@@ -555,6 +614,16 @@ RejectReason Decoder::Impl::Decode(const char* data, size_t len, int64_t kafka_t
         ts_reason = ReadTimestamp(value, &ts_null, &ts_ms);
         if (ts_reason == RejectReason::kNotJson) return ts_reason;
         break;
+      case kSlotCluster:
+        if (TrimRight(value.raw_json_token()) == "null") break;
+        cluster_reason = ReadId(value, kFieldDepth, RejectReason::kBadCluster,
+                                RejectReason::kBadCluster, &cluster);
+        if (cluster_reason == RejectReason::kNotJson) return cluster_reason;
+        break;
+      case kSlotSimhash:
+        simhash_reason = ReadSimhash(value, &simhash_present, &simhash);
+        if (simhash_reason == RejectReason::kNotJson) return simhash_reason;
+        break;
       default:
         break;
     }
@@ -589,6 +658,14 @@ RejectReason Decoder::Impl::Decode(const char* data, size_t len, int64_t kafka_t
   // Rule 4, revision 2: an event stamped ahead of the clock is written into the
   // bucket of the clock, which every reader at that time reads.
   out->ts_ms = std::min(ts_ms, now_ms);
+  // Content clusters: single-item events only (list events validated them above).
+  if (out->items.size() == 1 && !(seen[kSlotItems] && !items_null)) {
+    if (cluster_reason != RejectReason::kNone) return cluster_reason;
+    if (simhash_reason != RejectReason::kNone) return simhash_reason;
+    out->cluster = cluster;
+    out->has_simhash = simhash_present;
+    out->simhash = simhash;
+  }
   return RejectReason::kNone;
 }
 

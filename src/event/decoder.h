@@ -31,8 +31,15 @@
 //   An accepted event's ts_ms is min(ts, now_ms): one stamped ahead of the clock
 //   (by at most max_future) is written into the bucket of now (docs/FORMAT.md rule
 //   4, revision 2), so that readers at the processing time see it.
+// - With filter.near_duplicates (else both fields are only validated as JSON,
+//   like any other field), single-item events only: events.cluster_field is the
+//   item's content cluster, an ID by the rules above (wrong type or "":
+//   kBadCluster; too long: kIdTooLong), null or absent = none; events.simhash_field
+//   is its fingerprint, an integer 0..2^64-1 or a string of exactly 16 hex digits
+//   (else kBadSimhash), null or absent = none. In list events both are validated
+//   and ignored (docs/CONTENT.md rule 5).
 // - Ranking when several fields are bad: not_json, then user, then items, then
-//   time reasons.
+//   time reasons, then cluster and simhash.
 // Time checks happen in Decode with the `now_ms` given (clock at the edge).
 // Preconditions (checked by the config loader): filter.bucket_seconds > 0.
 #pragma once

@@ -30,6 +30,10 @@ const char* RejectReasonName(RejectReason r) {
       return "future_timestamp";
     case RejectReason::kTooOld:
       return "too_old";
+    case RejectReason::kBadCluster:
+      return "bad_cluster";
+    case RejectReason::kBadSimhash:
+      return "bad_simhash";
     case RejectReason::kCount_:
       break;
   }

@@ -15,6 +15,12 @@ struct Event {
   // now_ms) if the event is stamped later than that. Its bucket is the event's key
   // (docs/FORMAT.md rule 4, revision 2), so readers at the processing time see it.
   int64_t ts_ms = 0;
+  // filter.near_duplicates only (docs/CONTENT.md rule 5), single-item events:
+  // the item's content cluster (events.cluster_field; "" when absent) and its
+  // Simhash fingerprint (events.simhash_field).
+  std::string_view cluster;
+  bool has_simhash = false;
+  uint64_t simhash = 0;
 };
 
 // Why an event was rejected. Stable names (RejectReasonName) are metric labels.
@@ -32,6 +38,8 @@ enum class RejectReason {
   kMissingTimestamp,  // no ts field and no Kafka message timestamp
   kFutureTimestamp,   // ts later than now + events.max_future
   kTooOld,            // event's bucket has already expired (older than the window)
+  kBadCluster,        // near_duplicates: cluster field of the wrong type, empty or too long
+  kBadSimhash,        // near_duplicates: simhash field not a 64-bit unsigned integer or 16 hex digits
   kCount_,
 };
 

@@ -64,6 +64,15 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
   write_stalls = counter("exposure_filter_redis_write_stalls_total",
                          "Times a batch write had neither a reply nor an error for 30 s (a "
                          "writer's bug: see the error log)");
+  cluster_tokens = counter("exposure_filter_cluster_tokens_total",
+                           "filter.near_duplicates: content cluster tokens written beside "
+                           "exposed items (items that are not their cluster's first)");
+  cluster_lookups = counter("exposure_filter_cluster_lookups_total",
+                            "filter.near_duplicates: distinct items looked up in the content "
+                            "map (cache misses), in one round trip per batch");
+  items_unclustered = counter("exposure_filter_items_unclustered_total",
+                              "filter.near_duplicates: exposed items whose cluster is not known "
+                              "(not in the content index yet): written by item ID only");
   auto& errors = prometheus::BuildCounter()
                      .Name("exposure_filter_redis_errors_total")
                      .Help("Redis errors, by kind")

@@ -54,6 +54,10 @@ struct IngestMetrics {
   prometheus::Counter* batches;                // exposure_filter_batches_total
   prometheus::Counter* write_retries;          // exposure_filter_redis_write_retries_total
   prometheus::Counter* write_stalls;           // exposure_filter_redis_write_stalls_total
+  // filter.near_duplicates (docs/CONTENT.md rule 5):
+  prometheus::Counter* cluster_tokens;       // exposure_filter_cluster_tokens_total
+  prometheus::Counter* cluster_lookups;      // exposure_filter_cluster_lookups_total
+  prometheus::Counter* items_unclustered;    // exposure_filter_items_unclustered_total
   prometheus::Counter* commits_ok;             // exposure_filter_commits_total{result="ok"}
   prometheus::Counter* commits_failed;         // exposure_filter_commits_total{result="failed"}
   prometheus::Counter* dead_letter_delivered;  // exposure_filter_dead_letter_total{result=...}

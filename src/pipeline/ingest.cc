@@ -6,6 +6,9 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <unordered_map>
+
+#include "bloom/cluster_token.h"
 
 #include "common/clock.h"
 #include "kafka/commit_metadata.h"
@@ -50,6 +53,7 @@ void Ingest::Batch::Clear() {
   positions = 0;
   messages = 0;
   partitions.clear();
+  unresolved.clear();
 }
 
 size_t Ingest::Room() {
@@ -103,7 +107,11 @@ void Ingest::DecodeMessages(bool all) {
       if (rejects_) rejects_->Send(m, r);
       continue;
     }
+    const size_t exposed_items = event_.items.size();
+    if (clusters_) AddClusterTokens(batch);
     batch.coalescer.Add(event_);
+    batch.positions += (event_.items.size() - exposed_items) * k_;  // the tokens'
+    event_.items.resize(exposed_items);
     batch.event_ts_ms.push_back(event_.ts_ms);
     part->newest_event_ms = std::max(part->newest_event_ms, event_.ts_ms);
     if (part->oldest_event_ms == 0 || event_.ts_ms < part->oldest_event_ms)
@@ -113,6 +121,92 @@ void Ingest::DecodeMessages(bool all) {
   }
   totals_.events_rejected += rejected;
   if (metrics_ && rejected) metrics_->events_rejected->Increment(static_cast<double>(rejected));
+}
+
+void Ingest::AddClusterTokens(Batch& batch) {
+  const int64_t now_ms = SteadyNowMs();
+  const size_t n = event_.items.size();
+  if (token_scratch_.size() < n) token_scratch_.resize(n);
+  size_t tokens = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string_view item = event_.items[i];
+    std::string_view cluster;
+    if (!event_.cluster.empty()) {  // single-item events only (the decoder)
+      cluster = event_.cluster;
+      cluster_cache_->Put(item, cluster, now_ms);
+    } else {
+      switch (cluster_cache_->Find(item, now_ms, &cluster)) {
+        case ClusterCache::Hit::kCluster:
+          break;
+        case ClusterCache::Hit::kMiss:
+          ++totals_.items_unclustered;
+          if (metrics_) metrics_->items_unclustered->Increment();
+          continue;
+        case ClusterCache::Hit::kNone:
+          batch.unresolved.push_back({std::string(event_.user), std::string(item), event_.ts_ms,
+                                      event_.has_simhash, event_.simhash});
+          continue;
+      }
+    }
+    if (!WritesClusterToken(item, cluster)) continue;
+    std::string& token = token_scratch_[tokens++];
+    token.clear();
+    AppendClusterToken(cluster, &token);
+  }
+  // Appended after the loop: event_.items' views must not move while it reads them.
+  for (size_t t = 0; t < tokens; ++t) event_.items.push_back(token_scratch_[t]);
+  totals_.cluster_tokens += tokens;
+  if (metrics_ && tokens) metrics_->cluster_tokens->Increment(static_cast<double>(tokens));
+}
+
+Status Ingest::ResolveClusters(Batch& batch) {
+  if (batch.unresolved.empty()) return Status::Ok();
+  // Distinct items, each asked once.
+  std::unordered_map<std::string_view, size_t> index;
+  std::vector<ClusterQuery> queries;
+  for (const Batch::Unresolved& u : batch.unresolved) {
+    auto [it, added] = index.try_emplace(u.item, queries.size());
+    if (added) {
+      queries.push_back({u.item, u.has_simhash, u.simhash});
+    } else if (u.has_simhash && !queries[it->second].has_simhash) {
+      queries[it->second].has_simhash = true;
+      queries[it->second].simhash = u.simhash;
+    }
+  }
+  std::vector<std::string> clusters;
+  Status st = clusters_->Clusters(queries, &clusters);
+  if (!st.ok()) return st.Prefixed("content map (filter.near_duplicates)");
+  totals_.cluster_lookups += queries.size();
+  if (metrics_) metrics_->cluster_lookups->Increment(static_cast<double>(queries.size()));
+  const int64_t now_ms = SteadyNowMs();
+  for (size_t i = 0; i < queries.size(); ++i) cluster_cache_->Put(queries[i].item, clusters[i], now_ms);
+  Event token_event;
+  std::string token;
+  uint64_t tokens = 0, unclustered = 0;
+  for (const Batch::Unresolved& u : batch.unresolved) {
+    const std::string& cluster = clusters[index.at(u.item)];
+    if (cluster.empty()) {
+      ++unclustered;
+      continue;
+    }
+    if (!WritesClusterToken(u.item, cluster)) continue;
+    token.clear();
+    AppendClusterToken(cluster, &token);
+    token_event.user = u.user;
+    token_event.ts_ms = u.ts_ms;
+    token_event.items.assign(1, token);
+    batch.coalescer.Add(token_event);
+    batch.positions += k_;
+    ++tokens;
+  }
+  batch.unresolved.clear();
+  totals_.cluster_tokens += tokens;
+  totals_.items_unclustered += unclustered;
+  if (metrics_) {
+    if (tokens) metrics_->cluster_tokens->Increment(static_cast<double>(tokens));
+    if (unclustered) metrics_->items_unclustered->Increment(static_cast<double>(unclustered));
+  }
+  return Status::Ok();
 }
 
 void Ingest::RecordWritten(const Batch& batch, const WriteStats& stats, int64_t write_start_ms) {
@@ -251,7 +345,11 @@ Status Ingest::RetryWrite(Batch& batch, Status st, const std::atomic<bool>& stop
 
     const int64_t start_ms = clock_.NowMs();
     WriteStats stats;
-    st = sink_.Write(batch.coalescer.batch(), &stats);
+    st = ResolveClusters(batch);
+    if (st.ok()) {
+      batch.coalescer.Seal();  // again: resolved tokens may have joined
+      st = sink_.Write(batch.coalescer.batch(), &stats);
+    }
     if (st.ok()) {
       spdlog::info("redis: writes succeed again after {:.1f} s and {} retries; resuming",
                    static_cast<double>(SteadyNowMs() - failing_since) / 1000.0, attempts);
@@ -375,6 +473,13 @@ Status Ingest::WriteBuilding(const std::atomic<bool>& stop, bool overlap, size_t
   building_ ^= 1;
   // A batch of bad events only has nothing to write: it must not wait for Redis.
   Status fetch;
+  if (Status rs = ResolveClusters(batch); !rs.ok()) {
+    // Not sent: retried (with the lookup) like a failed write.
+    EF_RETURN_IF_ERROR(RetryWrite(batch, std::move(rs), stop));
+    Ack(batch);
+    CommitIfDue();
+    return Status::Ok();
+  }
   if (!batch.coalescer.empty()) {
     batch.coalescer.Seal();
     sink_.Send(batch.coalescer.batch());

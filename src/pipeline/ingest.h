@@ -47,6 +47,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,7 @@
 #include "kafka/source.h"
 #include "metrics/ingest_metrics.h"
 #include "metrics/partition_monitor.h"
+#include "pipeline/clusters.h"
 #include "pipeline/coalescer.h"
 #include "pipeline/sink.h"
 
@@ -114,6 +116,10 @@ struct IngestTotals {
   uint64_t write_failures = 0;
   uint64_t write_stalls = 0;  // stall_warn_ms passed with a write in flight
   uint64_t commits = 0;
+  // filter.near_duplicates (SetClusters):
+  uint64_t cluster_tokens = 0;     // tokens written beside items (docs/CONTENT.md rule 5)
+  uint64_t cluster_lookups = 0;    // distinct items asked of the ClusterSource
+  uint64_t items_unclustered = 0;  // exposed items with no known cluster
 };
 
 class Ingest {
@@ -146,6 +152,17 @@ class Ingest {
   // Offsets and newest event time of every assigned partition, now.
   std::vector<PartitionSnapshot> Snapshot();
   IngestHealth Health() const { return {sink_failing_, sink_error_}; }
+  // filter.near_duplicates (docs/CONTENT.md rule 5): each exposed item's cluster
+  // is taken from the event, else from a cache of `cache_items` items, else
+  // asked of `clusters` (not owned) in one call per batch just before the batch
+  // is written; an item that is not its cluster's first gets the cluster's token
+  // in the same key. A failed call is retried like a failed write (the batch
+  // waits; nothing is committed past it). Call before Run/Step.
+  void SetClusters(ClusterSource* clusters, size_t cache_items) {
+    clusters_ = clusters;
+    cluster_cache_ = std::make_unique<ClusterCache>(cache_items);
+  }
+
   // Calls fn about every interval_ms from the ingest thread, also while Redis
   // writes are being retried.
   void SetTick(int64_t interval_ms, std::function<void()> fn) {
@@ -173,6 +190,16 @@ class Ingest {
     uint64_t items = 0;
     uint64_t positions = 0;  // items × k, before de-duplication
     size_t messages = 0;     // consumed into it, bad ones included
+    // Exposed items whose cluster is not known yet (near_duplicates): asked of
+    // the ClusterSource by ResolveClusters before the batch is written; their
+    // tokens then join the coalescer. Copies: the decoder's views do not last.
+    struct Unresolved {
+      std::string user, item;
+      int64_t ts_ms = 0;
+      bool has_simhash = false;
+      uint64_t simhash = 0;
+    };
+    std::vector<Unresolved> unresolved;
     std::map<TopicPartition, PendingPartition> partitions;
     bool empty() const { return partitions.empty(); }
     void Clear();
@@ -208,6 +235,13 @@ class Ingest {
   // stall_warn_ms.
   void ReportStallIfDue(const Batch& batch);
   Status RetryWrite(Batch& batch, Status first_error, const std::atomic<bool>& stop);
+  // near_duplicates, at decode: the event's items' clusters from the event or
+  // the cache; their tokens are appended to event_.items (token_scratch_ holds
+  // them); items not known are queued in batch.unresolved.
+  void AddClusterTokens(Batch& batch);
+  // Asks the ClusterSource for batch.unresolved (one call), adds their tokens and
+  // empties it. OK at once when nothing is unresolved.
+  Status ResolveClusters(Batch& batch);
   void Ack(Batch& batch);
   void OnRevoke(const std::vector<TopicPartition>& partitions, bool lost);
   void RecordWritten(const Batch& batch, const WriteStats& stats, int64_t write_start_ms);
@@ -244,6 +278,9 @@ class Ingest {
   int64_t rejects_full_since_ = 0;  // steady ms when rejects_paused_ was set
   LocalHistogram e2e_;
   IngestTotals totals_;
+  ClusterSource* clusters_ = nullptr;  // null: near_duplicates off
+  std::unique_ptr<ClusterCache> cluster_cache_;
+  std::vector<std::string> token_scratch_;  // AddClusterTokens' tokens, one per item
 };
 
 }  // namespace ef

@@ -151,7 +151,11 @@ TEST_CASE("SIGKILL mid-stream loses nothing: the next run re-reads what was not 
   const std::string config =
       stack.WriteConfig("ef.yaml", "pipeline:\n  batch_max_events: 500\n");  // many small batches
   {
-    auto daemon = stack.StartDaemon(uncommitting, "run1.log");
+    // Not StartDaemon: it sets pipeline.commit_interval=200ms on the command line,
+    // which wins over run1.yaml's 1h (a loaded machine then saw run 1 commit all
+    // 10,000 before its SIGKILL: "committed when killed: 10000 of 10000").
+    auto daemon = std::make_unique<Process>(
+        std::vector<std::string>{EF_BINARY, "run", "-c", uncommitting}, stack.dir().File("run1.log"));
     auto conn = stack.redis().Connect();
     const bool written = WaitFor(
         [&] { return !daemon->Running() || MissingItems(*conn, DefaultLayout(), events).empty(); },

@@ -42,7 +42,8 @@ class Stack {
   // A daemon config (YAML) for this stack; `extra` (YAML, e.g.
   // "filter:\n  items_per_bucket: 50\n") is merged in key by key, its values winning.
   std::string WriteConfig(const std::string& name = "ef.yaml", const std::string& extra = "");
-  // `exposure-filter run -c <config>` in the background, output to <dir>/<log>.
+  // `exposure-filter run -c <config> --set pipeline.commit_interval=200ms` in the
+  // background, output to <dir>/<log> (the --set wins over the config's own).
   std::unique_ptr<Process> StartDaemon(const std::string& config_path,
                                        const std::string& log = "daemon.log");
   // StartDaemon, then waits until something is committed: the daemon is up and

@@ -66,6 +66,8 @@ TEST_CASE("RejectReasonName gives stable snake_case labels", "[event]") {
   CHECK(std::string(RejectReasonName(RejectReason::kTooManyItems)) == "too_many_items");
   CHECK(std::string(RejectReasonName(RejectReason::kBadTimestamp)) == "bad_timestamp");
   CHECK(std::string(RejectReasonName(RejectReason::kMissingTimestamp)) == "missing_timestamp");
+  CHECK(std::string(RejectReasonName(RejectReason::kBadCluster)) == "bad_cluster");
+  CHECK(std::string(RejectReasonName(RejectReason::kBadSimhash)) == "bad_simhash");
   CHECK(std::string(RejectReasonName(RejectReason::kFutureTimestamp)) == "future_timestamp");
   CHECK(std::string(RejectReasonName(RejectReason::kTooOld)) == "too_old");
   CHECK(std::string(RejectReasonName(RejectReason::kNone)) == "none");
@@ -575,7 +577,9 @@ TEST_CASE("not JSON", "[event]") {
 TEST_CASE("every reject reason is reachable", "[event]") {
   EventsConfig e;
   e.max_items_per_event = 2;
-  Harness h(e);
+  FilterConfig f;
+  f.near_duplicates = true;  // reads the cluster fields too
+  Harness h(e, f);
   const std::string long_id(300, 'x');
   const std::vector<std::pair<std::string, RejectReason>> cases = {
       {"nope", RejectReason::kNotJson},
@@ -591,6 +595,10 @@ TEST_CASE("every reject reason is reachable", "[event]") {
       {Single("\"u\"", "\"i\"", std::to_string(kNowMs + 7200 * 1000)),
        RejectReason::kFutureTimestamp},
       {Single("\"u\"", "\"i\"", std::to_string(kNowMs - 40 * kDayS * 1000)), RejectReason::kTooOld},
+      {R"({"user_id":"u","item_id":"i","cluster_id":"","ts":)" + kTs + "}",
+       RejectReason::kBadCluster},
+      {R"({"user_id":"u","item_id":"i","simhash":-1,"ts":)" + kTs + "}",
+       RejectReason::kBadSimhash},
       {Single("\"u\"", "\"i\""), RejectReason::kNone},
   };
   std::set<RejectReason> covered;
@@ -760,6 +768,78 @@ TEST_CASE("fuzz: binary garbage with NUL bytes", "[event]") {
     if (s.find('\0') != std::string::npos) CHECK(r != RejectReason::kNone);
   }
   REQUIRE(h.Decode(Single("\"u\"", "\"i\"")) == RejectReason::kNone);
+}
+
+// ------------------------------------------ near_duplicates: cluster and simhash fields
+
+std::string WithFields(std::string_view fields) {
+  return std::string("{\"user_id\":\"u\",\"item_id\":\"i\",\"ts\":") + kTs + "," +
+         std::string(fields) + "}";
+}
+
+TEST_CASE("decoder near_duplicates: cluster and simhash fields of single-item events",
+          "[event][near_duplicates]") {
+  FilterConfig f;
+  f.near_duplicates = true;
+  Harness h(EventsConfig(), f);
+  REQUIRE(h.Decode(WithFields(R"("cluster_id":"story-7")")) == RejectReason::kNone);
+  CHECK(h.event.cluster == "story-7");
+  CHECK_FALSE(h.event.has_simhash);
+  REQUIRE(h.Decode(WithFields(R"("cluster_id":42)")) == RejectReason::kNone);
+  CHECK(h.event.cluster == "42");  // integers as written, like item IDs
+  REQUIRE(h.Decode(WithFields(R"("cluster_id":"story")")) == RejectReason::kNone);
+  CHECK(h.event.cluster == "story");
+  REQUIRE(h.Decode(WithFields(R"("cluster_id":null,"simhash":null)")) == RejectReason::kNone);
+  CHECK(h.event.cluster.empty());
+  CHECK_FALSE(h.event.has_simhash);
+  REQUIRE(h.Decode(WithFields(R"("simhash":18446744073709551615)")) == RejectReason::kNone);
+  CHECK(h.event.has_simhash);
+  CHECK(h.event.simhash == 0xffffffffffffffffULL);
+  REQUIRE(h.Decode(WithFields(R"("simhash":"00000000DeadBeef")")) == RejectReason::kNone);
+  CHECK(h.event.simhash == 0xdeadbeefULL);
+  REQUIRE(h.Decode(WithFields(R"("simhash":0)")) == RejectReason::kNone);
+  CHECK(h.event.has_simhash);
+  CHECK(h.event.simhash == 0);
+  // The next event does not inherit them.
+  REQUIRE(h.Decode(Single("\"u\"", "\"i\"")) == RejectReason::kNone);
+  CHECK(h.event.cluster.empty());
+  CHECK_FALSE(h.event.has_simhash);
+  // A list event: validated, ignored.
+  REQUIRE(h.Decode(List("\"u\"", R"(["a","b"],"cluster_id":"c","simhash":1)")) ==
+          RejectReason::kNone);
+  CHECK(h.event.cluster.empty());
+  CHECK_FALSE(h.event.has_simhash);
+  CHECK(h.Items() == Items{"a", "b"});
+}
+
+TEST_CASE("decoder near_duplicates: bad cluster and simhash fields are rejected by name",
+          "[event][near_duplicates]") {
+  FilterConfig f;
+  f.near_duplicates = true;
+  EventsConfig e;
+  e.max_id_bytes = 8;
+  Harness h(e, f);
+  for (const char* bad : {R"("cluster_id":"")", R"("cluster_id":true)", R"("cluster_id":1.5)",
+                          R"("cluster_id":["c"])", R"("cluster_id":{"c":1})"}) {
+    INFO(bad);
+    CHECK(h.Decode(WithFields(bad)) == RejectReason::kBadCluster);
+  }
+  CHECK(h.Decode(WithFields(R"("cluster_id":"123456789")")) == RejectReason::kIdTooLong);
+  for (const char* bad :
+       {R"("simhash":-1)", R"("simhash":1.5)", R"("simhash":18446744073709551616)",
+        R"("simhash":"dead")", R"("simhash":"00000000deadbeeg")", R"("simhash":"0x000000deadbeef")",
+        R"("simhash":true)", R"("simhash":[1])", R"("simhash":1e3)"}) {
+    INFO(bad);
+    CHECK(h.Decode(WithFields(bad)) == RejectReason::kBadSimhash);
+  }
+  // Malformed JSON still outranks them; other reasons rank before them.
+  CHECK(h.Decode(WithFields(R"("simhash":01)")) == RejectReason::kNotJson);
+  CHECK(h.Decode(R"({"user_id":"","item_id":"i","ts":1,"cluster_id":""})") ==
+        RejectReason::kEmptyUser);
+  // near_duplicates off: the same fields are not read.
+  Harness off;
+  CHECK(off.Decode(WithFields(R"("cluster_id":"","simhash":"dead")")) == RejectReason::kNone);
+  CHECK(off.event.cluster.empty());
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bloom/cluster_token.h"
 #include "bloom/hash.h"
 #include "bloom/keys.h"
 #include "bloom/layout.h"
@@ -31,6 +32,7 @@
 #include "event/decoder.h"
 #include "kafka/commit_metadata.h"
 #include "metrics/ingest_metrics.h"
+#include "pipeline/clusters.h"
 #include "read/bloom_reader.h"
 #include "support/fakes.h"
 
@@ -1521,6 +1523,177 @@ TEST_CASE(
   h.CheckSinkHoldsEverySentEvent();
   CHECK(ToOffsets(h.source.committed()) == h.EndOffsets());
   CHECK(MetricValue(h.registry, "exposure_filter_dead_letter_full") == 0);
+}
+
+// ------------------------------------------------- near-duplicates (CONTENT.md rule 5)
+
+// The content map as a ClusterSource: item -> cluster; an item with a simhash
+// the map does not know is "filed" as its own cluster; calls can fail.
+class FakeClusters : public ClusterSource {
+ public:
+  std::map<std::string, std::string> map;
+  int fail_next = 0;
+  std::vector<std::vector<std::string>> calls;      // the items of each call
+  std::map<std::string, uint64_t> simhashes_seen;  // item -> simhash passed
+  Status Clusters(const std::vector<ClusterQuery>& items,
+                  std::vector<std::string>* clusters) override {
+    std::vector<std::string> asked;
+    for (const ClusterQuery& q : items) asked.emplace_back(q.item);
+    calls.push_back(asked);
+    if (fail_next > 0) {
+      --fail_next;
+      return Unavailable("fake content map: down (simulated)");
+    }
+    clusters->clear();
+    for (const ClusterQuery& q : items) {
+      auto it = map.find(std::string(q.item));
+      if (it == map.end() && q.has_simhash) {
+        simhashes_seen[std::string(q.item)] = q.simhash;
+        it = map.emplace(std::string(q.item), std::string(q.item)).first;
+      }
+      clusters->push_back(it == map.end() ? std::string() : it->second);
+    }
+    return Status::Ok();
+  }
+};
+
+std::string SingleWithCluster(const std::string& user, const std::string& item, int64_t ts_ms,
+                              const std::string& extra) {
+  return "{\"user_id\":" + Quote(user) + ",\"item_id\":" + Quote(item) +
+         ",\"ts\":" + std::to_string(ts_ms) + "," + extra + "}";
+}
+
+TEST_CASE(
+    "Ingest near_duplicates: an exposed item's cluster token joins its key, from the event, the "
+    "map or the cache, and an item that is its own cluster adds nothing",
+    "[pipeline][near_duplicates]") {
+  Harness h(1);
+  h.filter.near_duplicates = true;
+  FakeClusters clusters;
+  clusters.map = {{"repost", "story"}, {"story", "story"}, {"page1", "c1"}};
+  Ingest& ingest = h.Start();
+  ingest.SetClusters(&clusters, 100);
+  const int64_t ts = kNowMs - 1000;
+  // From the event's cluster_id (the map is not asked for it).
+  h.source.Append(0, SingleWithCluster("u1", "evt", ts, "\"cluster_id\":\"c9\""), ts);
+  h.sent.push_back({"u1", {"evt", ClusterToken("c9")}, ts});
+  // From the map: a later member (token), the first (none), a list event's item.
+  h.Good(0, "u1", "repost", ts);
+  h.sent.push_back({"u1", {ClusterToken("story")}, ts});
+  h.Good(0, "u2", "story", ts);
+  h.GoodList(0, "u3", {"page1", "unknown"}, ts);
+  h.sent.push_back({"u3", {ClusterToken("c1")}, ts});
+  h.Drain();
+  h.CheckSinkHoldsEverySentEvent();
+  h.CheckBatchesCoalesced();
+  REQUIRE(clusters.calls.size() == 1);  // one call for the batch, each item once
+  CHECK(std::set<std::string>(clusters.calls[0].begin(), clusters.calls[0].end()) ==
+        std::set<std::string>{"repost", "story", "page1", "unknown"});
+  CHECK(clusters.calls[0].size() == 4);
+  CHECK(ingest.totals().cluster_tokens == 3);
+  CHECK(ingest.totals().items_unclustered == 1);
+  CHECK(ingest.totals().cluster_lookups == 4);
+  CHECK(MetricValue(h.registry, "exposure_filter_cluster_tokens_total") == 3);
+  CHECK(MetricValue(h.registry, "exposure_filter_items_unclustered_total") == 1);
+  CHECK(MetricValue(h.registry, "exposure_filter_cluster_lookups_total") == 4);
+  CHECK(ingest.totals().items_written == 5);  // exposed items only, tokens apart
+
+  // Again: the cache answers (a fresh miss is not asked again either).
+  h.Good(0, "u4", "repost", ts);
+  h.sent.push_back({"u4", {ClusterToken("story")}, ts});
+  h.Good(0, "u4", "unknown", ts);
+  h.Drain();
+  h.CheckSinkHoldsEverySentEvent();
+  CHECK(clusters.calls.size() == 1);
+  CHECK(ingest.totals().items_unclustered == 2);
+}
+
+TEST_CASE("Ingest near_duplicates: a stale miss is asked again, and a simhash files the item",
+          "[pipeline][near_duplicates]") {
+  Harness h(1);
+  h.filter.near_duplicates = true;
+  FakeClusters clusters;
+  Ingest& ingest = h.Start();
+  ingest.SetClusters(&clusters, 100);
+  const int64_t ts = kNowMs - 1000;
+  h.Good(0, "u1", "late", ts);
+  h.Drain();
+  CHECK(clusters.calls.size() == 1);
+  CHECK(ingest.totals().items_unclustered == 1);
+  // The items topic indexes it meanwhile; the miss is kept kMissRetryMs (steady clock).
+  clusters.map["late"] = "first";
+  h.Good(0, "u2", "late", ts);
+  h.Drain();
+  CHECK(clusters.calls.size() == 1);  // a fresh miss: not asked again
+  // A simhash on an item the map does not know: passed on to be filed.
+  h.source.Append(0, SingleWithCluster("u3", "fp", ts, "\"simhash\":\"00000000000000ff\""), ts);
+  h.sent.push_back({"u3", {"fp"}, ts});
+  h.Drain();
+  REQUIRE(clusters.calls.size() == 2);
+  CHECK(clusters.simhashes_seen.at("fp") == 0xff);
+}
+
+TEST_CASE(
+    "Ingest near_duplicates: a failed map lookup is retried like a failed write, and nothing is "
+    "committed before the batch is written with its tokens",
+    "[pipeline][near_duplicates]") {
+  Harness h(1);
+  h.filter.near_duplicates = true;
+  FakeClusters clusters;
+  clusters.map = {{"b", "a"}};
+  clusters.fail_next = 2;
+  Ingest& ingest = h.Start();
+  ingest.SetClusters(&clusters, 100);
+  const int64_t ts = kNowMs - 1000;
+  h.Good(0, "u1", "b", ts);
+  h.sent.push_back({"u1", {ClusterToken("a")}, ts});
+  h.Drain();
+  CHECK(clusters.calls.size() == 3);  // two failures, then the answer
+  CHECK(ingest.totals().write_failures == 2);
+  CHECK(h.sink.write_calls() == 1);  // the batch waited for its tokens
+  h.CheckSinkHoldsEverySentEvent();
+  REQUIRE(ingest.CommitAcked(true).ok());
+  CHECK(ToOffsets(h.source.committed()) == h.EndOffsets());
+}
+
+TEST_CASE("Ingest near_duplicates off: cluster fields are ignored and nothing is looked up",
+          "[pipeline][near_duplicates]") {
+  Harness h(1);
+  Ingest& ingest = h.Start();
+  const int64_t ts = kNowMs - 1000;
+  // Even a malformed cluster field is only JSON to skip.
+  h.source.Append(0, SingleWithCluster("u1", "x", ts, "\"cluster_id\":\"c\",\"simhash\":[1]"),
+                  ts);
+  h.sent.push_back({"u1", {"x"}, ts});
+  h.Drain();
+  h.CheckSinkHoldsEverySentEvent();
+  CHECK(ingest.totals().cluster_tokens == 0);
+  CHECK(ingest.totals().events_rejected == 0);
+}
+
+TEST_CASE("ClusterCache: bounded, keeps what is used, and forgets a miss after kMissRetryMs",
+          "[pipeline][near_duplicates]") {
+  ClusterCache cache(4);
+  std::string_view c;
+  CHECK(cache.Find("a", 0, &c) == ClusterCache::Hit::kNone);
+  cache.Put("a", "A", 0);
+  cache.Put("b", "", 0);  // a miss
+  REQUIRE(cache.Find("a", 0, &c) == ClusterCache::Hit::kCluster);
+  CHECK(c == "A");
+  CHECK(cache.Find("b", ClusterCache::kMissRetryMs - 1, &c) == ClusterCache::Hit::kMiss);
+  CHECK(cache.Find("b", ClusterCache::kMissRetryMs, &c) == ClusterCache::Hit::kNone);
+  for (int i = 0; i < 100; ++i) {
+    cache.Put("x" + std::to_string(i), "X", 0);
+    CHECK(cache.size() <= 4);
+    // "a", used all along, stays.
+    REQUIRE(cache.Find("a", 0, &c) == ClusterCache::Hit::kCluster);
+    CHECK(c == "A");
+  }
+  CHECK(cache.Find("x0", 0, &c) == ClusterCache::Hit::kNone);  // dropped with its generation
+  ClusterCache none(0);
+  none.Put("a", "A", 0);
+  CHECK(none.Find("a", 0, &c) == ClusterCache::Hit::kNone);
+  CHECK(none.size() == 0);
 }
 
 }  // namespace ef
