@@ -10,6 +10,18 @@
 //     every stage the bucket holds; an item is seen if some bucket holds it;
 //   - SeenBatch sends the MGETs of many users in one pipelined round trip.
 //
+// Near duplicates (filter.near_duplicates: true; docs/CONTENT.md rule 5): a
+// candidate whose content cluster is known is also answered near_duplicate when
+// the user saw an item of its cluster (Result::near_duplicate, Result::cluster).
+// The cluster comes from the call (the *WithClusters calls, Query::clusters),
+// else from the content map (`<prefix>cm{item}`, filled by `exposure-filter
+// content`): the map entries of the candidates without one are read in the same
+// round trip as the MGET (one Redis: in the same pipeline; Redis Cluster: one
+// GET per candidate, pipelined per master with the MGETs, the masters in
+// parallel). A candidate the map does not know is tested by its item ID alone
+// (ClientStats::clusters_unknown). With the option off, clusters are ignored and
+// nothing more is read.
+//
 // Usage:
 //   exposure_filter::ClientOptions options;
 //   options.config_path = "/etc/exposure-filter.yaml";   // the daemon's config
@@ -129,6 +141,9 @@ struct ClientOptions {
 struct Query {
   std::string user;
   std::vector<std::string> candidates;
+  // Empty, or one per candidate: its near-duplicate cluster, "" = unknown (looked
+  // up in the content map). Used with filter.near_duplicates only.
+  std::vector<std::string> clusters;
 };
 
 // One user's candidates held elsewhere (for SeenBatchViews): views that must
@@ -136,6 +151,7 @@ struct Query {
 struct QueryView {
   std::string_view user;
   std::span<const std::string_view> candidates;
+  std::span<const std::string_view> clusters;  // as Query::clusters
 };
 
 // Per-call options beyond the deadline (for tools; the defaults suit services).
@@ -143,6 +159,9 @@ struct CallOptions {
   std::chrono::milliseconds deadline{0};  // 0 = ClientOptions::timeout
   int64_t at_unix_seconds = 0;            // query as of this time; 0 = now
   bool with_buckets = false;              // fill Result::seen_bucket
+  // filter.near_duplicates: look the clusters not given up in the content map
+  // (false: candidates without a given cluster are tested alone, no map read).
+  bool cluster_lookup = true;
 };
 
 struct Result {
@@ -165,6 +184,15 @@ struct Result {
   // leaves these out too. All false when the user has no ring (or on a failure).
   std::vector<bool> served;
   size_t served_count = 0;  // number of true entries in served
+  // Per candidate (all false without filter.near_duplicates): not seen, but a near
+  // duplicate of an item the user saw: an item of its cluster (docs/CONTENT.md
+  // rule 5). Unseen() and FilterAndMark leave these out. seen, near_duplicate and
+  // served exclude each other.
+  std::vector<bool> near_duplicate;
+  size_t near_duplicate_count = 0;  // number of true entries in near_duplicate
+  // filter.near_duplicates only (else empty): per candidate, the cluster it was
+  // tested with (given in the call, or from the content map), "" = unknown.
+  std::vector<std::string> cluster;
   // FilterAndMark only: per candidate, whether this call marked it served (the
   // first n candidates neither seen nor served, input order), and how many.
   std::vector<bool> marked;
@@ -201,6 +229,11 @@ struct ClientStats {
   uint64_t served = 0;         // candidates found served (not seen, in the user's served ring)
   uint64_t marked = 0;         // items marked served (MarkServed, FilterAndMark)
   uint64_t mark_errors = 0;    // marks that failed (Redis; counted in redis_errors too)
+  // filter.near_duplicates (docs/CONTENT.md rule 5):
+  uint64_t near_duplicates = 0;   // candidates found near duplicates (not seen)
+  uint64_t cluster_lookups = 0;   // candidates whose cluster was read from the content map
+  uint64_t clusters_unknown = 0;  // of which the map did not know (or held a bad value)
+  uint64_t map_bad_values = 0;    // of which the map's value was not a map entry (< 17 bytes)
 };
 
 // Stored layout the client reads with.
@@ -242,8 +275,17 @@ class Client {
   Result SeenViews(std::string_view user, std::span<const std::string_view> candidates,
                    const CallOptions& call);
 
-  // The unseen candidates, in input order. On a failure under kFailOpen: all of
-  // them; under kFailClosed or for an invalid user ID: empty (use Seen to tell).
+  // SeenViews with the candidates' near-duplicate clusters (docs/CONTENT.md rule
+  // 5): clusters is empty (look them all up) or one per candidate, "" = unknown
+  // (looked up in the content map unless CallOptions::cluster_lookup is false). A
+  // clusters of another size fails the call (kInvalidArgument, no round trip).
+  // Without filter.near_duplicates, exactly SeenViews (clusters ignored).
+  Result SeenWithClusters(std::string_view user, std::span<const std::string_view> candidates,
+                          std::span<const std::string_view> clusters, const CallOptions& call = {});
+
+  // The unseen candidates (neither seen, near duplicates nor served), in input
+  // order. On a failure under kFailOpen: all of them; under kFailClosed or for an invalid user ID:
+  // empty (use Seen to tell).
   std::vector<std::string> Unseen(std::string_view user,
                                   const std::vector<std::string>& candidates);
   std::vector<std::string> Unseen(std::string_view user, const std::vector<std::string>& candidates,
@@ -288,6 +330,14 @@ class Client {
   Result FilterAndMark(std::string_view user, const std::vector<std::string>& candidates, size_t n);
   Result FilterAndMarkViews(std::string_view user, std::span<const std::string_view> candidates,
                             size_t n, const CallOptions& call = {});
+  // FilterAndMarkViews with clusters as SeenWithClusters: near duplicates are left
+  // out too, and with filter.near_duplicates a marked candidate J of a known
+  // cluster C != J also marks token(C) (the writers' rule), so that the next page
+  // leaves out the near duplicates of this one (Result::served).
+  Result FilterAndMarkWithClusters(std::string_view user,
+                                   std::span<const std::string_view> candidates,
+                                   std::span<const std::string_view> clusters, size_t n,
+                                   const CallOptions& call = {});
 
   // Health check: PING on a pooled connection (connecting, and reading the meta,
   // if needed) within the deadline; on Redis Cluster, PING on every master.

@@ -27,6 +27,9 @@ struct CheckArgs {
   std::string at;            // --at: a time (common/time_arg.h); "" = now
   bool mark_served = false;  // --mark-served: mark the unseen items served (issue 30)
   uint64_t page = 0;         // --page N: mark only the first N of them; 0 = all
+  // --cluster ITEM=CLUSTER: an item's near-duplicate cluster (docs/CONTENT.md
+  // rule 5); items without one are looked up in the content map.
+  std::vector<std::string> clusters;
 };
 
 // Candidates one per line from `in` (a trailing CR is dropped; empty lines skipped).
@@ -72,6 +75,30 @@ int Check(CheckArgs& a) {
   if (a.items.empty())
     return Fail(InvalidArgument("no items: give them as arguments, with --file or on stdin"),
                 kExitUsage);
+  // --cluster ITEM=CLUSTER, per candidate ("" = look it up in the content map).
+  std::vector<std::string> item_clusters;
+  if (!a.clusters.empty()) {
+    if (!config->filter.near_duplicates)
+      return Fail(InvalidArgument("--cluster: needs filter.near_duplicates: true (--set "
+                                  "filter.near_duplicates=true)"),
+                  kExitUsage);
+    item_clusters.assign(a.items.size(), std::string());
+    for (const std::string& arg : a.clusters) {
+      const size_t eq = arg.rfind('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
+        return Fail(InvalidArgument("--cluster " + arg + ": expected ITEM=CLUSTER"), kExitUsage);
+      const std::string item = arg.substr(0, eq);
+      bool found = false;
+      for (size_t i = 0; i < a.items.size(); ++i) {
+        if (a.items[i] != item) continue;
+        item_clusters[i] = arg.substr(eq + 1);
+        found = true;
+      }
+      if (!found)
+        return Fail(InvalidArgument("--cluster " + arg + ": " + item + " is not a candidate item"),
+                    kExitUsage);
+    }
+  }
   auto layout = LayoutFromConfig(config->filter);
   if (!layout.ok()) return Fail(layout.status(), kExitConfig);
   if (auto options = RedisOptionsFromConfig(config->redis); !options.ok())
@@ -101,10 +128,11 @@ int Check(CheckArgs& a) {
   // --mark-served: the read, then the unseen items (the first --page of them)
   // marked served in the user's served ring (docs/FORMAT.md rule 10).
   std::vector<std::string_view> views(a.items.begin(), a.items.end());
+  std::vector<std::string_view> cluster_views(item_clusters.begin(), item_clusters.end());
   const exposure_filter::Result result =
-      a.mark_served
-          ? client->FilterAndMarkViews(a.user, views, a.page > 0 ? a.page : SIZE_MAX, call)
-          : client->SeenViews(a.user, views, call);
+      a.mark_served ? client->FilterAndMarkWithClusters(a.user, views, cluster_views,
+                                                        a.page > 0 ? a.page : SIZE_MAX, call)
+                    : client->SeenWithClusters(a.user, views, cluster_views, call);
   if (!result.ok) return Fail(Unavailable(result.error), ExitCodeForClientError(result.code));
   // The live buckets and the next one (rule 6: clock skew between writer and reader).
   const size_t buckets_read = result.buckets_read;
@@ -124,7 +152,13 @@ int Check(CheckArgs& a) {
     const bool with_served = result.served_count > 0 || a.mark_served;
     if (with_served) j["served"] = nlohmann::json::array();
     if (a.mark_served) j["marked"] = nlohmann::json::array();
+    // "near_duplicates" only when some item is one (filter.near_duplicates).
+    if (result.near_duplicate_count > 0) j["near_duplicates"] = nlohmann::json::array();
     for (size_t i = 0; i < a.items.size(); ++i) {
+      if (result.near_duplicate[i]) {
+        j["near_duplicates"].push_back({{"item", a.items[i]}, {"cluster", result.cluster[i]}});
+        continue;
+      }
       j[result.seen[i] ? "seen" : result.served[i] ? "served" : "unseen"].push_back(a.items[i]);
       if (marked(i)) j["marked"].push_back(a.items[i]);
     }
@@ -134,13 +168,18 @@ int Check(CheckArgs& a) {
   for (size_t i = 0; i < a.items.size(); ++i) {
     if (a.only_unseen) {
       // With --mark-served: the items it marked (with --page N, the page).
-      const bool print = a.mark_served ? marked(i) : !result.seen[i] && !result.served[i];
+      const bool print = a.mark_served
+                             ? marked(i)
+                             : !result.seen[i] && !result.served[i] && !result.near_duplicate[i];
       if (print) std::printf("%s\n", a.items[i].c_str());
       continue;
     }
     if (result.seen[i]) {
       std::printf("seen    %s  (bucket %s)\n", a.items[i].c_str(),
                   FormatBucket(result.seen_bucket[i], layout->bucket_seconds).c_str());
+    } else if (result.near_duplicate[i]) {
+      std::printf("near-duplicate  %s  (cluster %s)\n", a.items[i].c_str(),
+                  result.cluster[i].c_str());
     } else if (result.served[i]) {
       std::printf("served  %s\n", a.items[i].c_str());
     } else if (marked(i)) {
@@ -155,6 +194,8 @@ int Check(CheckArgs& a) {
     if (result.served_count > 0 || a.mark_served)
       served_note = ", " + std::to_string(result.served_count) + " served recently";
     if (a.mark_served) served_note += ", " + std::to_string(result.marked_count) + " marked served";
+    if (result.near_duplicate_count > 0)
+      served_note += ", " + std::to_string(result.near_duplicate_count) + " near duplicate(s)";
     std::fprintf(stderr, "%zu of %zu item(s) seen by user %s%s (%zu of %zu bucket(s) present)\n",
                  seen, a.items.size(), a.user.c_str(), served_note.c_str(), result.buckets_present,
                  buckets_read);
@@ -189,6 +230,11 @@ Action AddCheckCommand(CLI::App& app) {
                              "ring, serve.served_ttl), so that the next check or page leaves them "
                              "out until their exposure events arrive; see --page")
                    ->excludes(at);
+  cmd->add_option("--cluster", a->clusters,
+                  "With filter.near_duplicates: ITEM=CLUSTER, the near-duplicate cluster of a "
+                  "candidate item (repeatable); the others are looked up in the content map")
+      ->type_name("ITEM=CLUSTER")
+      ->allow_extra_args(false);  // one value per --cluster: the items stay positional
   cmd->add_option("--page", a->page,
                   "With --mark-served: mark only the first N unseen items, in input order (a "
                   "page of N); default all of them")
@@ -196,7 +242,8 @@ Action AddCheckCommand(CLI::App& app) {
       ->check(WholeNumber(1, UINT32_MAX))
       ->needs(mark);
   cmd->footer(
-      "Each item is printed as seen (an exposure event, with its bucket), served (marked\n"
+      "Each item is printed as seen (an exposure event, with its bucket), near-duplicate\n"
+      "(filter.near_duplicates: an item of its content cluster was seen), served (marked\n"
       "served recently: --mark-served, serve's mark_served or POST /v1/served) or unseen.\n"
       "Example, two pages of 10 from one candidate list:\n"
       "  exposure-filter check -u alice --file candidates.txt --mark-served --page 10 --unseen\n"

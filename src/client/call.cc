@@ -1,10 +1,14 @@
 // Client::Impl (client/impl.h): a call. Its users' keys are planned, read with
 // one MGET per user (single_node.cc or cluster_calls.cc), and the candidates
 // tested against the layout read with them; errors and fail-open; Ping.
+#include <algorithm>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "client/impl.h"
+#include "contentdb/index.h"
 
 namespace exposure_filter {
 
@@ -49,6 +53,8 @@ void Client::Impl::Failed(const Status& st, bool policy_applies, Result* r) {
   r->seen_count = 0;
   r->served.assign(r->seen.size(), false);
   r->served_count = 0;
+  r->near_duplicate.assign(r->seen.size(), false);
+  r->near_duplicate_count = 0;
   r->code = CodeOf(st);
   r->error = st.message();
   if (policy_applies && options.on_error == OnError::kFailOpen) {
@@ -90,7 +96,16 @@ std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const Call
     Result& r = results[i];
     r.seen.assign(work[i].candidates.size(), false);
     r.served.assign(work[i].candidates.size(), false);
+    r.near_duplicate.assign(work[i].candidates.size(), false);
     candidates += work[i].candidates.size();
+    if (near_duplicates && work[i].clusters.size() != 0 &&
+        work[i].clusters.size() != work[i].candidates.size()) {
+      Failed(ef::InvalidArgument("clusters: " + std::to_string(work[i].clusters.size()) +
+                                 " given for " + std::to_string(work[i].candidates.size()) +
+                                 " candidates (give one per candidate, \"\" = unknown)"),
+             false, &r);
+      continue;
+    }
     // Keys depend only on prefix, bucket and window, which the stored layout
     // shares with the configured one.
     auto plan = ef::PlanRead(configured, work[i].user, now_s);
@@ -117,6 +132,29 @@ std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const Call
     for (std::string& key : keys) commands[v].push_back(std::move(key));
     commands[v].push_back(std::move(plans[valid[v]].served_key));  // the last value
   }
+  // filter.near_duplicates: the map entries of the candidates with no cluster
+  // given, read with the MGETs (docs/CONTENT.md rule 5).
+  Lookups lookups;
+  if (near_duplicates && call.cluster_lookup) {
+    for (size_t v = 0; v < valid.size(); ++v) {
+      const Work& w = work[valid[v]];
+      for (size_t j = 0; j < w.candidates.size(); ++j) {
+        const std::string_view item = w.candidates[j];
+        if (w.clusters.size() != 0 && !w.clusters[j].empty()) continue;
+        // Not an item the index files (contentdb/index.h): unknown, nothing read.
+        if (item.empty() || item.size() > ef::contentdb::kMaxContentItemBytes) continue;
+        lookups.keys.push_back(ef::contentdb::MapKey(configured.prefix, item));
+        lookups.of.emplace_back(v, j);
+      }
+    }
+  }
+  const bool single_lookup = !cluster && !lookups.keys.empty();
+  if (single_lookup) {  // one more MGET in the same pipeline: one Redis has no slots
+    commands.emplace_back();
+    commands.back().reserve(lookups.keys.size() + 1);
+    commands.back().emplace_back("MGET");
+    for (const std::string& key : lookups.keys) commands.back().push_back(key);
+  }
   std::vector<ef::RedisReply> cluster_replies;
   // Standalone: the replies' values, views into the thread's receive buffer.
   std::vector<ef::RedisConnection::ArrayReply>* single_replies = nullptr;
@@ -128,8 +166,8 @@ std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const Call
     ef::client::Pooled<RouterSlot> pr(routers);
     st = PrepareRouter(pr, start, deadline);
     if (st.ok())
-      st =
-          ClusterMget(pr.conn()->router, commands, start, deadline, &cluster_replies, &user_status);
+      st = ClusterMget(pr.conn()->router, commands, start, deadline, &cluster_replies, &user_status,
+                       lookups.keys.empty() ? nullptr : &lookups);
     for (size_t v = 0; st.ok() && v < user_status.size(); ++v) {
       if (user_status[v].ok()) continue;
       ++failed_users;
@@ -169,16 +207,35 @@ std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const Call
       return results;
     }
   }
-  uint64_t seen_total = 0, served_total = 0;
+  if (single_lookup) DecodeLookups((*single_replies)[valid.size()].values, &lookups);
+  uint64_t seen_total = 0, served_total = 0, near_total = 0;
   thread_local std::vector<std::string_view> buckets;
+  std::vector<std::string_view> clusters;  // one user's, with filter.near_duplicates
+  size_t next_lookup = 0;                  // lookups.of is in user order
   for (size_t v = 0; v < valid.size(); ++v) {
-    if (!user_status.empty() && !user_status[v].ok()) continue;  // failed above
     const size_t i = valid[v];
+    const Work& w = work[i];
+    if (near_duplicates) {
+      clusters.assign(w.candidates.size(), std::string_view());
+      for (size_t j = 0; j < w.clusters.size(); ++j) clusters[j] = w.clusters[j];
+      for (; next_lookup < lookups.of.size() && lookups.of[next_lookup].first == v; ++next_lookup)
+        clusters[lookups.of[next_lookup].second] = lookups.clusters[next_lookup];
+    }
+    if (!user_status.empty() && !user_status[v].ok()) continue;  // failed above
     const std::vector<std::string_view>& values = values_of(v);
     buckets.assign(values.begin(), values.end() - 1);
-    ef::CheckResult cr = ef::TestItems(*layout_now, buckets, plans[i].bucket_starts,
-                                       work[i].candidates, values.back());
+    ef::CheckResult cr =
+        near_duplicates ? ef::TestItems(*layout_now, buckets, plans[i].bucket_starts, w.candidates,
+                                        std::span<const std::string_view>(clusters), values.back())
+                        : ef::TestItems(*layout_now, buckets, plans[i].bucket_starts, w.candidates,
+                                        values.back());
     Result& r = results[i];
+    if (near_duplicates) {
+      r.near_duplicate = std::move(cr.near_duplicate);
+      r.near_duplicate_count = cr.near_duplicate_count;
+      r.cluster.assign(clusters.begin(), clusters.end());
+      near_total += r.near_duplicate_count;
+    }
     r.seen = std::move(cr.seen);
     r.seen_count = cr.seen_count;
     r.buckets_present = cr.buckets_present;
@@ -194,7 +251,30 @@ std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const Call
   }
   Add(counters.seen, seen_total);
   Add(counters.served, served_total);
+  Add(counters.near_duplicates, near_total);
   return results;
+}
+
+void Client::Impl::DecodeLookups(const std::vector<std::string_view>& values, Lookups* lookups) {
+  lookups->clusters.assign(lookups->keys.size(), std::string());
+  uint64_t unknown = 0, bad = 0;
+  for (size_t k = 0; k < lookups->keys.size() && k < values.size(); ++k) {
+    if (values[k].empty()) {  // nil: not indexed yet, or expired
+      ++unknown;
+      continue;
+    }
+    std::optional<ef::contentdb::MapValue> mv = ef::contentdb::DecodeMapValue(values[k]);
+    if (!mv || mv->cluster.empty()) {
+      ++unknown;
+      ++bad;
+      continue;
+    }
+    lookups->clusters[k] = std::move(mv->cluster);
+  }
+  unknown += lookups->keys.size() - std::min(values.size(), lookups->keys.size());
+  Add(counters.cluster_lookups, lookups->keys.size());
+  Add(counters.clusters_unknown, unknown);
+  Add(counters.map_bad_values, bad);
 }
 
 bool Client::Impl::Ping(std::chrono::milliseconds deadline_in) {

@@ -44,6 +44,7 @@ std::unique_ptr<Client> Client::Create(const ClientOptions& options, std::string
   impl->served_ttl_ms = config->serve.served_ttl_ms;
   impl->wait_replicas = config->redis.wait_replicas;
   impl->wait_timeout_ms = config->redis.wait_timeout_ms;
+  impl->near_duplicates = config->filter.near_duplicates;
   // The first connection may take redis.connect_timeout (start-up is not a call).
   const Clock::time_point deadline =
       Clock::now() + std::chrono::milliseconds(std::max<int64_t>(impl->redis.connect_timeout_ms,
@@ -148,6 +149,13 @@ Result Client::SeenViews(std::string_view user, std::span<const std::string_view
   return std::move(impl_->Run(&work, 1, call).front());
 }
 
+Result Client::SeenWithClusters(std::string_view user, std::span<const std::string_view> candidates,
+                                std::span<const std::string_view> clusters,
+                                const CallOptions& call) {
+  const Work work{user, candidates, clusters};
+  return std::move(impl_->Run(&work, 1, call).front());
+}
+
 std::vector<std::string> Client::Unseen(std::string_view user,
                                         const std::vector<std::string>& candidates) {
   return Unseen(user, candidates, std::chrono::milliseconds(0));
@@ -159,9 +167,9 @@ std::vector<std::string> Client::Unseen(std::string_view user,
   Result r = Seen(user, candidates, deadline);
   std::vector<std::string> out;
   if (!r.ok) return out;
-  out.reserve(candidates.size() - r.seen_count - r.served_count);
+  out.reserve(candidates.size() - r.seen_count - r.served_count - r.near_duplicate_count);
   for (size_t i = 0; i < candidates.size(); ++i)
-    if (!r.seen[i] && !r.served[i]) out.push_back(candidates[i]);
+    if (!r.seen[i] && !r.served[i] && !r.near_duplicate[i]) out.push_back(candidates[i]);
   return out;
 }
 
@@ -179,7 +187,7 @@ std::vector<Result> Client::SeenBatch(const std::vector<Query>& queries,
 std::vector<Result> Client::SeenBatch(const std::vector<Query>& queries, const CallOptions& call) {
   std::vector<Work> work;
   work.reserve(queries.size());
-  for (const Query& q : queries) work.push_back({q.user, q.candidates});
+  for (const Query& q : queries) work.push_back({q.user, q.candidates, q.clusters});
   return impl_->Run(work.data(), work.size(), call);
 }
 
@@ -198,7 +206,7 @@ std::vector<Result> Client::SeenBatchViews(std::span<const QueryView> queries,
                                            const CallOptions& call) {
   std::vector<Work> work;
   work.reserve(queries.size());
-  for (const QueryView& q : queries) work.push_back({q.user, q.candidates});
+  for (const QueryView& q : queries) work.push_back({q.user, q.candidates, q.clusters});
   return impl_->Run(work.data(), work.size(), call);
 }
 
@@ -224,6 +232,10 @@ ClientStats Client::stats() const {
   s.served = get(c.served);
   s.marked = get(c.marked);
   s.mark_errors = get(c.mark_errors);
+  s.near_duplicates = get(c.near_duplicates);
+  s.cluster_lookups = get(c.cluster_lookups);
+  s.clusters_unknown = get(c.clusters_unknown);
+  s.map_bad_values = get(c.map_bad_values);
   return s;
 }
 

@@ -76,16 +76,33 @@ Status Client::Impl::ClusterMget(ef::ClusterRouter& router,
                                  const std::vector<std::vector<std::string>>& commands,
                                  Clock::time_point start, Clock::time_point deadline,
                                  std::vector<ef::RedisReply>* replies,
-                                 std::vector<Status>* user_status) {
+                                 std::vector<Status>* user_status, Lookups* lookups) {
   std::vector<ef::ClusterRouter::SlotCommand> routed(commands.size());
   for (size_t v = 0; v < commands.size(); ++v) {
     // All of a user's keys share its hash tag, so the first key's slot is the user's.
     routed[v].slot = ef::KeySlot(commands[v][1]);
     routed[v].args = commands[v];
   }
+  // The map entries: one GET each, in its own slot, in the same pipelines.
+  if (lookups != nullptr) {
+    routed.reserve(commands.size() + lookups->keys.size());
+    for (const std::string& key : lookups->keys) routed.push_back({ef::KeySlot(key), {"GET", key}});
+  }
   auto r = router.Commands(routed, user_status);
   if (!r.ok()) return r.status();
   *replies = std::move(*r);
+  if (lookups != nullptr) {
+    // A GET with no answer (its master down) or an error reply: unknown.
+    std::vector<std::string_view> values(lookups->keys.size());
+    for (size_t k = 0; k < lookups->keys.size(); ++k) {
+      const size_t at = commands.size() + k;
+      if ((*user_status)[at].ok() && (*replies)[at].type == ef::RedisReply::Type::kString)
+        values[k] = (*replies)[at].str;
+    }
+    DecodeLookups(values, lookups);
+    replies->resize(commands.size());
+    user_status->resize(commands.size());
+  }
   bool timed_out = false;
   auto fail = [&](size_t v, Status st) {
     if ((*user_status)[v].ok()) (*user_status)[v] = std::move(st);

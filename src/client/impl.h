@@ -23,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bloom/layout.h"
@@ -51,7 +52,8 @@ inline int64_t Millis(Clock::duration d) {
 struct Counters {
   std::atomic<uint64_t> calls{0}, users{0}, candidates{0}, seen{0}, failed_open{0}, errors{0},
       redis_errors{0}, timeouts{0}, reconnects{0}, layout_reads{0}, stale_retries{0}, served{0},
-      marked{0}, mark_errors{0};
+      marked{0}, mark_errors{0}, near_duplicates{0}, cluster_lookups{0}, clusters_unknown{0},
+      map_bad_values{0};
 };
 
 inline void Add(std::atomic<uint64_t>& counter, uint64_t n) {
@@ -62,6 +64,15 @@ inline void Add(std::atomic<uint64_t>& counter, uint64_t n) {
 struct Work {
   std::string_view user;
   ef::ItemList candidates;
+  ef::ItemList clusters = {};  // empty, or one per candidate ("" = unknown)
+};
+
+// filter.near_duplicates: the content map entries read with a call's MGETs
+// (docs/CONTENT.md rule 5, "Where the cluster comes from").
+struct Lookups {
+  std::vector<std::string> keys;              // <prefix>cm{item}, one per looked-up candidate
+  std::vector<std::pair<size_t, size_t>> of;  // per key: (index into valid users, candidate)
+  std::vector<std::string> clusters;          // per key, after the read: the cluster, "" = unknown
 };
 
 // Redis Cluster: one pooled router (with its own connection per master) and when
@@ -96,6 +107,8 @@ struct Client::Impl {
   int64_t served_ttl_ms = 0;
   // redis.wait_replicas / wait_timeout: a mark waits for that many replicas.
   int64_t wait_replicas = 0, wait_timeout_ms = 0;
+  // filter.near_duplicates (docs/CONTENT.md rule 5).
+  bool near_duplicates = false;
   ef::RedisOptions redis;
   ef::client::ConnectionPool pool;
   // Redis Cluster (UseCluster): routers instead of connections.
@@ -209,10 +222,17 @@ struct Client::Impl {
   // master did not answer within the deadline (or answered an error) fails alone:
   // (*user_status)[v] says why, and the other users are answered; the returned
   // status fails every user (an ACL refusal, the deadline gone before the end).
+  // With `lookups`: a GET of each of its keys in the same call (each in its own
+  // slot, pipelined per master with the MGETs); lookups->clusters is filled (a
+  // key whose master did not answer is "", unknown).
   Status ClusterMget(ef::ClusterRouter& router,
                      const std::vector<std::vector<std::string>>& commands, Clock::time_point start,
                      Clock::time_point deadline, std::vector<ef::RedisReply>* replies,
-                     std::vector<Status>* user_status);
+                     std::vector<Status>* user_status, client_internal::Lookups* lookups = nullptr);
+  // The clusters of lookups->keys from the values read (nil = unknown); counts
+  // cluster_lookups, clusters_unknown and map_bad_values.
+  void DecodeLookups(const std::vector<std::string_view>& values,
+                     client_internal::Lookups* lookups);
   // PING on every master (one slot of each), in parallel.
   Status PingCluster(Clock::time_point start, Clock::time_point deadline);
   // Commands in the slot of `key`, pipelined to its master through a pooled

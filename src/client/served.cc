@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "bloom/cluster_token.h"
 #include "bloom/hash.h"
 #include "bloom/keys.h"
 #include "client/impl.h"
@@ -125,17 +126,29 @@ Result Client::FilterAndMark(std::string_view user, const std::vector<std::strin
 Result Client::FilterAndMarkViews(std::string_view user,
                                   std::span<const std::string_view> candidates, size_t n,
                                   const CallOptions& call) {
+  return FilterAndMarkWithClusters(user, candidates, {}, n, call);
+}
+
+Result Client::FilterAndMarkWithClusters(std::string_view user,
+                                         std::span<const std::string_view> candidates,
+                                         std::span<const std::string_view> clusters, size_t n,
+                                         const CallOptions& call) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline =
       start + (call.deadline.count() > 0 ? call.deadline : impl_->options.timeout);
-  Result r = SeenViews(user, candidates, call);
+  Result r = SeenWithClusters(user, candidates, clusters, call);
   r.marked.assign(candidates.size(), false);
   if (!r.ok || r.failed_open) return r;
   std::vector<ef::Hash128> hashes;
-  for (size_t i = 0; i < candidates.size() && hashes.size() < n; ++i) {
-    if (r.seen[i] || r.served[i]) continue;
+  size_t marked = 0;
+  for (size_t i = 0; i < candidates.size() && marked < n; ++i) {
+    if (r.seen[i] || r.served[i] || r.near_duplicate[i]) continue;
     r.marked[i] = true;
+    ++marked;
     hashes.push_back(ef::HashItem(candidates[i], impl_->configured.seed));
+    // docs/CONTENT.md rule 5's writers' rule, in the ring: token(C) when C != J.
+    if (!r.cluster.empty() && ef::WritesClusterToken(candidates[i], r.cluster[i]))
+      hashes.push_back(ef::HashItem(ef::ClusterToken(r.cluster[i]), impl_->configured.seed));
   }
   if (hashes.empty()) return r;
   size_t filled = 0;
@@ -154,8 +167,8 @@ Result Client::FilterAndMarkViews(std::string_view user,
     }
     return r;
   }
-  Add(impl_->counters.marked, hashes.size());
-  r.marked_count = hashes.size();
+  Add(impl_->counters.marked, marked);
+  r.marked_count = marked;
   return r;
 }
 

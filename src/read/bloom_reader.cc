@@ -5,6 +5,7 @@
 #include <bit>
 
 #include "bloom/bit_slice.h"
+#include "bloom/cluster_token.h"
 #include "bloom/fast_mod.h"
 #include "bloom/hash.h"
 #include "bloom/hash_batch.h"
@@ -228,6 +229,78 @@ CheckResult TestItems(const Layout& layout, const std::vector<std::string>& buck
                       std::string_view served_value) {
   const std::vector<std::string_view> views(bucket_values.begin(), bucket_values.end());
   return TestItems(layout, views, bucket_starts, items, served_value);
+}
+
+CheckResult TestItems(const Layout& layout, const std::vector<std::string_view>& bucket_values,
+                      const std::vector<int64_t>& bucket_starts, ItemList items, ItemList clusters,
+                      std::string_view served_value) {
+  const size_t n = items.size();
+  // The probes: the items, then for each item with a cluster token(C), and C when
+  // C != J. first[i]: the index of item i's first extra probe (0: none).
+  size_t token_bytes = 0;
+  size_t extras = 0;
+  for (size_t i = 0; i < clusters.size(); ++i) {
+    const std::string_view c = clusters[i];
+    if (c.empty()) continue;
+    token_bytes += c.size() + 1;
+    extras += c != items[i] ? 2 : 1;
+  }
+  if (extras == 0) {
+    CheckResult r = TestItems(layout, bucket_values, bucket_starts, items, served_value);
+    r.near_duplicate.assign(n, false);
+    return r;
+  }
+  thread_local std::string tokens;
+  thread_local std::vector<std::string_view> probes;
+  thread_local std::vector<uint32_t> first;
+  tokens.clear();
+  tokens.reserve(token_bytes);  // no reallocation below: the views stay valid
+  probes.clear();
+  probes.reserve(n + extras);
+  for (size_t i = 0; i < n; ++i) probes.push_back(items[i]);
+  first.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string_view c = clusters[i];
+    if (c.empty()) continue;
+    first[i] = static_cast<uint32_t>(probes.size());
+    const size_t at = tokens.size();
+    AppendClusterToken(c, &tokens);
+    probes.emplace_back(tokens.data() + at, c.size() + 1);
+    if (c != items[i]) probes.push_back(c);
+  }
+  CheckResult all = TestItems(layout, bucket_values, bucket_starts,
+                              std::span<const std::string_view>(probes), served_value);
+  CheckResult r;
+  r.buckets_present = all.buckets_present;
+  r.seen.assign(all.seen.begin(), all.seen.begin() + static_cast<ptrdiff_t>(n));
+  r.seen_bucket.assign(all.seen_bucket.begin(),
+                       all.seen_bucket.begin() + static_cast<ptrdiff_t>(n));
+  r.near_duplicate.assign(n, false);
+  const bool ring = !all.served.empty();
+  if (ring) r.served.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    if (r.seen[i]) {
+      ++r.seen_count;
+      continue;
+    }
+    bool near = false;
+    bool served = ring && all.served[i];
+    if (first[i] != 0) {
+      const size_t end = first[i] + (clusters[i] != items[i] ? 2 : 1);
+      for (size_t j = first[i]; j < end; ++j) {
+        near = near || all.seen[j];
+        served = served || (ring && all.served[j]);
+      }
+    }
+    if (near) {
+      r.near_duplicate[i] = true;
+      ++r.near_duplicate_count;
+    } else if (served) {
+      r.served[i] = true;
+      ++r.served_count;
+    }
+  }
+  return r;
 }
 
 StatusOr<ReadPlan> PlanRead(const Layout& layout, std::string_view user, int64_t now_seconds) {

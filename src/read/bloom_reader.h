@@ -6,6 +6,8 @@
 // set in at least one bucket read; a missing key is an empty filter (docs/FORMAT.md
 // rule 6; v2 rule 8). The layout must be the stored one (redis/meta.h ReadLayout). A user ID that
 // has no valid key (rule 4: empty, or starting with '}') is an error, not an empty result.
+// With clusters (docs/CONTENT.md rule 5, filter.near_duplicates), TestItems also
+// tells near duplicates: see TestItems with `clusters` below.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,7 @@ namespace ef {
 // only to the end of the call's full expression).
 class ItemList {
  public:
+  ItemList() = default;                            // no items
   ItemList(const std::vector<std::string>& items)  // NOLINT: implicit on purpose
       : strings_(items.data()), size_(items.size()) {}
   ItemList(std::span<const std::string_view> items)  // NOLINT: implicit on purpose
@@ -50,6 +53,11 @@ struct CheckResult {
   // a recall service returned it recently). Empty when no ring was given.
   std::vector<bool> served;
   size_t served_count = 0;  // true entries of served
+  // docs/CONTENT.md rule 5, only from TestItems with clusters (else empty): per
+  // item, not seen, but token(C) of its cluster C is set, or C != the item and C
+  // itself is set. seen, near_duplicate and served exclude each other.
+  std::vector<bool> near_duplicate;
+  size_t near_duplicate_count = 0;  // true entries of near_duplicate
 };
 
 // The keys a check of `user` at `now_seconds` reads, oldest first, with their
@@ -100,5 +108,19 @@ CheckResult TestItems(const Layout& layout, const std::vector<std::string_view>&
 CheckResult TestItems(const Layout& layout, const std::vector<std::string>& bucket_values,
                       const std::vector<int64_t>& bucket_starts, ItemList items,
                       std::string_view served_value = {});
+
+// TestItems with near-duplicate clusters (docs/CONTENT.md rule 5,
+// bloom/cluster_token.h): clusters is empty (none known: exactly TestItems above)
+// or one per item, "" for an item whose cluster is unknown. Item J with cluster C
+// is seen when J is set; else near_duplicate when token(C) is set, or when C != J
+// and C itself is set; an item with no cluster is tested alone, as above. The
+// extra probes (token(C), and C) join the items in one TestItems pass, so an item
+// without a cluster costs what it costs there. With a served ring: an item
+// neither seen nor a near duplicate is served when the ring holds it, token(C),
+// or C (C != J), as the client marks a page (a served near duplicate).
+// seen_bucket: for seen items only. Requires clusters.size() is 0 or items.size().
+CheckResult TestItems(const Layout& layout, const std::vector<std::string_view>& bucket_values,
+                      const std::vector<int64_t>& bucket_starts, ItemList items, ItemList clusters,
+                      std::string_view served_value);
 
 }  // namespace ef

@@ -190,6 +190,47 @@ struct RequestParser::Impl {
     return true;
   }
 
+  // "clusters" of `obj` into q->clusters (empty when absent); `where` as for
+  // Query, which must have filled q->items.
+  bool Clusters(const dom::object& obj, const std::string& where, ParsedQuery* q,
+                ParseError* error) {
+    q->clusters.clear();
+    dom::element e;
+    if (obj["clusters"].get(e) != simdjson::SUCCESS) return true;
+    dom::array array;
+    if (e.get_array().get(array) != simdjson::SUCCESS) {
+      Fail(error, 400,
+           where + "clusters: expected an array of strings, integers or null (one per item), got " +
+               TypeName(e));
+      return false;
+    }
+    if (array.size() != q->items.size()) {
+      Fail(error, 400,
+           where + "clusters: " + std::to_string(array.size()) + " entries for " +
+               std::to_string(q->items.size()) + " items (one per item, null when unknown)");
+      return false;
+    }
+    q->clusters.reserve(array.size());
+    char buf[24];
+    size_t i = 0;
+    for (dom::element c : array) {
+      if (c.is_null()) {
+        q->clusters.emplace_back();
+      } else {
+        const IdView id = IdText(c, buf);
+        if (!id.ok) {
+          Fail(error, 400,
+               where + "clusters[" + std::to_string(i) +
+                   "]: expected a string, an integer or null, got " + TypeName(c));
+          return false;
+        }
+        q->clusters.push_back(id.integer ? IntegerText(id.text) : id.text);
+      }
+      ++i;
+    }
+    return true;
+  }
+
   // "mark_served" of `obj` into *n (0 when absent); `where` as for Query.
   static bool MarkServed(const dom::object& obj, const std::string& where, size_t* n,
                          ParseError* error) {
@@ -227,6 +268,7 @@ bool RequestParser::ParseFilter(std::string_view body, const Limits& limits, Par
   if (!impl_->Root(body, limits, &root, error)) return false;
   size_t total = 0;
   return impl_->Query(root, "", limits, &total, query, error) &&
+         impl_->Clusters(root, "", query, error) &&
          Impl::MarkServed(root, "", &query->mark_served, error);
 }
 
@@ -237,6 +279,7 @@ bool RequestParser::ParseServed(std::string_view body, const Limits& limits, Par
   size_t total = 0;
   if (!impl_->Query(root, "", limits, &total, query, error)) return false;
   query->mark_served = 0;
+  query->clusters.clear();
   if (query->items.size() > limits.served_items) {
     Fail(error, 400,
          "items: " + std::to_string(query->items.size()) +
@@ -283,6 +326,7 @@ bool RequestParser::ParseBatch(std::string_view body, const Limits& limits,
     }
     ParsedQuery& q = (*queries)[i];
     if (!impl_->Query(obj, where, limits, &total, &q, error) ||
+        !impl_->Clusters(obj, where, &q, error) ||
         !Impl::MarkServed(obj, where, &q.mark_served, error))
       return false;
     if (q.mark_served > 0) {
@@ -494,6 +538,7 @@ char* CopyId(std::string_view s, char* p) {
   static constexpr std::string_view kFailedOpen = ",\"failed_open\":true";
   const std::vector<bool>& seen = *answer.seen;
   const bool with_served = answer.served != nullptr && answer.served_count > 0;
+  const bool with_near = answer.near_duplicate != nullptr && answer.near_duplicate_count > 0;
   const size_t n = query.items.size();
   size_t all_bytes = 0;  // room for every item, quoted, with its comma
   bool escapes = false;  // some string item needs escapes
@@ -509,10 +554,25 @@ char* CopyId(std::string_view s, char* p) {
       all_bytes += (query.IsInteger(i) ? item.size() : JsonStringSize(item)) + 1;
     }
   }
+  // The near duplicates' entries: {"item":<item>,"cluster":<cluster>} each.
+  static constexpr std::string_view kNearHead = ",\"near_duplicates\":[";
+  static constexpr std::string_view kNearCount = "],\"near_duplicate_count\":";
+  static constexpr std::string_view kNearItem = "{\"item\":";
+  static constexpr std::string_view kNearCluster = ",\"cluster\":";
+  size_t near_bytes = 0;
+  if (with_near) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!(*answer.near_duplicate)[i]) continue;
+      const std::string_view item = query.items[i];
+      near_bytes += kNearItem.size() + (query.IsInteger(i) ? item.size() : JsonStringSize(item)) +
+                    kNearCluster.size() + JsonStringSize((*answer.clusters)[i]) + 2;
+    }
+    near_bytes += kNearHead.size() + kNearCount.size() + 24;
+  }
   const size_t start = out->size();
   out->resize(start + kHead.size() + all_bytes + kCount.size() + 24 + kServedHead.size() +
               kServedCount.size() + 24 + kMarked.size() + 24 + kMarkFailed.size() +
-              kFailedOpen.size() + 1);
+              kFailedOpen.size() + near_bytes + 1);
   char* p = out->data() + start;
   auto put = [&p](std::string_view s) {
     std::memcpy(p, s.data(), s.size());
@@ -534,7 +594,7 @@ char* CopyId(std::string_view s, char* p) {
   put(kHead);
   const char* items_start = p;
   size_t seen_count = 0;
-  if (!escapes && with_served) {  // branch-free, as in AppendUnseenResponse
+  if (!escapes && with_served && !with_near) {  // branch-free, as in AppendUnseenResponse
     const std::vector<bool>& served = *answer.served;
     for (size_t i = 0; i < n; ++i) {
       const std::string_view item = query.items[i];
@@ -552,7 +612,8 @@ char* CopyId(std::string_view s, char* p) {
     for (size_t i = 0; i < n; ++i) {
       if (seen[i]) {
         ++seen_count;
-      } else if (!with_served || !(*answer.served)[i]) {
+      } else if ((!with_served || !(*answer.served)[i]) &&
+                 (!with_near || !(*answer.near_duplicate)[i])) {
         item_at(i);
       }
     }
@@ -574,13 +635,32 @@ char* CopyId(std::string_view s, char* p) {
     p = std::to_chars(p, p + 24, answer.marked).ptr;
   }
   if (answer.mark_failed) put(kMarkFailed);
+  if (with_near) {
+    put(kNearHead);
+    const char* near_start = p;
+    for (size_t i = 0; i < n; ++i) {
+      if (!(*answer.near_duplicate)[i]) continue;
+      put(kNearItem);
+      const std::string_view item = query.items[i];
+      p = query.IsInteger(i) ? CopyId(item, p) : WriteJsonString(item, JsonStringSize(item), p);
+      put(kNearCluster);
+      const std::string& cluster = (*answer.clusters)[i];
+      p = WriteJsonString(cluster, JsonStringSize(cluster), p);
+      *p++ = '}';
+      *p++ = ',';
+    }
+    if (p != near_start) --p;
+    put(kNearCount);
+    p = std::to_chars(p, p + 24, answer.near_duplicate_count).ptr;
+  }
   if (answer.failed_open) put(kFailedOpen);
   *p++ = '}';
   out->resize(static_cast<size_t>(p - out->data()));
 }
 
 void AppendFilterResponse(const ParsedQuery& query, const Answer& answer, std::string* out) {
-  if ((answer.served != nullptr && answer.served_count > 0) || answer.marking || answer.mark_failed)
+  if ((answer.served != nullptr && answer.served_count > 0) || answer.marking ||
+      answer.mark_failed || (answer.near_duplicate != nullptr && answer.near_duplicate_count > 0))
     return AppendServedResponse(query, answer, out);
   AppendUnseenResponse(query, answer, out);
 }

@@ -2,9 +2,11 @@
 // the HTTP API (docs/HTTP.md). Pure functions over bytes; no I/O.
 //
 //   POST /v1/filter        {"user_id": "u1", "items": ["i1", "i2", ...]
-//                           [, "mark_served": true | n]}
+//                           [, "clusters": ["c1", null, ...]][, "mark_served": true | n]}
 //                       -> {"unseen": ["i2", ...], "seen_count": 1
-//                           [, "served": [...], "served_count": N][, "marked": N]}
+//                           [, "served": [...], "served_count": N][, "marked": N]
+//                           [, "near_duplicates": [{"item": "i3", "cluster": "c1"}, ...],
+//                              "near_duplicate_count": N]}
 //   POST /v1/filter:batch  {"requests": [{"user_id": ..., "items": [...]}, ...]}
 //                       -> {"results": [{"unseen": [...], "seen_count": N}, ...]}
 //   POST /v1/served        {"user_id": "u1", "items": ["i1", ...]}
@@ -17,6 +19,11 @@
 // it came in. Integers must fit in 64 bits (send longer IDs as strings); floats,
 // booleans, null, arrays and objects are errors. Other top-level fields are
 // ignored; for a duplicated key the first occurrence wins.
+//
+// "clusters" (optional, filter.near_duplicates, docs/CONTENT.md rule 5): one
+// entry per item, its near-duplicate cluster ID (a string or an integer, as IDs),
+// or null (or "") when unknown; the server then looks it up in the content map.
+// An item answered near_duplicate is in neither "unseen" nor "seen_count".
 //
 // Errors: a ParseError with the HTTP status (400 or 413) and one line naming
 // the problem and where, e.g. `requests[2].items[5]: expected a string or an
@@ -46,6 +53,9 @@ struct ParsedQuery {
   std::vector<std::string_view> items;  // IDs as text, input order
   // Per item: it came as a JSON integer (echoed back as one). Empty when none did.
   std::vector<bool> integer_items;
+  // "clusters": empty when absent, else one per item ("" = null, unknown); views
+  // as items.
+  std::vector<std::string_view> clusters;
   // No item needs escapes in JSON. Set by the parser when the body holds no
   // backslash: a JSON string can hold '"', '\\' or a control character only
   // escaped. false = unknown (the response builders check each item).
@@ -70,6 +80,8 @@ struct ParseError {
 //       user ID (empty or starting with '}': docs/FORMAT.md rule 4);
 //   413 more than limits.max_items items in the body (for a batch, all its
 //       requests' items together), or more than max_items requests in a batch;
+//   400 a "clusters" that is not an array of strings, integers or nulls, or
+//       whose length is not the items' (the message names the field and entry);
 //   400 a "mark_served" that is not true, false or a non-negative integer; one
 //       that asks for marking (true or n > 0) in a batch;
 //   400 more than limits.served_items items in a /v1/served body.
@@ -110,13 +122,21 @@ struct Answer {
   bool marking = false;      // mark_served asked for marks: "marked" (and "served") always written
   size_t marked = 0;         // items marked served by this request
   bool mark_failed = false;  // the marks were not written (fail open): "mark_failed": true
+  // Per item: a near duplicate (docs/CONTENT.md rule 5) of cluster (*clusters)[i];
+  // nullptr or 0: none.
+  const std::vector<bool>* near_duplicate = nullptr;
+  size_t near_duplicate_count = 0;
+  const std::vector<std::string>* clusters = nullptr;  // per item, when near_duplicate_count > 0
 };
 
 // {"unseen": [...], "seen_count": N}: the items of `query` neither seen nor
 // served, in input order, each with the JSON type it came in; then
 // "served": [...] and "served_count": N (the served ones, same rules) when some
 // item was served or answer.marking; "marked": N when answer.marking;
-// "mark_failed": true and "failed_open": true when set.
+// "mark_failed": true and "failed_open": true when set. With near duplicates:
+// "near_duplicates": [{"item": <item, its JSON type>, "cluster": "<ID>"}, ...] and
+// "near_duplicate_count": N (the served fields are then written too), and they
+// are left out of "unseen".
 // Requires answer.seen->size() == query.items.size() (and served's, if given).
 std::string FilterResponse(const ParsedQuery& query, const Answer& answer);
 // {"results": [<FilterResponse of each query>, ...]}. Same requirement per pair.

@@ -67,6 +67,13 @@ struct Metrics {
                          "filtered out: mark_served, /v1/served)")
                    .Register(r)
                    .Add({})),
+        near_duplicates(pm::BuildCounter()
+                            .Name("exposure_filter_serve_near_duplicates_total")
+                            .Help("Candidate items found near duplicates, not seen: an item of "
+                                  "their content cluster was seen (filter.near_duplicates, "
+                                  "filtered out)")
+                            .Register(r)
+                            .Add({})),
         users(pm::BuildCounter()
                   .Name("exposure_filter_serve_users_total")
                   .Help("User queries answered (a batch counts each of its requests)")
@@ -120,6 +127,7 @@ struct Metrics {
   pm::Counter& candidates;
   pm::Counter& seen;
   pm::Counter& served;
+  pm::Counter& near_duplicates;
   pm::Counter& users;
   pm::Counter& failed_open;
   pm::Counter& failed_closed;
@@ -166,6 +174,8 @@ struct Metrics {
     candidates.Increment(static_cast<double>(items));
     seen.Increment(static_cast<double>(r.seen_count));
     if (r.served_count > 0) served.Increment(static_cast<double>(r.served_count));
+    if (r.near_duplicate_count > 0)
+      near_duplicates.Increment(static_cast<double>(r.near_duplicate_count));
     if (r.failed_open) failed_open.Increment();
   }
 };
@@ -203,6 +213,28 @@ void AppendClientFamilies(const Client& client, std::vector<pm::MetricFamily>* o
   mark_errors.metric.emplace_back();
   mark_errors.metric.back().counter.value = static_cast<double>(stats.mark_errors);
   out->push_back(std::move(mark_errors));
+  // filter.near_duplicates: the content map's answers (docs/CONTENT.md rule 5).
+  auto counter = [&](const char* name, const char* help, uint64_t value) {
+    pm::MetricFamily f;
+    f.name = name;
+    f.help = help;
+    f.type = pm::MetricType::Counter;
+    f.metric.emplace_back();
+    f.metric.back().counter.value = static_cast<double>(value);
+    out->push_back(std::move(f));
+  };
+  counter("exposure_filter_serve_cluster_lookups_total",
+          "Candidates whose near-duplicate cluster was read from the content map "
+          "(filter.near_duplicates, no cluster in the request)",
+          stats.cluster_lookups);
+  counter("exposure_filter_serve_clusters_unknown_total",
+          "Of exposure_filter_serve_cluster_lookups_total: candidates the content map did not "
+          "know (not indexed yet, expired, or a bad value), tested by their item ID alone",
+          stats.clusters_unknown);
+  counter("exposure_filter_serve_content_map_bad_values_total",
+          "Of exposure_filter_serve_clusters_unknown_total: content map values that were not a "
+          "map entry (shorter than 17 bytes, or no cluster ID)",
+          stats.map_bad_values);
 }
 
 // The body moved in (set_content would copy it), as JSON.
@@ -261,10 +293,14 @@ struct Server::Impl {
     if (q.mark_served > 0) {
       exposure_filter::CallOptions call;
       call.deadline = options.timeout;
-      r = client->FilterAndMarkViews(q.user, q.items, q.mark_served, call);
+      r = client->FilterAndMarkWithClusters(q.user, q.items, q.clusters, q.mark_served, call);
       answer.marking = true;
       answer.marked = r.marked_count;
       answer.mark_failed = r.mark_failed;
+    } else if (!q.clusters.empty()) {
+      exposure_filter::CallOptions call;
+      call.deadline = options.timeout;
+      r = client->SeenWithClusters(q.user, q.items, q.clusters, call);
     } else {
       r = client->SeenViews(q.user, q.items, options.timeout);
     }
@@ -274,6 +310,9 @@ struct Server::Impl {
     answer.failed_open = r.failed_open;
     answer.served = &r.served;
     answer.served_count = r.served_count;
+    answer.near_duplicate = &r.near_duplicate;
+    answer.near_duplicate_count = r.near_duplicate_count;
+    answer.clusters = &r.cluster;
     SetJson(res, FilterResponse(q, answer));
   }
 
@@ -304,7 +343,8 @@ struct Server::Impl {
     if (parsed.empty()) return SetJson(res, BatchResponse({}, {}));
     // The users and items are read in place (views into `parsed` and the parser).
     std::vector<exposure_filter::QueryView> queries(parsed.size());
-    for (size_t i = 0; i < parsed.size(); ++i) queries[i] = {parsed[i].user, parsed[i].items};
+    for (size_t i = 0; i < parsed.size(); ++i)
+      queries[i] = {parsed[i].user, parsed[i].items, parsed[i].clusters};
     std::vector<Result> results = client->SeenBatchViews(queries, options.timeout);
     std::vector<Answer> answers(parsed.size());
     const Result* failed = nullptr;
@@ -313,6 +353,9 @@ struct Server::Impl {
       if (!results[i].ok && failed == nullptr) failed = &results[i];
       answers[i] = Answer{&results[i].seen, results[i].failed_open, &results[i].served,
                           results[i].served_count};
+      answers[i].near_duplicate = &results[i].near_duplicate;
+      answers[i].near_duplicate_count = results[i].near_duplicate_count;
+      answers[i].clusters = &results[i].cluster;
     }
     if (failed != nullptr) {
       // Every user ID was checked by the parser, so this is Redis under fail_closed.

@@ -20,12 +20,14 @@
 #include <string>
 #include <vector>
 
+#include "bloom/cluster_token.h"
 #include "bloom/hash.h"
 #include "bloom/keys.h"
 #include "bloom/layout.h"
 #include "bloom/served.h"
 #include "bloom/stages.h"
 #include "common/clock.h"
+#include "contentdb/index.h"
 #include "exposure_filter/client.h"
 #include "read/bloom_reader.h"
 #include "redis/cluster.h"
@@ -545,4 +547,69 @@ TEST_CASE("cluster readers: served items live in the user's slot, marked and rea
 }
 
 }  // namespace
+}  // namespace ef
+
+namespace ef {
+
+TEST_CASE(
+    "cluster readers: near duplicates, the content map's entries on every master are read in the "
+    "MGET's call",
+    "[cluster][readers][near_duplicates]") {
+  LocalRedisCluster& cluster = Cluster();
+  auto layout = LayoutFromConfig(FilterConfig{});
+  REQUIRE(layout.ok());
+  const int64_t now_s = SystemClock().NowMs() / 1000;
+  const int64_t start = BucketStart(now_s, layout->bucket_seconds);
+  ClusterRouter router(cluster.RouterOptions());
+  REQUIRE(router.Discover().ok());
+  Layout effective;
+  REQUIRE(EnsureMeta(router, *layout, &effective).ok());
+  // The user saw an item of each of 12 clusters (the writers' rule: item, token(C)).
+  const std::string user = "nd-user";
+  const std::string key = MakeKey(layout->prefix, user, start, layout->bucket_seconds);
+  const Stage& st = layout->stage_table[0];
+  std::vector<uint32_t> pos(st.k);
+  std::vector<ClusterRouter::SlotCommand> cmds;
+  std::vector<std::string> candidates;
+  std::set<int> map_masters;
+  for (int c = 0; c < 12; ++c) {
+    const std::string cluster_id = "nd-c" + std::to_string(c);
+    for (const std::string& probe : {"nd-seen-" + std::to_string(c), ClusterToken(cluster_id)}) {
+      ComputeStagePositions(HashItem(probe, layout->seed), st, layout->RuleFor(start), pos.data());
+      for (uint32_t p : pos)
+        cmds.push_back({KeySlot(key), {"SETBIT", key, std::to_string(p), "1"}});
+    }
+    // A candidate of that cluster, known only to the content map (its own slot).
+    const std::string item = "nd-cand-" + std::to_string(c);
+    const std::string map_key = contentdb::MapKey(layout->prefix, item);
+    map_masters.insert(cluster.MasterForSlot(KeySlot(map_key)));
+    cmds.push_back(
+        {KeySlot(map_key), {"SET", map_key, contentdb::EncodeMapValue(c, 0, cluster_id)}});
+    candidates.push_back(item);
+  }
+  candidates.push_back("nd-unknown");
+  auto replies = router.Commands(cmds);
+  REQUIRE(replies.ok());
+  REQUIRE(map_masters.size() == 3);  // the lookups cross every master
+
+  exposure_filter::ClientOptions o;
+  o.overrides = {"redis.address=" + cluster.seeds(), "filter.near_duplicates=true"};
+  o.timeout = 5000ms;
+  std::string error;
+  auto client = exposure_filter::Client::Create(o, &error);
+  INFO(error);
+  REQUIRE(client);
+  const exposure_filter::Result r = client->Seen(user, candidates);
+  INFO(r.error);
+  REQUIRE(r.ok);
+  REQUIRE_FALSE(r.failed_open);
+  std::vector<bool> want(13, true);
+  want.back() = false;
+  CHECK(r.near_duplicate == want);
+  CHECK(r.seen_count == 0);
+  CHECK(r.cluster.front() == "nd-c0");
+  CHECK(client->stats().cluster_lookups == 13);
+  CHECK(client->stats().clusters_unknown == 1);
+}
+
 }  // namespace ef

@@ -506,6 +506,80 @@ TEST_CASE("serve response: served items are left out of unseen and listed apart"
                         "served_count": 3})"));
 }
 
+TEST_CASE("serve request: clusters are one per item, strings, integers or null", "[serve]") {
+  Outcome o = Filter(R"({"user_id": "u", "items": ["a", 7, "b"], "clusters": ["ca", 70, null]})");
+  REQUIRE(o.ok);
+  CHECK(o.query.clusters == Items{"ca", "70", ""});
+  Outcome none = Filter(R"({"user_id": "u", "items": ["a"]})");
+  REQUIRE(none.ok);
+  CHECK(none.query.clusters.empty());
+  Outcome empty = Filter(R"({"user_id": "u", "items": [], "clusters": []})");
+  REQUIRE(empty.ok);
+  CHECK(empty.query.clusters.empty());
+  BatchOutcome b = Batch(
+      R"({"requests": [{"user_id": "u", "items": ["a"], "clusters": ["x"]},
+                       {"user_id": "v", "items": ["b"]}]})");
+  REQUIRE(b.ok);
+  CHECK(b.queries[0].clusters == Items{"x"});
+  CHECK(b.queries[1].clusters.empty());
+}
+
+TEST_CASE("serve request: bad clusters are a 400 naming the field and entry", "[serve]") {
+  struct Case {
+    std::string body, message;
+  };
+  const std::vector<Case> cases = {
+      {R"({"user_id": "u", "items": ["a"], "clusters": "x"})",
+       "clusters: expected an array of strings, integers or null (one per item), got a string"},
+      {R"({"user_id": "u", "items": ["a", "b"], "clusters": ["x"]})",
+       "clusters: 1 entries for 2 items (one per item, null when unknown)"},
+      {R"({"user_id": "u", "items": ["a", "b"], "clusters": ["x", true]})",
+       "clusters[1]: expected a string, an integer or null, got true"},
+      {R"({"user_id": "u", "items": ["a"], "clusters": [1.5]})",
+       "clusters[0]: expected a string, an integer or null, got a number with a fraction or an "
+       "exponent"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.body);
+    Outcome o = Filter(c.body);
+    CHECK_FALSE(o.ok);
+    CHECK(o.error.status == 400);
+    CHECK(o.error.message == c.message);
+  }
+  BatchOutcome b = Batch(
+      R"({"requests": [{"user_id": "u", "items": ["a"]},
+                       {"user_id": "v", "items": ["b"], "clusters": [["x"]]}]})");
+  CHECK_FALSE(b.ok);
+  CHECK(b.error.status == 400);
+  CHECK(b.error.message ==
+        "requests[1].clusters[0]: expected a string, an integer or null, got an array");
+}
+
+TEST_CASE("serve response: near duplicates are left out of unseen and listed with their cluster",
+          "[serve]") {
+  Outcome o = Filter(R"({"user_id": "u", "items": ["a", 7, "b", "c", 8]})");
+  REQUIRE(o.ok);
+  const std::vector<bool> seen = {true, false, false, false, false};
+  const std::vector<bool> served = {false, false, false, true, false};
+  const std::vector<bool> near = {false, true, true, false, false};
+  const std::vector<std::string> clusters = {"", "70", "q\"x", "", ""};
+  Answer answer{&seen, false, &served, 1};
+  answer.near_duplicate = &near;
+  answer.near_duplicate_count = 2;
+  answer.clusters = &clusters;
+  CHECK(json::parse(FilterResponse(o.query, answer)) ==
+        json::parse(R"({"unseen": [8], "seen_count": 1, "served": ["c"], "served_count": 1,
+                        "near_duplicates": [{"item": 7, "cluster": "70"},
+                                            {"item": "b", "cluster": "q\"x"}],
+                        "near_duplicate_count": 2})"));
+  // No near duplicate: the answer is what it was.
+  const std::vector<bool> none(5, false);
+  Answer plain{&seen, false, &none, 0};
+  plain.near_duplicate = &none;
+  plain.clusters = &clusters;
+  CHECK(FilterResponse(o.query, plain) == R"({"unseen":[7,"b","c",8],"seen_count":1})");
+}
+
 TEST_CASE("serve response: random seen and served patterns match a plain model", "[serve]") {
   std::mt19937_64 rng(30);
   for (int round = 0; round < 300; ++round) {

@@ -1,0 +1,295 @@
+// Issue 31, near-duplicate filtering on the read side (docs/CONTENT.md rule 5),
+// against a real redis-server: the client library, `serve` (HTTP) and `check`
+// answer seen / near_duplicate / unseen for a user whose bucket key holds items
+// and cluster tokens written by the writers' rule, with clusters from the
+// request and from the content map (`<prefix>cm{item}`, contentdb::EncodeMapValue),
+// and read exactly as before with filter.near_duplicates off.
+#include <httplib.h>
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bloom/cluster_token.h"
+#include "bloom/hash.h"
+#include "bloom/keys.h"
+#include "bloom/layout.h"
+#include "bloom/stages.h"
+#include "common/clock.h"
+#include "contentdb/index.h"
+#include "exposure_filter/client.h"
+#include "redis/meta.h"
+#include "support/fault_stream.h"
+#include "support/process.h"
+#include "support/stack.h"
+#include "support/temp_dir.h"
+
+namespace ef::test {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using Strings = std::vector<std::string>;
+
+// The user's current bucket key holds `probes` (items, and cluster tokens as the
+// writers set them), written with the layout's position primitive (SETBIT), and
+// the layout is stored.
+void WriteKey(RedisServer& redis, const Layout& layout, const std::string& user,
+              const Strings& probes) {
+  auto conn = redis.Connect();
+  Layout effective;
+  REQUIRE(EnsureMeta(*conn, layout, &effective).ok());
+  const int64_t now_s = SystemClock().NowMs() / 1000;
+  const int64_t start = BucketStart(now_s, layout.bucket_seconds);
+  const std::string key = MakeKey(layout.prefix, user, start, layout.bucket_seconds);
+  const Stage& st = layout.stage_table[0];
+  std::vector<uint32_t> pos(st.k);
+  std::vector<std::vector<std::string>> cmds;
+  for (const std::string& p : probes) {
+    ComputeStagePositions(HashItem(p, layout.seed), st, layout.RuleFor(start), pos.data());
+    for (uint32_t b : pos) cmds.push_back({"SETBIT", key, std::to_string(b), "1"});
+  }
+  std::vector<RedisReply> replies;
+  REQUIRE(conn->Commands(cmds, &replies).ok());
+}
+
+// The writers' rule for the exposures (item, cluster): item, token(cluster) when cluster != item.
+Strings Exposures(const std::vector<std::pair<std::string, std::string>>& seen) {
+  Strings probes;
+  for (const auto& [item, cluster] : seen) {
+    probes.push_back(item);
+    if (WritesClusterToken(item, cluster)) probes.push_back(ClusterToken(cluster));
+  }
+  return probes;
+}
+
+void MapEntry(RedisServer& redis, const Layout& layout, const std::string& item,
+              const std::string& cluster) {
+  redis.Command({"SET", contentdb::MapKey(layout.prefix, item),
+                 contentdb::EncodeMapValue(1, 0x1234, cluster)});
+}
+
+std::unique_ptr<exposure_filter::Client> MakeClient(RedisServer& redis, bool near_duplicates) {
+  exposure_filter::ClientOptions o;
+  o.overrides = {"redis.address=" + redis.address(), "filter.items_per_bucket=200",
+                 "filter.fpr=0.01",
+                 std::string("filter.near_duplicates=") + (near_duplicates ? "true" : "false")};
+  o.timeout = 5000ms;
+  o.on_error = exposure_filter::OnError::kFailClosed;
+  std::string error;
+  auto client = exposure_filter::Client::Create(o, &error);
+  INFO(error);
+  REQUIRE(client);
+  return client;
+}
+
+int64_t MgetCalls(RedisServer& redis) {
+  const RedisReply info = redis.Command({"INFO", "commandstats"});
+  const size_t at = info.str.find("cmdstat_mget:calls=");
+  if (at == std::string::npos) return 0;
+  return std::stoll(info.str.substr(at + 19));
+}
+
+// The user saw A2 (cluster A, whose first item is A) and B (its own cluster).
+const std::vector<std::pair<std::string, std::string>> kSeen = {{"A2", "A"}, {"B", "B"}};
+
+}  // namespace
+
+TEST_CASE("near duplicates: the library answers seen, near_duplicate and unseen, clusters given",
+          "[integration][near_duplicates][client]") {
+  RedisServer redis;
+  const Layout layout = DefaultTestLayout();
+  WriteKey(redis, layout, "u1", Exposures(kSeen));
+  auto client = MakeClient(redis, true);
+  const std::vector<std::string_view> items = {"A2", "A3", "A", "B2", "C1"};
+  const std::vector<std::string_view> clusters = {"A", "A", "A", "B", "C"};
+  exposure_filter::CallOptions call;
+  call.cluster_lookup = false;
+  const exposure_filter::Result r = client->SeenWithClusters("u1", items, clusters, call);
+  INFO(r.error);
+  REQUIRE(r.ok);
+  CHECK(r.seen == std::vector<bool>{true, false, false, false, false});
+  CHECK(r.near_duplicate == std::vector<bool>{false, true, true, true, false});
+  CHECK(r.near_duplicate_count == 3);
+  CHECK(r.cluster == Strings{"A", "A", "A", "B", "C"});
+  CHECK(client->stats().near_duplicates == 3);
+  CHECK(client->stats().cluster_lookups == 0);
+  // Unseen() leaves near duplicates out.
+  CHECK(client->Unseen("u1", {"A2", "A3", "C1"}) == Strings{"A3", "C1"});  // no cluster known
+  // A clusters list of another length is an error naming it, no round trip.
+  const std::vector<std::string_view> short_list = {"A"};
+  const exposure_filter::Result bad = client->SeenWithClusters("u1", items, short_list);
+  CHECK_FALSE(bad.ok);
+  CHECK(bad.code == exposure_filter::ErrorCode::kInvalidArgument);
+  CHECK(bad.error == "clusters: 1 given for 5 candidates (give one per candidate, \"\" = unknown)");
+}
+
+TEST_CASE(
+    "near duplicates: the library reads unknown clusters from the content map in the MGET's round "
+    "trip",
+    "[integration][near_duplicates][client]") {
+  RedisServer redis;
+  const Layout layout = DefaultTestLayout();
+  WriteKey(redis, layout, "u1", Exposures(kSeen));
+  MapEntry(redis, layout, "A3", "A");
+  MapEntry(redis, layout, "B2", "B");
+  MapEntry(redis, layout, "C1", "C");
+  redis.Command({"SET", contentdb::MapKey(layout.prefix, "bad"), "short"});  // not a map entry
+  auto client = MakeClient(redis, true);
+  redis.Command({"CONFIG", "RESETSTAT"});
+  const exposure_filter::Result r = client->Seen("u1", {"A2", "A3", "B2", "C1", "D1", "bad"});
+  INFO(r.error);
+  REQUIRE(r.ok);
+  CHECK(r.seen == std::vector<bool>{true, false, false, false, false, false});
+  CHECK(r.near_duplicate == std::vector<bool>{false, true, true, false, false, false});
+  CHECK(r.cluster == Strings{"", "A", "B", "C", "", ""});
+  // One pipeline: the user's MGET and the map's (two MGET commands, one round trip).
+  CHECK(MgetCalls(redis) == 2);
+  const exposure_filter::ClientStats s = client->stats();
+  CHECK(s.cluster_lookups == 6);
+  CHECK(s.clusters_unknown == 3);  // A2 (not in the map), D1, bad
+  CHECK(s.map_bad_values == 1);
+  // A cluster given in the call wins over the map's.
+  const std::vector<std::string_view> items = {"C1"};
+  const std::vector<std::string_view> given = {"A"};
+  CHECK(client->SeenWithClusters("u1", items, given).near_duplicate == std::vector<bool>{true});
+
+  // filter.near_duplicates off: no map read (one MGET), no near_duplicate answer.
+  auto off = MakeClient(redis, false);
+  redis.Command({"CONFIG", "RESETSTAT"});
+  const exposure_filter::Result o = off->Seen("u1", {"A2", "A3", "B2", "C1"});
+  REQUIRE(o.ok);
+  CHECK(o.seen == std::vector<bool>{true, false, false, false});
+  CHECK(o.near_duplicate == std::vector<bool>(4, false));
+  CHECK(o.cluster.empty());
+  CHECK(MgetCalls(redis) == 1);
+  CHECK(off->stats().cluster_lookups == 0);
+  const std::vector<std::string_view> four = {"A2", "A3", "B2", "C1"};
+  const std::vector<std::string_view> four_clusters = {"A", "A", "B", "C"};
+  CHECK(off->SeenWithClusters("u1", four, four_clusters).near_duplicate_count == 0);
+}
+
+TEST_CASE(
+    "near duplicates: FilterAndMark marks the page's cluster tokens, page 2 leaves out their near "
+    "duplicates",
+    "[integration][near_duplicates][client]") {
+  RedisServer redis;
+  const Layout layout = DefaultTestLayout();
+  WriteKey(redis, layout, "u1", Exposures(kSeen));
+  auto client = MakeClient(redis, true);
+  const std::vector<std::string_view> page1 = {"P1", "Q1"};
+  const std::vector<std::string_view> page1_clusters = {"P", "Q1"};
+  const exposure_filter::Result r1 =
+      client->FilterAndMarkWithClusters("u1", page1, page1_clusters, 10);
+  REQUIRE(r1.ok);
+  CHECK(r1.marked_count == 2);
+  // Page 2: P2 (cluster P: token(P) marked), Q2 (cluster Q1, served itself), R.
+  const std::vector<std::string_view> page2 = {"P2", "Q2", "R", "A3"};
+  const std::vector<std::string_view> page2_clusters = {"P", "Q1", "R", "A"};
+  const exposure_filter::Result r2 =
+      client->FilterAndMarkWithClusters("u1", page2, page2_clusters, 10);
+  REQUIRE(r2.ok);
+  CHECK(r2.served == std::vector<bool>{true, true, false, false});
+  CHECK(r2.near_duplicate == std::vector<bool>{false, false, false, true});
+  CHECK(r2.marked == std::vector<bool>{false, false, true, false});
+}
+
+TEST_CASE(
+    "near duplicates: serve answers near_duplicates with the cluster, from the request and the map",
+    "[integration][near_duplicates][serve]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig("ef.yaml", "filter:\n  near_duplicates: true\n");
+  const Layout layout = DefaultTestLayout();
+  WriteKey(stack.redis(), layout, "u1", Exposures(kSeen));
+  MapEntry(stack.redis(), layout, "B2", "B");
+  const int port = FreePort();
+  auto serve = StartServe(stack, config, port);
+  INFO("serve output:\n" << serve->Output());
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(30, 0);
+  auto post = [&](const std::string& body) {
+    auto r = http.Post("/v1/filter", body, "application/json");
+    REQUIRE(r);
+    return std::make_pair(r->status, r->body);
+  };
+  // A3 by the request's cluster, B2 by the map's, C1 unseen.
+  auto [status, body] = post(
+      R"({"user_id": "u1", "items": ["A2", "A3", "B2", "C1"], "clusters": [null, "A", null, "C"]})");
+  INFO(body);
+  REQUIRE(status == 200);
+  CHECK(json::parse(body) == json::parse(R"({"unseen": ["C1"], "seen_count": 1, "served": [],
+      "served_count": 0, "near_duplicates": [{"item": "A3", "cluster": "A"},
+      {"item": "B2", "cluster": "B"}], "near_duplicate_count": 2})"));
+  // Batch: per request.
+  auto batch = http.Post("/v1/filter:batch",
+                         R"({"requests": [{"user_id": "u1", "items": ["A3"], "clusters": ["A"]},
+                                          {"user_id": "u2", "items": ["A3"]}]})",
+                         "application/json");
+  REQUIRE(batch);
+  CHECK(json::parse(batch->body).at("results").at(0).at("near_duplicate_count") == 1);
+  CHECK(json::parse(batch->body).at("results").at(1) ==
+        json::parse(R"({"unseen": ["A3"], "seen_count": 0})"));
+  // Bad clusters: 400 naming the field.
+  auto [bad_status, bad_body] =
+      post(R"({"user_id": "u1", "items": ["A2", "A3"], "clusters": ["A"]})");
+  CHECK(bad_status == 400);
+  CHECK(json::parse(bad_body).at("error") ==
+        "clusters: 1 entries for 2 items (one per item, null when unknown)");
+  auto [bad2_status, bad2_body] = post(R"({"user_id": "u1", "items": ["A2"], "clusters": [{}]})");
+  CHECK(bad2_status == 400);
+  CHECK(json::parse(bad2_body).at("error") ==
+        "clusters[0]: expected a string, an integer or null, got an object");
+  // The metric counts the near duplicates answered (2 + 1).
+  auto metrics = http.Get("/metrics");
+  REQUIRE(metrics);
+  CHECK(metrics->body.find("exposure_filter_serve_near_duplicates_total 3") != std::string::npos);
+  CHECK(metrics->body.find("exposure_filter_serve_cluster_lookups_total") != std::string::npos);
+  CHECK(serve->Stop(SIGTERM, 20s) == 0);
+}
+
+TEST_CASE(
+    "near duplicates: check prints near-duplicate with the cluster, from --cluster and the map",
+    "[integration][near_duplicates][cli]") {
+  RedisServer redis;
+  const Layout layout = DefaultTestLayout();
+  WriteKey(redis, layout, "u1", Exposures(kSeen));
+  MapEntry(redis, layout, "B2", "B");
+  const std::vector<std::string> base = {EF_BINARY, "check",
+                                         "--set",   "redis.address=" + redis.address(),
+                                         "--set",   "filter.items_per_bucket=200",
+                                         "--set",   "filter.fpr=0.01",
+                                         "--set",   "filter.near_duplicates=true",
+                                         "-u",      "u1"};
+  std::vector<std::string> argv = base;
+  for (const char* a : {"--cluster", "A3=A", "A2", "A3", "B2", "C1"}) argv.push_back(a);
+  SplitRunResult r = RunCommandWithEnv(argv, {});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("near-duplicate  A3  (cluster A)") != std::string::npos);
+  CHECK(r.out.find("near-duplicate  B2  (cluster B)") != std::string::npos);
+  CHECK(r.out.find("unseen  C1") != std::string::npos);
+  CHECK(r.out.find("seen    A2") != std::string::npos);
+  argv.push_back("--json");
+  r = RunCommandWithEnv(argv, {});
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j.at("near_duplicates") ==
+        json::parse(R"([{"item": "A3", "cluster": "A"}, {"item": "B2", "cluster": "B"}])"));
+  CHECK(j.at("unseen") == json::parse(R"(["C1"])"));
+  // A --cluster naming no candidate, or not ITEM=CLUSTER: a usage error naming it.
+  argv = base;
+  for (const char* a : {"--cluster", "Z=A", "A2"}) argv.push_back(a);
+  r = RunCommandWithEnv(argv, {});
+  CHECK(r.code != 0);
+  CHECK(r.err.find("--cluster Z=A: Z is not a candidate item") != std::string::npos);
+  argv = base;
+  for (const char* a : {"--cluster", "A2", "A2"}) argv.push_back(a);
+  r = RunCommandWithEnv(argv, {});
+  CHECK(r.code != 0);
+  CHECK(r.err.find("--cluster A2: expected ITEM=CLUSTER") != std::string::npos);
+}
+
+}  // namespace ef::test
