@@ -154,6 +154,12 @@ int Run(const ConfigArgs& args) {
       "stopped: {} messages, {} events written ({} items), {} rejected, {} batches, {} "
       "commits",
       t.messages, t.events_written, t.items_written, t.events_rejected, t.batches, t.commits);
+  if (*clusters) {
+    spdlog::info(
+        "near-duplicates: {} cluster token(s) written, {} item(s) looked up in the content map, {} "
+        "exposed item(s) with no known cluster",
+        t.cluster_tokens, t.cluster_lookups, t.items_unclustered);
+  }
   if (!st.ok()) {
     // Refused credentials or ACL, or the stored layout changed under us: a
     // restart cannot help. Anything else (e.g. the final commit lost) may.

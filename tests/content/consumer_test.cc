@@ -18,67 +18,15 @@
 #include "content/simhash.h"
 #include "content/tokenizer.h"
 #include "contentdb/index.h"
+#include "content/stories.h"
 #include "support/stack.h"
 #include "support/wait.h"
 
 namespace ef::test {
 namespace {
 
-using content::corpus::ApplyEdit;
-using content::corpus::Edit;
-using content::corpus::Lang;
-
-struct Texts {
-  std::string original, repost, unrelated;
-};
-
-uint64_t Fingerprint(const std::string& text, uint32_t* tokens = nullptr) {
-  content::Tokenizer tokenizer;
-  std::vector<content::WeightedToken> wt;
-  REQUIRE(tokenizer.Tokenize(text, &wt).ok());
-  uint32_t n = 0;
-  for (const auto& t : wt) n += t.weight;
-  if (tokens) *tokens = n;
-  return content::Simhash(wt, 0);
-}
-
-// An original of at least 256 tokens (consecutive fortunes as paragraphs), a
-// re-post of it with a sentence inserted or removed, or a new headline
-// (tests/content/corpus.h edits), whose fingerprint is 1 to 3 bits
-// (content.max_distance) from the original's: CONTENT.md measures that most such
-// re-posts of 256 tokens and more are; the first one in file order is taken. And
-// an unrelated text, far from both.
-Texts MakeTexts() {
-  std::vector<std::string> entries;
-  REQUIRE(content::corpus::ReadFortunes("/usr/share/games/fortunes/fortunes", &entries).ok());
-  REQUIRE(entries.size() > 100);
-  for (size_t start = 0; start + 45 < entries.size(); start += 7) {
-    Texts t;
-    uint32_t tokens = 0;
-    size_t i = start;
-    while (tokens < 256 && i < start + 40) {
-      t.original += (t.original.empty() ? "" : "\n\n") + entries[i++];
-      Fingerprint(t.original, &tokens);
-    }
-    if (tokens < 256) continue;
-    const uint64_t fp = Fingerprint(t.original);
-    for (Edit edit : {Edit::kInsert, Edit::kRemove, Edit::kHeadline}) {
-      for (uint64_t r = 1; r <= 5; ++r) {
-        t.repost = ApplyEdit(edit, Lang::kEnglish, t.original, entries[i], r);
-        if (t.repost.empty()) continue;
-        const int d = content::HammingDistance(fp, Fingerprint(t.repost));
-        if (d < 1 || d > 3) continue;
-        t.unrelated = entries[i + 3];
-        if (content::HammingDistance(fp, Fingerprint(t.unrelated)) <= 8) continue;
-        if (content::HammingDistance(Fingerprint(t.repost), Fingerprint(t.unrelated)) <= 8)
-          continue;
-        return t;
-      }
-    }
-  }
-  FAIL("no original with a near re-post in the fortunes file");
-  return {};
-}
+using content::stories::MakeTexts;
+using content::stories::Texts;
 
 // `exposure-filter content ...` to completion (EF_BINARY: the binary under test).
 SplitRunResult Content(std::vector<std::string> args) {

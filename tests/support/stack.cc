@@ -121,8 +121,13 @@ void Stack::Produce(const std::vector<TestEvent>& events) {
 }
 
 void Stack::ProduceRaw(const std::vector<std::string>& payloads, int64_t timestamp_ms) {
+  ProduceRawTo(topic_, payloads, timestamp_ms);
+}
+
+void Stack::ProduceRawTo(const std::string& topic, const std::vector<std::string>& payloads,
+                         int64_t timestamp_ms) {
   for (const auto& p : payloads) {
-    Status st = producer_->Produce(topic_, -1, "raw", p, timestamp_ms);
+    Status st = producer_->Produce(topic, -1, "raw", p, timestamp_ms);
     if (!st.ok()) throw std::runtime_error(st.message());
   }
   Status st = producer_->Flush(30000);

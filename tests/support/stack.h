@@ -56,6 +56,10 @@ class Stack {
   // Produces events (key = user) and waits for delivery.
   void Produce(const std::vector<TestEvent>& events);
   void ProduceRaw(const std::vector<std::string>& payloads, int64_t timestamp_ms = 0);
+  // The same into another topic of this stack's Kafka (created with
+  // kafka().CreateTopic first).
+  void ProduceRawTo(const std::string& topic, const std::vector<std::string>& payloads,
+                    int64_t timestamp_ms = 0);
   // Messages the test producer failed to deliver for good so far.
   uint64_t ProduceFailures() const { return producer_->failed(); }
 
