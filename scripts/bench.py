@@ -353,18 +353,23 @@ def available(stack, topic):
     return int(m.group(1))
 
 
-def drain(stack, name, total, sets=(), redis=None, profile=False):
+def drain(stack, name, total, sets=(), redis=None, profile=False, prepare=None, warm=0.0):
     """Consumes the preloaded topic from the start; rate from the first to the
     `total`-th event written (the group join is not counted). `redis`: the
     target (SingleRedis, the default, or LocalCluster). `profile`: also the
     hottest symbols of redis-server (one node) and of the daemon while draining."""
     redis = redis or SingleRedis(stack)
     redis.flush()
+    if prepare:
+        prepare()
     node_cpu0 = redis.cpu()
     kafka_cpu0 = cpu_seconds(stack.kafka.pid)
     cmds0 = redis.commands()
     d = Daemon(stack, name, [f"kafka.topics=[{TOPIC}]", *redis.sets, *sets], redis.address)
     wait_until(f"drain {name}: first event", 60, lambda: written(d.metrics()) > 0, 0.01)
+    if warm > 0:  # measured from here: the first `warm` of the events warm the daemon up
+        wait_until(f"drain {name}: warm-up", 600, lambda: written(d.metrics()) >= warm * total,
+                   0.01)
     t0 = time.monotonic()
     m0 = d.metrics()
     n0, cpu0 = written(m0), cpu_seconds(d.proc.pid)
@@ -536,6 +541,14 @@ def main():
     ap.add_argument("--thresholds", default="",
                     help="--write-modes: also drain bitop at each of these redis.bitop_threshold "
                          "values (comma-separated; the threshold sweep)")
+    ap.add_argument("--near-duplicates", action="store_true",
+                    help="only the drain, with filter.near_duplicates off and on (warm cache), "
+                         "alternated, over --nd-items items whose content map is filled first")
+    ap.add_argument("--nd-items", type=int, default=200_000,
+                    help="--near-duplicates: items of the mix (each in the content map; every "
+                         "10th starts a cluster that the next 2 join)")
+    ap.add_argument("--nd-pairs", type=int, default=2,
+                    help="--near-duplicates: off/on pairs to drain (medians are reported)")
     ap.add_argument("--zipf", type=float,
                     help="Zipf exponent of users and items (loadgen --zipf; default 1)")
     ap.add_argument("--profile", action="store_true",
@@ -544,8 +557,10 @@ def main():
     ap.add_argument("--module", help="the Redis module (build/redis-module/ef_redis.so)")
     ap.add_argument("--out")
     a = ap.parse_args()
-    if not a.write_modes and (a.thresholds or a.profile or a.modes != ap.get_default("modes")):
-        ap.error("--modes, --thresholds and --profile go with --write-modes")
+    if not a.write_modes and (a.thresholds or a.modes != ap.get_default("modes")):
+        ap.error("--modes and --thresholds go with --write-modes")
+    if a.profile and not (a.write_modes or a.near_duplicates):
+        ap.error("--profile goes with --write-modes or --near-duplicates")
     if a.zipf is not None:
         if not 0.01 <= a.zipf <= 5:
             ap.error(f"--zipf must be in [0.01, 5], got {a.zipf}")
@@ -554,6 +569,8 @@ def main():
         return cluster_main(a)
     if a.write_modes:
         return write_modes_main(a)
+    if a.near_duplicates:
+        return near_duplicates_main(a)
     setbit_events = a.setbit_events or max(a.events // 4, 1)
     started, load1, stack = start_run(a)
     try:
@@ -723,6 +740,93 @@ def write_modes_main(a):
             for who, rows in r["profile"].items():
                 print(f"  profile {m} {who}: " +
                       "; ".join(f"{pct:.1f}% {sym}" for pct, _, sym in rows[:8]))
+    print_json(result, a.out)
+
+
+def fill_content_map(stack, items, prefix="ef:"):
+    """The content map (docs/CONTENT.md rule 4) of loadgen's items i1..i<items>:
+    item i<r> is in cluster i<r - r % 10> (so 2 in 10 items are later members of
+    a cluster: the daemon writes their cluster token), written with redis-cli
+    --pipe. Returns the share of items with a token."""
+    def resp(*args):
+        out = [b"*%d\r\n" % len(args)]
+        for x in args:
+            out.append(b"$%d\r\n%s\r\n" % (len(x), x))
+        return b"".join(out)
+    chunks = []
+    tokens = 0
+    for r in range(1, items + 1):
+        item = b"i%d" % r
+        first = r - r % 10 if r % 10 in (1, 2) and r >= 10 else r
+        tokens += first != r
+        value = r.to_bytes(8, "big") + (r * 0x9E3779B97F4A7C15 % 2**64).to_bytes(8, "big") + \
+            b"i%d" % first
+        key = prefix.encode() + b"cm{" + item + b"}"
+        chunks.append(resp(b"SET", key, value))
+    p = subprocess.run(["redis-cli", "-p", str(stack.redis_port), "--pipe"], input=b"".join(chunks),
+                       capture_output=True, timeout=300)
+    if p.returncode != 0 or b"errors: 0" not in p.stdout:
+        raise SystemExit(f"bench: filling the content map failed: {p.stdout[-300:]!r} {p.stderr[-300:]!r}")
+    return tokens / items
+
+
+def near_duplicates_main(a):
+    """--near-duplicates: issue 31's drain target: with filter.near_duplicates on
+    and a warm cache (content.cache_items above the mix's items), at least 85% of
+    the drain with it off, same events, same run (module write mode when the
+    module is given, else bitfield). Each drain is measured over its second half:
+    the first half warms the cache (and, with it off, the daemon alike). Pairs
+    alternate off/on; medians reported."""
+    MIX["items"] = a.nd_items
+    mode = "module" if a.module and os.path.exists(a.module) else "bitfield"
+    started, load1, stack = start_run(a, a.module if mode == "module" else None)
+    runs = {"off": [], "on": []}
+    token_share = 0.0
+    try:
+        held = preload(stack, a)[1]
+        base = [f"redis.write_mode={mode}"]
+        on = base + ["filter.near_duplicates=true", f"content.cache_items={2 * a.nd_items}"]
+
+        def fill():
+            nonlocal token_share
+            token_share = fill_content_map(stack, a.nd_items)
+        for i in range(a.nd_pairs):
+            for name, sets in (("off", base), ("on", on)):
+                log(f"pair {i + 1}: draining {held} events, near_duplicates {name}")
+                r = drain(stack, f"nd-{name}-{i}", held, sets, prepare=fill, warm=0.5,
+                          profile=a.profile)
+                runs[name].append(r)
+                log(f"  {name}: {r['events_per_second']} events/s, daemon "
+                    f"{r['daemon_cpu_s_per_million']} CPU s per million events")
+    finally:
+        stack.stop()
+
+    def median(name, field):
+        v = sorted(r[field] for r in runs[name])
+        return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+    ratio = median("on", "events_per_second") / max(median("off", "events_per_second"), 1)
+    result = {"bench": "exposure-filter-near-duplicates", "events": held, "mode": mode,
+              "cores": os.cpu_count(), "load_before": round(load1, 2), "mix": MIX,
+              "token_share_of_items": round(token_share, 3), "runs": runs,
+              "events_per_second": {n: median(n, "events_per_second") for n in runs},
+              "daemon_cpu_s_per_million": {n: median(n, "daemon_cpu_s_per_million") for n in runs},
+              "redis_cpu_s_per_million": {n: median(n, "redis_cpu_s_per_million") for n in runs},
+              "on_vs_off": round(ratio, 3), "targets": {"on_at_least_85pct_of_off": ratio >= 0.85},
+              "elapsed_s": round(time.monotonic() - started, 1)}
+    print(f"exposure-filter bench --near-duplicates: {held:,} events over {a.nd_items:,} items "
+          f"({token_share:.0%} of them later cluster members), {mode} mode, "
+          f"{os.cpu_count()} cores, {result['elapsed_s']} s")
+    for n in ("off", "on"):
+        print(f"  near_duplicates {n:<3}: {', '.join(str(r['events_per_second']) for r in runs[n])} "
+              f"events/s (median {result['events_per_second'][n]:,}), daemon "
+              f"{result['daemon_cpu_s_per_million'][n]} CPU s/M, Redis "
+              f"{result['redis_cpu_s_per_million'][n]} CPU s/M")
+    print(f"  on/off: {ratio:.3f} (target >= 0.85)")
+    if a.profile:
+        for n in ("off", "on"):
+            for who, rows in runs[n][-1]["profile"].items():
+                print(f"  profile {n} {who}: " +
+                      "; ".join(f"{pct:.1f}% {sym}" for pct, _, sym in rows[:12]))
     print_json(result, a.out)
 
 

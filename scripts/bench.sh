@@ -25,6 +25,15 @@
 #     --modes LIST      only these modes (comma-separated; bitfield always runs)
 #     --thresholds LIST also bitop at each redis.bitop_threshold in LIST
 #     --profile         also perf-record redis-server and the daemon per drain
+#                       (also with --near-duplicates)
+#   --near-duplicates   instead: the drain with filter.near_duplicates off and on
+#                       (warm cache: content.cache_items above the mix's items;
+#                       each drain measured over its second half, the first warms up),
+#                       alternated, module write mode, over --nd-items items
+#                       (default 200000) whose content map is filled first (2 in
+#                       10 items join a cluster: their token is written); issue
+#                       31's target: on >= 85% of off
+#     --nd-pairs N      off/on pairs (default 2; medians reported)
 #   --zipf Z            Zipf exponent of users and items (default 1)
 #   --out FILE          also write the JSON line to FILE
 #   --content           instead: the content fingerprint (docs/CONTENT.md; no Redis,

@@ -525,15 +525,16 @@ RejectReason Decoder::Impl::ReadSimhash(od::value& v, bool* present, uint64_t* s
     uint64_t x = 0;
     for (char c : token) {
       const auto d = static_cast<uint64_t>(c - '0');
-      if (x > (std::numeric_limits<uint64_t>::max() - d) / 10) return RejectReason::kBadSimhash;  // > 2^64 - 1
+      if (x > (std::numeric_limits<uint64_t>::max() - d) / 10)
+        return RejectReason::kBadSimhash;  // > 2^64 - 1
       x = x * 10 + d;
     }
     *present = true;
     *simhash = x;
     return RejectReason::kNone;
   }
-  if (token[0] == '-') return SplitNumber(token).valid ? RejectReason::kBadSimhash
-                                                       : RejectReason::kNotJson;
+  if (token[0] == '-')
+    return SplitNumber(token).valid ? RejectReason::kBadSimhash : RejectReason::kNotJson;
   return Validate(v, kFieldDepth) ? RejectReason::kBadSimhash : RejectReason::kNotJson;
 }
 

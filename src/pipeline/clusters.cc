@@ -1,5 +1,8 @@
 #include "pipeline/clusters.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 namespace ef {
@@ -35,43 +38,75 @@ Status ContentIndexClusters::Clusters(const std::vector<ClusterQuery>& items,
   return Status::Ok();
 }
 
-ClusterCache::Hit ClusterCache::Find(std::string_view item, int64_t now_ms,
+ClusterCache::Slot* ClusterCache::Table::Probe(const Hash128& item) {
+  const size_t mask = slots.size() - 1;
+  for (size_t i = static_cast<size_t>(item.h1 ^ (item.h2 >> 17)) & mask;; i = (i + 1) & mask) {
+    Slot& s = slots[i];
+    if (!s.used || (s.h1 == item.h1 && s.h2 == item.h2)) return &s;
+  }
+}
+
+void ClusterCache::Table::Grow() {
+  std::vector<Slot> old = std::move(slots);
+  slots.assign(old.empty() ? 1024 : old.size() * 2, Slot());
+  for (const Slot& s : old) {
+    if (s.used) *Probe({s.h1, s.h2}) = s;
+  }
+}
+
+void ClusterCache::Table::Clear() {
+  std::fill(slots.begin(), slots.end(), Slot());
+  arena.clear();
+  count = 0;
+}
+
+ClusterCache::Hit ClusterCache::Find(const Hash128& item, int64_t now_ms,
                                      std::string_view* cluster) {
   if (capacity_ == 0) return Hit::kNone;
-  auto it = newer_.find(item);
-  if (it == newer_.end()) {
-    auto old = older_.find(item);
-    if (old == older_.end()) return Hit::kNone;
-    Entry e = std::move(old->second);
-    older_.erase(old);
-    Insert(item, std::move(e));
-    it = newer_.find(item);
-    if (it == newer_.end()) return Hit::kNone;
+  const Slot* s = newer_.slots.empty() ? nullptr : newer_.Probe(item);
+  if (s == nullptr || !s->used) {
+    const Slot* o = older_.slots.empty() ? nullptr : older_.Probe(item);
+    if (o == nullptr || !o->used) return Hit::kNone;
+    // Used again: into the newer generation (its bytes are copied first, as the
+    // insert may flip the generations and clear the older one).
+    const std::string cluster_copy(older_.Cluster(*o));
+    Insert(item, cluster_copy, o->miss_at_ms);
+    s = newer_.Probe(item);
   }
-  const Entry& e = it->second;
-  if (e.cluster.empty()) return now_ms - e.miss_at_ms < kMissRetryMs ? Hit::kMiss : Hit::kNone;
-  *cluster = e.cluster;
+  if (s->cluster_len == 0) {
+    return now_ms - s->miss_at_ms < kMissRetryMs ? Hit::kMiss : Hit::kNone;
+  }
+  *cluster = newer_.Cluster(*s);
   return Hit::kCluster;
 }
 
-void ClusterCache::Put(std::string_view item, std::string_view cluster, int64_t now_ms) {
+void ClusterCache::Put(const Hash128& item, std::string_view cluster, int64_t now_ms) {
   if (capacity_ == 0) return;
-  if (auto old = older_.find(item); old != older_.end()) older_.erase(old);
-  auto it = newer_.find(item);
-  if (it != newer_.end()) {
-    it->second.cluster.assign(cluster);
-    it->second.miss_at_ms = now_ms;
-    return;
-  }
-  Insert(item, Entry{std::string(cluster), now_ms});
+  Insert(item, cluster, now_ms);
 }
 
-void ClusterCache::Insert(std::string_view item, Entry entry) {
-  if (newer_.size() >= (capacity_ + 1) / 2) {
-    older_ = std::move(newer_);
-    newer_ = Map();
+void ClusterCache::Insert(const Hash128& item, std::string_view cluster, int64_t miss_at_ms) {
+  // Full, or its arena's 32-bit offsets would overflow: a new generation.
+  if (newer_.count >= (capacity_ + 1) / 2 ||
+      newer_.arena.size() + cluster.size() > std::numeric_limits<uint32_t>::max()) {
+    std::swap(newer_, older_);
+    newer_.Clear();
   }
-  newer_.emplace(std::string(item), std::move(entry));
+  if ((newer_.count + 1) * 2 > newer_.slots.size()) newer_.Grow();
+  Slot* s = newer_.Probe(item);
+  if (!s->used) {
+    s->used = true;
+    s->h1 = item.h1;
+    s->h2 = item.h2;
+    ++newer_.count;
+  }
+  // A changed cluster is appended anew (the old bytes stay until the flip).
+  if (newer_.Cluster(*s) != cluster) {
+    s->cluster_off = static_cast<uint32_t>(newer_.arena.size());
+    s->cluster_len = static_cast<uint32_t>(cluster.size());
+    newer_.arena.append(cluster);
+  }
+  s->miss_at_ms = miss_at_ms;
 }
 
 }  // namespace ef

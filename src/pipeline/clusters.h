@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "bloom/hash.h"
 #include "common/status.h"
 #include "contentdb/index.h"
 
@@ -52,35 +52,51 @@ class ContentIndexClusters : public ClusterSource {
 // Item -> cluster, bounded: at most 2 * ceil(capacity / 2) entries, in two
 // generations (the newer takes what is put or found; when it holds
 // ceil(capacity / 2) entries it becomes the older and the older is dropped), so
-// what is used stays and memory is bounded. A miss (the map did not know the item) is kept for kMissRetryMs, then
-// the item is looked up again (the items topic may index it meanwhile).
-// capacity 0: nothing is kept. Not thread-safe.
+// what is used stays and memory is bounded. A miss (the map did not know the
+// item) is kept for kMissRetryMs, then the item is looked up again (the items
+// topic may index it meanwhile). capacity 0: nothing is kept. Not thread-safe.
+// On the ingest path for every exposed item, so items are keyed by their
+// 128-bit hash (docs/FORMAT.md rule 1, HashItem with the filter's seed: the
+// pipeline computes it anyway, and items with equal hashes are one item to the
+// filter too), and each generation is one flat open-addressing table (linear
+// probing, at most half full, grown by doubling) of 40-byte slots, the clusters'
+// bytes in one arena: a lookup is about one cache line.
 class ClusterCache {
  public:
   static constexpr int64_t kMissRetryMs = 10000;
 
   explicit ClusterCache(size_t capacity) : capacity_(capacity) {}
   enum class Hit { kNone, kCluster, kMiss };
-  // kCluster with *cluster set; kMiss for a fresh miss; kNone when not kept (or a
-  // stale miss).
-  Hit Find(std::string_view item, int64_t now_ms, std::string_view* cluster);
+  // kCluster with *cluster set (valid until the next Put or Find); kMiss for a
+  // fresh miss; kNone when not kept (or a stale miss).
+  Hit Find(const Hash128& item, int64_t now_ms, std::string_view* cluster);
   // cluster "" records a miss at now_ms.
-  void Put(std::string_view item, std::string_view cluster, int64_t now_ms);
-  size_t size() const { return newer_.size() + older_.size(); }
+  void Put(const Hash128& item, std::string_view cluster, int64_t now_ms);
+  size_t size() const { return newer_.count + older_.count; }
 
  private:
-  struct Entry {
-    std::string cluster;  // "" = a miss
+  struct Slot {
+    uint64_t h1 = 0, h2 = 0;
+    uint32_t cluster_off = 0, cluster_len = 0;  // cluster_len 0 = a miss
     int64_t miss_at_ms = 0;
+    bool used = false;
   };
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  struct Table {
+    std::vector<Slot> slots;  // size a power of two, or empty
+    std::string arena;        // the clusters' bytes
+    size_t count = 0;
+    // The slot of `item`, or the empty slot where it goes (slots not empty).
+    Slot* Probe(const Hash128& item);
+    std::string_view Cluster(const Slot& s) const {
+      return {arena.data() + s.cluster_off, s.cluster_len};
+    }
+    void Grow();
+    void Clear();
   };
-  using Map = std::unordered_map<std::string, Entry, Hash, std::equal_to<>>;
-  void Insert(std::string_view item, Entry entry);
+  // Adds (or overwrites) item in newer_, flipping the generations first when full.
+  void Insert(const Hash128& item, std::string_view cluster, int64_t miss_at_ms);
   size_t capacity_;
-  Map newer_, older_;
+  Table newer_, older_;
 };
 
 }  // namespace ef

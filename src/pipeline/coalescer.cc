@@ -10,7 +10,7 @@ namespace ef {
 
 Coalescer::Coalescer(Layout layout) : layout_(std::move(layout)) {}
 
-void Coalescer::Add(const Event& event) {
+void Coalescer::Add(const Event& event, const Hash128* hashes) {
   int64_t ts_s = event.ts_ms >= 0 ? event.ts_ms / 1000 : -((-event.ts_ms + 999) / 1000);
   int64_t bucket = BucketStart(ts_s, layout_.bucket_seconds);
   // The bucket's name is formatted once per bucket instead of once per event.
@@ -38,8 +38,8 @@ void Coalescer::Add(const Event& event) {
   positions.resize(old_size + event.items.size() * layout_.k);
   uint32_t* out = positions.data() + old_size;
   const PositionRule rule = kb.rule;
-  for (std::string_view item : event.items) {
-    const Hash128 h = HashItem(item, layout_.seed);
+  for (size_t i = 0; i < event.items.size(); ++i) {
+    const Hash128 h = hashes ? hashes[i] : HashItem(event.items[i], layout_.seed);
     ComputePositions(h, layout_.m, layout_.k, rule, out);
     out += layout_.k;
     kb.items.push_back(h);

@@ -40,7 +40,9 @@ class Coalescer {
   // Adds every item of the event to its key, the bucket of event.ts_ms. The event
   // must have passed decoding (a valid user ID, non-empty items, ts inside the
   // window and not later than the decoder's clock).
-  void Add(const Event& event);
+  // hashes (if given): HashItem(event.items[i], the layout's seed) for each
+  // item, computed by the caller (the near-duplicate path needs them first).
+  void Add(const Event& event, const Hash128* hashes = nullptr);
   // Sorts and dedupes positions; the batch is then ready to write.
   void Seal();
   const BitBatch& batch() const { return batch_; }

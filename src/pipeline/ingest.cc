@@ -9,7 +9,6 @@
 #include <unordered_map>
 
 #include "bloom/cluster_token.h"
-
 #include "common/clock.h"
 #include "kafka/commit_metadata.h"
 
@@ -44,6 +43,7 @@ Ingest::Ingest(MessageSource& source, BitSink& sink, Decoder& decoder, const Lay
       [this](const std::vector<TopicPartition>& tps, bool lost) { OnRevoke(tps, lost); });
   last_commit_ms_ = SteadyNowMs();
   k_ = std::max<uint32_t>(layout.k, 1);
+  seed_ = layout.seed;
 }
 
 void Ingest::Batch::Clear() {
@@ -108,8 +108,12 @@ void Ingest::DecodeMessages(bool all) {
       continue;
     }
     const size_t exposed_items = event_.items.size();
-    if (clusters_) AddClusterTokens(batch);
-    batch.coalescer.Add(event_);
+    if (clusters_) {
+      AddClusterTokens(batch);
+      batch.coalescer.Add(event_, hash_scratch_.data());
+    } else {
+      batch.coalescer.Add(event_);
+    }
     batch.positions += (event_.items.size() - exposed_items) * k_;  // the tokens'
     event_.items.resize(exposed_items);
     batch.event_ts_ms.push_back(event_.ts_ms);
@@ -127,15 +131,18 @@ void Ingest::AddClusterTokens(Batch& batch) {
   const int64_t now_ms = SteadyNowMs();
   const size_t n = event_.items.size();
   if (token_scratch_.size() < n) token_scratch_.resize(n);
+  hash_scratch_.resize(n);
   size_t tokens = 0;
   for (size_t i = 0; i < n; ++i) {
     const std::string_view item = event_.items[i];
+    const Hash128 h = HashItem(item, seed_);
+    hash_scratch_[i] = h;
     std::string_view cluster;
     if (!event_.cluster.empty()) {  // single-item events only (the decoder)
       cluster = event_.cluster;
-      cluster_cache_->Put(item, cluster, now_ms);
+      cluster_cache_->Put(h, cluster, now_ms);
     } else {
-      switch (cluster_cache_->Find(item, now_ms, &cluster)) {
+      switch (cluster_cache_->Find(h, now_ms, &cluster)) {
         case ClusterCache::Hit::kCluster:
           break;
         case ClusterCache::Hit::kMiss:
@@ -154,7 +161,10 @@ void Ingest::AddClusterTokens(Batch& batch) {
     AppendClusterToken(cluster, &token);
   }
   // Appended after the loop: event_.items' views must not move while it reads them.
-  for (size_t t = 0; t < tokens; ++t) event_.items.push_back(token_scratch_[t]);
+  for (size_t t = 0; t < tokens; ++t) {
+    event_.items.push_back(token_scratch_[t]);
+    hash_scratch_.push_back(HashItem(token_scratch_[t], seed_));
+  }
   totals_.cluster_tokens += tokens;
   if (metrics_ && tokens) metrics_->cluster_tokens->Increment(static_cast<double>(tokens));
 }
@@ -179,7 +189,8 @@ Status Ingest::ResolveClusters(Batch& batch) {
   totals_.cluster_lookups += queries.size();
   if (metrics_) metrics_->cluster_lookups->Increment(static_cast<double>(queries.size()));
   const int64_t now_ms = SteadyNowMs();
-  for (size_t i = 0; i < queries.size(); ++i) cluster_cache_->Put(queries[i].item, clusters[i], now_ms);
+  for (size_t i = 0; i < queries.size(); ++i)
+    cluster_cache_->Put(HashItem(queries[i].item, seed_), clusters[i], now_ms);
   Event token_event;
   std::string token;
   uint64_t tokens = 0, unclustered = 0;

@@ -237,7 +237,8 @@ class Ingest {
   Status RetryWrite(Batch& batch, Status first_error, const std::atomic<bool>& stop);
   // near_duplicates, at decode: the event's items' clusters from the event or
   // the cache; their tokens are appended to event_.items (token_scratch_ holds
-  // them); items not known are queued in batch.unresolved.
+  // them) and every item's hash to hash_scratch_ (for the coalescer); items not
+  // known are queued in batch.unresolved.
   void AddClusterTokens(Batch& batch);
   // Asks the ClusterSource for batch.unresolved (one call), adds their tokens and
   // empties it. OK at once when nothing is unresolved.
@@ -281,6 +282,8 @@ class Ingest {
   ClusterSource* clusters_ = nullptr;  // null: near_duplicates off
   std::unique_ptr<ClusterCache> cluster_cache_;
   std::vector<std::string> token_scratch_;  // AddClusterTokens' tokens, one per item
+  std::vector<Hash128> hash_scratch_;       // and the hashes of the event's items and tokens
+  uint32_t seed_ = 0;                       // the layout's (HashItem)
 };
 
 }  // namespace ef

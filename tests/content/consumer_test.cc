@@ -16,9 +16,9 @@
 
 #include "content/corpus.h"
 #include "content/simhash.h"
+#include "content/stories.h"
 #include "content/tokenizer.h"
 #include "contentdb/index.h"
-#include "content/stories.h"
 #include "support/stack.h"
 #include "support/wait.h"
 

@@ -49,8 +49,8 @@ TEST_CASE(
   REQUIRE(stack.kafka().CreateTopic("items", 1, 1).ok());
   stack.ProduceRawTo("items", {Item("story-1", texts.original), Item("repost-1", texts.repost),
                                Item("other-1", texts.unrelated)});
-  const std::string config = stack.WriteConfig(
-      "ef.yaml", "filter:\n  near_duplicates: true\ncontent:\n  topic: items\n");
+  const std::string config =
+      stack.WriteConfig("ef.yaml", "filter:\n  near_duplicates: true\ncontent:\n  topic: items\n");
   const SplitRunResult indexed =
       RunCommandWithEnv({EF_BINARY, "content", "-c", config, "--exit-at-end"}, {});
   INFO(indexed.err);
@@ -66,8 +66,7 @@ TEST_CASE(
   REQUIRE(daemon->Stop(SIGTERM, 30s) == 0);
   const std::string log = daemon->Output();
   INFO(log);
-  CHECK(log.find("near-duplicates: exposures also set their content cluster") !=
-        std::string::npos);
+  CHECK(log.find("near-duplicates: exposures also set their content cluster") != std::string::npos);
   // Bob's re-post is the one item that is not its cluster's first; dave's was
   // never indexed.
   CHECK(log.find("near-duplicates: 1 cluster token(s) written, 4 item(s) looked up in the "

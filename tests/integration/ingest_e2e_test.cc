@@ -154,8 +154,9 @@ TEST_CASE("SIGKILL mid-stream loses nothing: the next run re-reads what was not 
     // Not StartDaemon: it sets pipeline.commit_interval=200ms on the command line,
     // which wins over run1.yaml's 1h (a loaded machine then saw run 1 commit all
     // 10,000 before its SIGKILL: "committed when killed: 10000 of 10000").
-    auto daemon = std::make_unique<Process>(
-        std::vector<std::string>{EF_BINARY, "run", "-c", uncommitting}, stack.dir().File("run1.log"));
+    auto daemon =
+        std::make_unique<Process>(std::vector<std::string>{EF_BINARY, "run", "-c", uncommitting},
+                                  stack.dir().File("run1.log"));
     auto conn = stack.redis().Connect();
     const bool written = WaitFor(
         [&] { return !daemon->Running() || MissingItems(*conn, DefaultLayout(), events).empty(); },

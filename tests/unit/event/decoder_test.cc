@@ -597,8 +597,7 @@ TEST_CASE("every reject reason is reachable", "[event]") {
       {Single("\"u\"", "\"i\"", std::to_string(kNowMs - 40 * kDayS * 1000)), RejectReason::kTooOld},
       {R"({"user_id":"u","item_id":"i","cluster_id":"","ts":)" + kTs + "}",
        RejectReason::kBadCluster},
-      {R"({"user_id":"u","item_id":"i","simhash":-1,"ts":)" + kTs + "}",
-       RejectReason::kBadSimhash},
+      {R"({"user_id":"u","item_id":"i","simhash":-1,"ts":)" + kTs + "}", RejectReason::kBadSimhash},
       {Single("\"u\"", "\"i\""), RejectReason::kNone},
   };
   std::set<RejectReason> covered;

@@ -1533,7 +1533,7 @@ class FakeClusters : public ClusterSource {
  public:
   std::map<std::string, std::string> map;
   int fail_next = 0;
-  std::vector<std::vector<std::string>> calls;      // the items of each call
+  std::vector<std::vector<std::string>> calls;     // the items of each call
   std::map<std::string, uint64_t> simhashes_seen;  // item -> simhash passed
   Status Clusters(const std::vector<ClusterQuery>& items,
                   std::vector<std::string>* clusters) override {
@@ -1662,8 +1662,7 @@ TEST_CASE("Ingest near_duplicates off: cluster fields are ignored and nothing is
   Ingest& ingest = h.Start();
   const int64_t ts = kNowMs - 1000;
   // Even a malformed cluster field is only JSON to skip.
-  h.source.Append(0, SingleWithCluster("u1", "x", ts, "\"cluster_id\":\"c\",\"simhash\":[1]"),
-                  ts);
+  h.source.Append(0, SingleWithCluster("u1", "x", ts, "\"cluster_id\":\"c\",\"simhash\":[1]"), ts);
   h.sent.push_back({"u1", {"x"}, ts});
   h.Drain();
   h.CheckSinkHoldsEverySentEvent();
@@ -1673,26 +1672,48 @@ TEST_CASE("Ingest near_duplicates off: cluster fields are ignored and nothing is
 
 TEST_CASE("ClusterCache: bounded, keeps what is used, and forgets a miss after kMissRetryMs",
           "[pipeline][near_duplicates]") {
+  const auto H = [](const std::string& item) { return HashItem(item, 0); };
   ClusterCache cache(4);
   std::string_view c;
-  CHECK(cache.Find("a", 0, &c) == ClusterCache::Hit::kNone);
-  cache.Put("a", "A", 0);
-  cache.Put("b", "", 0);  // a miss
-  REQUIRE(cache.Find("a", 0, &c) == ClusterCache::Hit::kCluster);
+  CHECK(cache.Find(H("a"), 0, &c) == ClusterCache::Hit::kNone);
+  cache.Put(H("a"), "A", 0);
+  cache.Put(H("b"), "", 0);  // a miss
+  REQUIRE(cache.Find(H("a"), 0, &c) == ClusterCache::Hit::kCluster);
   CHECK(c == "A");
-  CHECK(cache.Find("b", ClusterCache::kMissRetryMs - 1, &c) == ClusterCache::Hit::kMiss);
-  CHECK(cache.Find("b", ClusterCache::kMissRetryMs, &c) == ClusterCache::Hit::kNone);
+  CHECK(cache.Find(H("b"), ClusterCache::kMissRetryMs - 1, &c) == ClusterCache::Hit::kMiss);
+  CHECK(cache.Find(H("b"), ClusterCache::kMissRetryMs, &c) == ClusterCache::Hit::kNone);
   for (int i = 0; i < 100; ++i) {
-    cache.Put("x" + std::to_string(i), "X", 0);
+    cache.Put(H("x" + std::to_string(i)), "X", 0);
     CHECK(cache.size() <= 4);
     // "a", used all along, stays.
-    REQUIRE(cache.Find("a", 0, &c) == ClusterCache::Hit::kCluster);
+    REQUIRE(cache.Find(H("a"), 0, &c) == ClusterCache::Hit::kCluster);
     CHECK(c == "A");
   }
-  CHECK(cache.Find("x0", 0, &c) == ClusterCache::Hit::kNone);  // dropped with its generation
+  CHECK(cache.Find(H("x0"), 0, &c) == ClusterCache::Hit::kNone);  // dropped with its generation
+  // Many items (the table grows past its first 1,024 slots): each keeps its own
+  // cluster; a miss that is later found reads the cluster.
+  ClusterCache big(20000);
+  for (int i = 0; i < 9000; ++i)
+    big.Put(H("item" + std::to_string(i)), i % 3 ? "c" + std::to_string(i) : "", 0);
+  big.Put(H("item3"), "found-later", 0);
+  CHECK(big.size() == 9000);
+  for (int i = 0; i < 9000; ++i) {
+    const std::string item = "item" + std::to_string(i);
+    INFO(item);
+    if (i == 3) {
+      REQUIRE(big.Find(H(item), 0, &c) == ClusterCache::Hit::kCluster);
+      CHECK(c == "found-later");
+    } else if (i % 3 == 0) {
+      CHECK(big.Find(H(item), 0, &c) == ClusterCache::Hit::kMiss);
+    } else {
+      REQUIRE(big.Find(H(item), 0, &c) == ClusterCache::Hit::kCluster);
+      CHECK(c == "c" + std::to_string(i));
+    }
+  }
+  CHECK(big.Find(H("item9000"), 0, &c) == ClusterCache::Hit::kNone);
   ClusterCache none(0);
-  none.Put("a", "A", 0);
-  CHECK(none.Find("a", 0, &c) == ClusterCache::Hit::kNone);
+  none.Put(H("a"), "A", 0);
+  CHECK(none.Find(H("a"), 0, &c) == ClusterCache::Hit::kNone);
   CHECK(none.size() == 0);
 }
 
