@@ -41,9 +41,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -53,6 +55,7 @@
 #include "bloom/layout.h"
 #include "bloom/served.h"
 #include "config/config.h"
+#include "contentdb/index.h"
 #include "event/event.h"
 #include "http_conn.h"
 #include "pipeline/coalescer.h"
@@ -85,6 +88,11 @@ struct Args {
   int session_pages = 10;
   // Which phases run (for profiling one).
   std::string phases = ",library,serve,mark_served,mget,";
+  // Near-duplicate content (issue 31; serve started with filter.near_duplicates):
+  // "given": each request carries "clusters" (one per candidate); "map": no
+  // clusters in the requests, the candidates' content-map entries are written
+  // first, so serve looks them up; "none": neither.
+  std::string clusters = "none";
 };
 
 [[noreturn]] void Usage(int code) {
@@ -94,7 +102,10 @@ struct Args {
       "  [--users N (20000)] [--seconds D (10)] [--threads C[,C...] (4,8)]\n"
       "  [--candidates N (1000)]\n"
       "  [--exposed N (300)] [--activity X (0.5)] [--mark N (50)] [--out FILE] [--meta-only]\n"
-      "  [--phases library,serve,mark_served,mget (all)]\n"
+      "  [--phases library,serve,mark_served,mget (all)] [--clusters none|given|map]\n"
+      "--clusters: given = requests carry \"clusters\" (1 candidate in 5 is in a shared\n"
+      "  cluster, the others their own); map = the same clusters in the content map instead\n"
+      "  (serve with filter.near_duplicates looks them up).\n"
       "--meta-only: store the default layout's meta (for serve to start), nothing else.\n"
       "  [--session-pages P (10)]\n"
       "--mark: the mark_served phase's requests mark this many candidates served.\n"
@@ -157,7 +168,14 @@ Args Parse(int argc, char** argv) {
       a.session_pages = std::atoi(v.c_str());
     else if (k == "--out")
       a.out = v;
-    else if (k == "--phases")
+    else if (k == "--clusters") {
+      if (v != "none" && v != "given" && v != "map") {
+        std::fprintf(stderr, "ef_read_bench: --clusters %s: expected none, given or map\n",
+                     v.c_str());
+        std::exit(2);
+      }
+      a.clusters = v;
+    } else if (k == "--phases")
       a.phases = "," + v + ",";
     else {
       std::fprintf(stderr, "ef_read_bench: unknown option %s\n", k.c_str());
@@ -356,6 +374,14 @@ std::string JsonEscape(const std::string& s) {
   return o;
 }
 
+// The content cluster of a candidate in the --clusters phases: 1 in 5 are in one
+// of 1,000 shared clusters, the others are their own cluster (most items have no
+// near duplicate).
+std::string ClusterOf(const std::string& item) {
+  const size_t h = std::hash<std::string>{}(item);
+  return h % 5 == 0 ? "cl-" + std::to_string(h / 5 % 1000) : item;
+}
+
 std::vector<Request> PrepareRequests(const Args& a, const ef::Layout& layout, int64_t ipb,
                                      int64_t now, size_t count) {
   Zipf zipf(a.users, 0.8);
@@ -384,6 +410,14 @@ std::vector<Request> PrepareRequests(const Args& a, const ef::Layout& layout, in
       body += '"' + JsonEscape(r.candidates[i]) + '"';
     }
     body += "]";
+    if (a.clusters == "given") {
+      body += ",\"clusters\":[";
+      for (size_t i = 0; i < r.candidates.size(); ++i) {
+        if (i) body += ',';
+        body += '"' + JsonEscape(ClusterOf(r.candidates[i])) + '"';
+      }
+      body += "]";
+    }
     r.http = bench::HttpConn::Post(a.serve, "/v1/filter", body + "}");
     r.http_mark = bench::HttpConn::Post(a.serve, "/v1/filter",
                                         body + ",\"mark_served\":" + std::to_string(a.mark) + "}");
@@ -879,6 +913,37 @@ bool RunMget(const Args& a, int conns, const ef::RedisOptions& ro, const std::ve
   return true;
 }
 
+// --clusters map: the content map entry (docs/CONTENT.md rule 4) of every
+// candidate of the requests, with ClusterOf's cluster.
+bool WriteContentMap(const ef::RedisOptions& ro, const ef::Layout& layout,
+                     const std::vector<Request>& reqs) {
+  auto conn = ef::RedisConnection::Connect(ro);
+  if (!conn.ok()) {
+    std::fprintf(stderr, "ef_read_bench: %s\n", conn.status().ToString().c_str());
+    return false;
+  }
+  std::set<std::string> items;
+  for (const Request& r : reqs) items.insert(r.candidates.begin(), r.candidates.end());
+  std::vector<std::vector<std::string>> cmds;
+  std::vector<ef::RedisReply> replies;
+  uint64_t seq = 0;
+  for (const std::string& item : items) {
+    ++seq;
+    cmds.push_back(
+        {"SET", layout.prefix + "cm{" + item + "}",
+         ef::contentdb::EncodeMapValue(seq, seq * 0x9E3779B97F4A7C15ULL, ClusterOf(item))});
+    if (cmds.size() == 1000 || seq == items.size()) {
+      if (!(*conn)->Commands(cmds, &replies).ok()) {
+        std::fprintf(stderr, "ef_read_bench: writing the content map failed\n");
+        return false;
+      }
+      cmds.clear();
+    }
+  }
+  std::fprintf(stderr, "ef_read_bench: wrote %zu content-map entries\n", items.size());
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -903,6 +968,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "ef_read_bench: filled %" PRIu64 " items in %.1f s\n", fill.items,
                fill.seconds);
   std::vector<Request> reqs = PrepareRequests(a, *layout, fc.items_per_bucket, now, 2000);
+  if (a.clusters == "map" && !WriteContentMap(ro, *layout, reqs)) return 1;
 
   Phase lib, lib_mark, closed, open, mark_closed, mark_open, mget;
   bool ok = true;

@@ -38,6 +38,11 @@
 #                   one; the targets need all of them)
 #   --serve-set K=V a config override for serve (repeatable), e.g.
 #                   --serve-set serve.threads=4
+#   --near-duplicates  instead (issue 31): serve's max without clusters
+#                   (filter.near_duplicates off), then with it on: with "clusters"
+#                   in every request (1 candidate in 5 in a shared cluster), and
+#                   with the clusters read from the content map (written first);
+#                   the target: with clusters >= 85% of without
 # Everything it starts is stopped on exit; logs stay in the run directory it prints.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,6 +55,7 @@ PHASES=()
 CANDIDATES=()
 MARK=()
 SERVE_SETS=()
+NEAR=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) BUILD=0 ;;
@@ -62,6 +68,7 @@ while [ $# -gt 0 ]; do
     --mark) MARK+=(--mark "$2"); shift ;;
     --session-pages) MARK+=(--session-pages "$2"); shift ;;
     --serve-set) SERVE_SETS+=(--set "$2"); shift ;;
+    --near-duplicates) NEAR=1 ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { print }' "$0"; exit 0 ;;
     *) echo "bench-read: unknown option $1 (--help)" >&2; exit 2 ;;
   esac
@@ -103,21 +110,58 @@ wait_for 10 "redis-server" redis-cli -p "$REDIS_PORT" ping
 "$BENCH" --redis "127.0.0.1:$REDIS_PORT" --meta-only >"$RUN_DIR/meta.log" 2>&1 ||
   { echo "bench-read: storing the layout failed ($RUN_DIR/meta.log)" >&2; exit 1; }
 
-SERVE_PORT=$(free_port)
 # Each keep-alive connection holds one of serve's workers (cpp-httplib): at least
 # as many workers as the most client connections (default 8).
 MAX_CONNS=$(tr ',' '\n' <<<"$THREADS" | sort -n | tail -1)
 SERVE_THREADS=$(( MAX_CONNS > 8 ? MAX_CONNS : 8 ))
-"$EF" serve --set "serve.listen=127.0.0.1:$SERVE_PORT" --set "redis.address=127.0.0.1:$REDIS_PORT" \
-  --set "serve.threads=$SERVE_THREADS" "${SERVE_SETS[@]}" >"$RUN_DIR/serve.log" 2>&1 &
-SERVE_PID=$!
-PIDS+=("$SERVE_PID")
-wait_for 10 "serve" curl -sf "http://127.0.0.1:$SERVE_PORT/healthz"
+# start_serve LOG [--set K=V...]: a serve on a new port (SERVE_PORT, SERVE_PID).
+start_serve() {
+  local log=$1
+  shift
+  SERVE_PORT=$(free_port)
+  "$EF" serve --set "serve.listen=127.0.0.1:$SERVE_PORT" --set "redis.address=127.0.0.1:$REDIS_PORT" \
+    --set "serve.threads=$SERVE_THREADS" "${SERVE_SETS[@]}" "$@" >"$RUN_DIR/$log" 2>&1 &
+  SERVE_PID=$!
+  PIDS+=("$SERVE_PID")
+  wait_for 10 "serve" curl -sf "http://127.0.0.1:$SERVE_PORT/healthz"
+}
+# run_bench ARGS...: ef_read_bench against the current serve, in the background
+# so that a signal runs the trap (and stops it) at once.
+run_bench() {
+  "$BENCH" --redis "127.0.0.1:$REDIS_PORT" --serve "127.0.0.1:$SERVE_PORT" --serve-pid "$SERVE_PID" \
+    --users "$USERS" --seconds "$SECONDS_" --threads "$THREADS" "${CANDIDATES[@]}" "$@" &
+  BENCH_PID=$!
+  PIDS=("$BENCH_PID" "${PIDS[@]}")
+  wait "$BENCH_PID"
+}
 
-# In the background, so that a signal runs the trap (and stops it) at once.
-"$BENCH" --redis "127.0.0.1:$REDIS_PORT" --serve "127.0.0.1:$SERVE_PORT" --serve-pid "$SERVE_PID" \
-  --users "$USERS" --seconds "$SECONDS_" --threads "$THREADS" "${OUT[@]}" "${PHASES[@]}" "${CANDIDATES[@]}" \
-  "${MARK[@]}" &
-BENCH_PID=$!
-PIDS=("$BENCH_PID" "${PIDS[@]}")
-wait "$BENCH_PID"
+start_serve serve.log
+if [ "$NEAR" = 0 ]; then
+  run_bench "${OUT[@]}" "${PHASES[@]}" "${MARK[@]}"
+  exit 0
+fi
+# --near-duplicates: serve's max without clusters (filter.near_duplicates off),
+# then a serve with it on: clusters in the requests, then from the content map.
+run_bench --phases serve --out "$RUN_DIR/nd-off.json"
+kill "$SERVE_PID"
+wait "$SERVE_PID" 2>/dev/null || true
+start_serve serve-nd.log --set filter.near_duplicates=true
+run_bench --phases serve --clusters given --out "$RUN_DIR/nd-given.json"
+run_bench --phases serve --clusters map --out "$RUN_DIR/nd-map.json"
+python3 - "$RUN_DIR" "${OUT[@]}" <<'PY'
+import json, sys
+d = sys.argv[1]
+r = {k: json.load(open(f"{d}/nd-{k}.json"))["serve_max"] for k in ("off", "given", "map")}
+out = {"bench": "exposure-filter-read-near-duplicates",
+       "serve_max_rps": {k: v["rps"] for k, v in r.items()},
+       "serve_max_p99_ms": {k: v["p99_ms"] for k, v in r.items()},
+       "given_vs_off": round(r["given"]["rps"] / r["off"]["rps"], 3),
+       "map_vs_off": round(r["map"]["rps"] / r["off"]["rps"], 3)}
+out["targets"] = {"given_at_least_85pct_of_off": out["given_vs_off"] >= 0.85}
+print(f"serve max req/s: near_duplicates off {r['off']['rps']:.0f}, clusters in the request "
+      f"{r['given']['rps']:.0f} ({out['given_vs_off']:.3f} of off; target >= 0.85), clusters "
+      f"from the content map {r['map']['rps']:.0f} ({out['map_vs_off']:.3f} of off)")
+print(json.dumps(out))
+if len(sys.argv) > 3:
+    open(sys.argv[3], "w").write(json.dumps(out) + "\n")
+PY
