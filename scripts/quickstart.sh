@@ -4,8 +4,11 @@
 # exposure-filter binary alone (scripts/build.sh --binary), then runs the
 # whole pipeline on this machine with nothing else to set up:
 #   a local redis-server (free port) + the development Kafka (librdkafka's mock
-#   cluster) + sample events (loadgen) + the daemon (`run`), then shows `check`
-#   for a demo user, and keeps the daemon running until Ctrl-C.
+#   cluster) + sample events (loadgen) + three items clustered by content
+#   (`content`: a story, its re-post, another story) + the daemon (`run`, with
+#   filter.near_duplicates), then shows `check` for a demo user (seen items, and
+#   a re-post of a seen story as a near duplicate), and keeps the daemon running
+#   until Ctrl-C.
 # Everything it started is stopped on exit. Logs stay in the run directory it prints.
 #   --no-build     use the existing build/exposure-filter
 #   --no-wait      exit after the check instead of waiting for Ctrl-C
@@ -18,7 +21,7 @@ while [ $# -gt 0 ]; do
     --no-build) BUILD=0 ;;
     --no-wait) WAIT=0 ;;
     --events) EVENTS="$2"; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "quickstart: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -59,8 +62,9 @@ redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --d
 PIDS+=($!)
 wait_for 10 "redis-server" redis-cli -p "$REDIS_PORT" ping
 
-echo "quickstart: development Kafka (librdkafka mock cluster), topic 'exposures' with 4 partitions"
-"$EF" dev-kafka --partitions 4 --bootstrap-file "$RUN_DIR/bootstrap" >"$RUN_DIR/dev-kafka.log" 2>&1 &
+echo "quickstart: development Kafka (librdkafka mock cluster), topics 'exposures' and 'items' with 4 partitions"
+"$EF" dev-kafka --partitions 4 --topic exposures --topic items --bootstrap-file "$RUN_DIR/bootstrap" \
+  >"$RUN_DIR/dev-kafka.log" 2>&1 &
 PIDS+=($!)
 wait_for 10 "dev-kafka" test -s "$RUN_DIR/bootstrap"
 BOOTSTRAP=$(cat "$RUN_DIR/bootstrap")
@@ -73,11 +77,26 @@ printf '%s\n' \
   "{\"user_id\":\"demo-user\",\"item_id\":\"item-1\",\"ts\":$NOW_MS}" \
   "{\"user_id\":\"demo-user\",\"items\":[\"item-2\",\"item-3\"],\"ts\":$NOW_MS}" \
   "{\"user_id\":\"demo-user\",\"item_id\":\"item-4\",\"ts\":$((NOW_MS - 86400000))}" \
+  "{\"user_id\":\"demo-user\",\"item_id\":\"story-1\",\"ts\":$NOW_MS}" \
   | kcat -P -b "$BOOTSTRAP" -t exposures -k demo-user
-TOTAL=$((EVENTS + 3))
+TOTAL=$((EVENTS + 4))
+
+# Near-duplicate content (docs/CONTENT.md): a story and its re-post under another
+# item ID (fingerprints 1 bit apart) and an unrelated story, in the items topic;
+# `exposure-filter content` gives the re-post the story's cluster.
+echo "quickstart: items topic: story-1, its re-post story-1-repost and story-2; clustering them:"
+printf '%s\n' \
+  '{"item_id":"story-1","simhash":"5a17c0de2b4e9f31"}' \
+  '{"item_id":"story-1-repost","simhash":"5a17c0de2b4e9f33"}' \
+  '{"item_id":"story-2","simhash":"a3e8f1427c90d6be"}' \
+  | kcat -P -b "$BOOTSTRAP" -t items -k items
+"$EF" content -c config/exposure-filter.yaml --set "kafka.bootstrap_servers=$BOOTSTRAP" \
+  --set "redis.address=127.0.0.1:$REDIS_PORT" --set metrics.listen= --exit-at-end \
+  2>"$RUN_DIR/content.log" || { echo "quickstart: content failed:" >&2; tail -5 "$RUN_DIR/content.log" >&2; exit 1; }
+grep -o '3 items assigned.*' "$RUN_DIR/content.log" | head -1 | sed 's/^/  /'
 
 SET=(--set "kafka.bootstrap_servers=$BOOTSTRAP" --set "redis.address=127.0.0.1:$REDIS_PORT"
-     --set "metrics.listen=127.0.0.1:$METRICS_PORT"
+     --set "metrics.listen=127.0.0.1:$METRICS_PORT" --set filter.near_duplicates=true
      --set "kafka.properties.session.timeout.ms=6000" --set "kafka.properties.fetch.wait.max.ms=10")
 echo "quickstart: starting the daemon: exposure-filter run -c config/exposure-filter.yaml ${SET[*]}"
 "$EF" run -c config/exposure-filter.yaml "${SET[@]}" >"$RUN_DIR/daemon.log" 2>&1 &
@@ -114,7 +133,18 @@ if [ "$RESULT" != $'item-5\nitem-6' ]; then
   echo "quickstart: FAILED: expected only item-5 and item-6 unseen, got: $RESULT" >&2
   exit 1
 fi
-echo "quickstart: OK: seen items are filtered, unseen ones pass (demo in $(($(date +%s) - T2)) s)"
+echo
+echo "quickstart: demo-user also saw story-1; asking about its re-post and story-2:"
+echo "  \$ exposure-filter check --set redis.address=127.0.0.1:$REDIS_PORT --set filter.near_duplicates=true -u demo-user story-1-repost story-2"
+"$EF" check --set "redis.address=127.0.0.1:$REDIS_PORT" --set filter.near_duplicates=true \
+  -u demo-user story-1-repost story-2
+RESULT=$("$EF" check --set "redis.address=127.0.0.1:$REDIS_PORT" --set filter.near_duplicates=true \
+  -u demo-user --unseen story-1-repost story-2)
+if [ "$RESULT" != "story-2" ]; then
+  echo "quickstart: FAILED: expected only story-2 unseen (story-1-repost a near duplicate), got: $RESULT" >&2
+  exit 1
+fi
+echo "quickstart: OK: seen items and re-posts of seen stories are filtered, unseen ones pass (demo in $(($(date +%s) - T2)) s)"
 
 if [ "$WAIT" = 1 ]; then
   cat <<MSG
