@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "client/impl.h"
-#include "contentdb/index.h"
+#include "contentdb/map.h"
 
 namespace exposure_filter {
 
@@ -141,7 +141,7 @@ std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const Call
       for (size_t j = 0; j < w.candidates.size(); ++j) {
         const std::string_view item = w.candidates[j];
         if (w.clusters.size() != 0 && !w.clusters[j].empty()) continue;
-        // Not an item the index files (contentdb/index.h): unknown, nothing read.
+        // Not an item the index files (contentdb/map.h): unknown, nothing read.
         if (item.empty() || item.size() > ef::contentdb::kMaxContentItemBytes) continue;
         lookups.keys.push_back(ef::contentdb::MapKey(configured.prefix, item));
         lookups.of.emplace_back(v, j);

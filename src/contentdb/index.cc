@@ -79,14 +79,6 @@ class OwnedCluster : public CommandRunner {
   std::unique_ptr<ClusterRouter> router_;
 };
 
-void PutBigEndian(uint64_t v, std::string* out) {
-  for (int i = 7; i >= 0; --i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-uint64_t GetBigEndian(std::string_view s) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(s[static_cast<size_t>(i)]);
-  return v;
-}
 
 Status CheckItem(std::string_view item, size_t index) {
   if (item.empty()) {
@@ -189,14 +181,6 @@ ContentIndexOptions ContentIndexOptionsFrom(const Config& config) {
   return o;
 }
 
-std::string MapKey(std::string_view prefix, std::string_view item_id) {
-  std::string key(prefix);
-  key += "cm{";
-  key += item_id;
-  key += '}';
-  return key;
-}
-
 std::string BucketKey(std::string_view prefix, int table, int key_bits, uint64_t key) {
   char buf[48];
   int digits = (key_bits + 3) / 4;
@@ -206,24 +190,6 @@ std::string BucketKey(std::string_view prefix, int table, int key_bits, uint64_t
 }
 
 std::string SequenceKey(std::string_view prefix) { return std::string(prefix) + "cseq"; }
-
-std::string EncodeMapValue(uint64_t seq, uint64_t simhash, std::string_view cluster) {
-  std::string v;
-  v.reserve(16 + cluster.size());
-  PutBigEndian(seq, &v);
-  PutBigEndian(simhash, &v);
-  v += cluster;
-  return v;
-}
-
-std::optional<MapValue> DecodeMapValue(std::string_view value) {
-  if (value.size() < 17) return std::nullopt;
-  MapValue v;
-  v.seq = GetBigEndian(value.substr(0, 8));
-  v.simhash = GetBigEndian(value.substr(8, 8));
-  v.cluster = std::string(value.substr(16));
-  return v;
-}
 
 StatusOr<std::unique_ptr<ContentIndex>> ContentIndex::Make(ContentIndexOptions options,
                                                            std::unique_ptr<CommandRunner> runner) {

@@ -50,13 +50,12 @@
 #include "common/status.h"
 #include "config/config.h"
 #include "content/block_index.h"
+#include "contentdb/map.h"
 #include "redis/cluster.h"
 #include "redis/connection.h"
 #include "redis/options.h"
 
 namespace ef::contentdb {
-
-inline constexpr size_t kMaxContentItemBytes = 1024;
 
 // Where the index's commands go: one pipeline per master per call.
 class CommandRunner {
@@ -100,18 +99,8 @@ struct ContentIndexOptions {
 ContentIndexOptions ContentIndexOptionsFrom(const Config& config);
 
 // The keys (docs/CONTENT.md "4. Redis layout").
-std::string MapKey(std::string_view prefix, std::string_view item_id);
 std::string BucketKey(std::string_view prefix, int table, int key_bits, uint64_t key);
 std::string SequenceKey(std::string_view prefix);
-// A map entry's value: 8 bytes sequence, 8 bytes fingerprint (both big-endian),
-// then the cluster ID's bytes.
-std::string EncodeMapValue(uint64_t seq, uint64_t simhash, std::string_view cluster);
-struct MapValue {
-  uint64_t seq = 0;
-  uint64_t simhash = 0;
-  std::string cluster;
-};
-std::optional<MapValue> DecodeMapValue(std::string_view value);  // nullopt if < 17 bytes
 
 class ContentIndex {
  public:
