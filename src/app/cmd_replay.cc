@@ -143,13 +143,8 @@ int Replay(ReplayArgs& a) {
   io.backoff_min_ms = config->redis.retry_backoff_min_ms;
   io.backoff_max_ms = config->redis.retry_backoff_max_ms;
   Ingest ingest(**source, writer, decoder, *layout, clock, &metrics, io);
-  auto clusters = ClusterSourceFromConfig(*config, *redis);
+  auto clusters = EnableNearDuplicates(*config, *redis, ingest);
   if (!clusters.ok()) return Fail(clusters.status(), ExitCodeForStart(clusters.status()));
-  if (*clusters) {
-    ingest.SetClusters(clusters->get(), static_cast<size_t>(config->content.cache_items));
-    spdlog::info("near-duplicates: exposures also set their content cluster (cache {} items)",
-                 config->content.cache_items);
-  }
 
   using SC = std::chrono::steady_clock;
   const auto start = SC::now();

@@ -134,13 +134,8 @@ int Run(const ConfigArgs& args) {
   io.backoff_min_ms = config->redis.retry_backoff_min_ms;
   io.backoff_max_ms = config->redis.retry_backoff_max_ms;
   Ingest ingest(**consumer, writer, decoder, *layout, clock, &metrics, io, dead_letter.get());
-  auto clusters = ClusterSourceFromConfig(*config, *redis);
+  auto clusters = EnableNearDuplicates(*config, *redis, ingest);
   if (!clusters.ok()) return Fail(clusters.status(), ExitCodeForStart(clusters.status()));
-  if (*clusters) {
-    ingest.SetClusters(clusters->get(), static_cast<size_t>(config->content.cache_items));
-    spdlog::info("near-duplicates: exposures also set their content cluster (cache {} items)",
-                 config->content.cache_items);
-  }
   ingest.SetTick(config->metrics.refresh_interval_ms, [&] {
     monitor.Update(ingest.Snapshot(), clock.NowMs(), ingest.Health());
     started = true;

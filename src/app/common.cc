@@ -19,15 +19,20 @@
 
 namespace ef::app {
 
-StatusOr<std::unique_ptr<ClusterSource>> ClusterSourceFromConfig(const Config& config,
-                                                                 const RedisOptions& redis) {
+StatusOr<std::unique_ptr<ClusterSource>> EnableNearDuplicates(const Config& config,
+                                                              const RedisOptions& redis,
+                                                              Ingest& ingest) {
   if (!config.filter.near_duplicates) return std::unique_ptr<ClusterSource>();
   auto runner = contentdb::ConnectRunner(redis);
   if (!runner.ok()) return runner.status().Prefixed("content map (filter.near_duplicates)");
   auto index =
       contentdb::ContentIndex::Make(contentdb::ContentIndexOptionsFrom(config), std::move(*runner));
   if (!index.ok()) return index.status();
-  return std::unique_ptr<ClusterSource>(std::make_unique<ContentIndexClusters>(std::move(*index)));
+  std::unique_ptr<ClusterSource> source = std::make_unique<ContentIndexClusters>(std::move(*index));
+  ingest.SetClusters(source.get(), static_cast<size_t>(config.content.cache_items));
+  spdlog::info("near-duplicates: exposures also set their content cluster (cache {} items)",
+               config.content.cache_items);
+  return source;
 }
 namespace {
 

@@ -14,15 +14,18 @@
 #include "exposure_filter/client.h"
 #include "loadgen/generator.h"
 #include "pipeline/clusters.h"
+#include "pipeline/ingest.h"
 #include "redis/options.h"
 
 namespace ef::app {
 
 // filter.near_duplicates (docs/CONTENT.md rule 5): the content index as the
-// ingest pipeline's ClusterSource; null when the option is off. kUnavailable
-// when `redis.cluster: auto` finds no seed answering.
-StatusOr<std::unique_ptr<ClusterSource>> ClusterSourceFromConfig(const Config& config,
-                                                                 const RedisOptions& redis);
+// ingest pipeline's ClusterSource, set on `ingest` (content.cache_items) and
+// logged; null (and nothing set) when the option is off. The source must outlive
+// the ingest's run. kUnavailable when `redis.cluster: auto` finds no seed answering.
+StatusOr<std::unique_ptr<ClusterSource>> EnableNearDuplicates(const Config& config,
+                                                              const RedisOptions& redis,
+                                                              Ingest& ingest);
 
 struct ConfigArgs {
   std::string path;
