@@ -5,6 +5,11 @@ run time, so the text itself is what is tested), as a filter:
   content_ref.py fingerprint [--seed S]
       reads one JSON list of [token, weight] pairs per line on stdin and prints the
       fingerprint of each (rule 1) as 16 hex digits.
+  content_ref.py cluster-vectors
+      checks the three tables of "Rule 5: cluster tokens and a query" in
+      docs/CONTENT.md with the references of docs/CONTENT.md (cluster_token,
+      exposure_items, classify) and docs/FORMAT.md (positions, bits, the query);
+      prints one line per row, exits 1 naming the first row that differs.
 """
 import argparse
 import json
@@ -12,26 +17,97 @@ import os
 import re
 import sys
 
-DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "CONTENT.md")
+DOCS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs")
+DOC = os.path.join(DOCS, "CONTENT.md")
 
 
-def load_reference():
-    text = open(DOC, encoding="utf-8").read()
+def load_reference(name="CONTENT.md"):
+    text = open(os.path.join(DOCS, name), encoding="utf-8").read()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     if not blocks:
-        raise SystemExit("content_ref: no ```python block in docs/CONTENT.md")
+        raise SystemExit(f"content_ref: no ```python block in docs/{name}")
     ns = {}
     exec(compile(blocks[-1].split('\nif __name__ == "__main__":')[0],
-                 "docs/CONTENT.md (Python reference)", "exec"), ns)
+                 f"docs/{name} (Python reference)", "exec"), ns)
     return ns
+
+
+def table_rows(text, heading, nth):
+    """The body rows (cells, trimmed) of table number nth (0-based) under heading."""
+    section = text.split("\n" + heading + "\n", 1)[1].split("\n#", 1)[0]
+    tables, rows, body = [], None, False
+    for line in section.splitlines() + [""]:
+        if not line.startswith("|"):
+            if rows is not None:
+                tables.append(rows)
+            rows, body = None, False
+            continue
+        if rows is None:
+            rows = []
+        if line.startswith("|--"):
+            body = True
+        elif body:
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return tables[nth]
+
+
+def quoted(cell):
+    """`"story-1"` -> story-1; the dash (no cluster) -> None."""
+    if cell == "\u2014":
+        return None
+    m = re.fullmatch(r'`"(.*)"`', cell)
+    if not m:
+        raise SystemExit(f"content_ref: cell {cell!r} is not a quoted item")
+    return m.group(1)
+
+
+def cluster_vectors():
+    """Checks the tables of "Rule 5: cluster tokens and a query" (see above)."""
+    ref, fmt = load_reference(), load_reference("FORMAT.md")
+    text = open(DOC, encoding="utf-8").read()
+    heading = "### Rule 5: cluster tokens and a query"
+    # The default layout's stage table (m 3345, k 12, seed 0); rule 9 positions.
+    table = fmt["stage_table"](3345, 12, 2, 2, 8, fmt["design_fill_ppm"](3345, 12, 200))
+    failed = []
+
+    def check(what, got, want):
+        print(f"{'ok' if got == want else 'DIFFERS'}: {what}: {got}")
+        if got != want:
+            failed.append(f"{what}: got {got}, the table says {want}")
+
+    for cluster, token_hex, positions in table_rows(text, heading, 0):
+        token = ref["cluster_token"](quoted(cluster))
+        check(f"token of {cluster}", f"`{token.hex()}`", token_hex)
+        got = ", ".join(str(p) for p in fmt["stage_positions"](token, table[0], 0, 9))
+        check(f"positions of token {cluster}", got, positions)
+    value = bytearray()
+    for item, cluster, sets in table_rows(text, heading, 1):
+        written = ref["exposure_items"](quoted(item), quoted(cluster))
+        names = [f'token(`"{w[1:].decode()}"`)' if w[:1] == b"\xff" else f'`"{w.decode()}"`'
+                 for w in written]
+        check(f"exposure {item} cluster {cluster} sets", ", ".join(names), sets)
+        for w in written:
+            fmt["set_bits"](value, fmt["stage_positions"](w, table[0], 0, 9))
+
+    def is_set(item):
+        return fmt["seen_in_value"](bytes(value), table, item, 0, 9)
+
+    for candidate, cluster, answer in table_rows(text, heading, 2):
+        got = ref["classify"](quoted(candidate), quoted(cluster), is_set)
+        check(f"candidate {candidate} cluster {cluster}", got, answer)
+    if failed:
+        raise SystemExit("content_ref: docs/CONTENT.md rule 5 vectors: " + failed[0])
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["fingerprint"])
+    ap.add_argument("mode", choices=["fingerprint", "cluster-vectors"])
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
+    if a.mode == "cluster-vectors":
+        cluster_vectors()
+        return
     ref = load_reference()
     for n, line in enumerate(sys.stdin, 1):
         try:

@@ -5,7 +5,6 @@
 // 9 recomputed with plain 128-bit integers.
 #include <catch2/catch.hpp>
 #include <cstdint>
-#include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
@@ -16,43 +15,15 @@
 #include "bloom/layout.h"
 #include "bloom/positions.h"
 #include "bloom/stages.h"
+#include "support/doc_tables.h"
 
 namespace ef {
 namespace {
 
-using Row = std::vector<std::string>;  // the trimmed cells of one table row
+using Row = test::DocRow;
 
-// The body rows (after the |---| line) of the first table under `heading`.
 std::vector<Row> TableRows(const std::string& heading) {
-  std::ifstream in(std::string(EF_SOURCE_DIR) + "/docs/FORMAT.md");
-  REQUIRE(in.good());
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string doc = text.str();
-  const size_t from = doc.find("\n" + heading + "\n");
-  REQUIRE(from != std::string::npos);
-  std::istringstream section(doc.substr(from + 1, doc.find("\n### ", from + 1) - from - 1));
-  std::vector<Row> rows;
-  bool body = false;
-  for (std::string line; std::getline(section, line);) {
-    if (line.rfind("|", 0) != 0) {
-      if (body) break;  // the end of the first table
-      continue;
-    }
-    if (line.rfind("|--", 0) == 0) {
-      body = true;
-      continue;
-    }
-    if (!body) continue;  // the header
-    Row cells;
-    std::istringstream cs(line.substr(1));
-    for (std::string c; std::getline(cs, c, '|');) {
-      const size_t b = c.find_first_not_of(' '), e = c.find_last_not_of(' ');
-      cells.push_back(b == std::string::npos ? "" : c.substr(b, e - b + 1));
-    }
-    rows.push_back(cells);
-  }
-  return rows;
+  return test::DocTableRows("FORMAT.md", heading);
 }
 
 // `"hello"` or `"商品-1"` (UTF-8, 8 bytes) -> the item's bytes.

@@ -1,0 +1,48 @@
+#include "support/doc_tables.h"
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
+
+namespace ef::test {
+
+std::vector<DocRow> DocTableRows(const std::string& doc, const std::string& heading, size_t nth) {
+  std::ifstream in(std::string(EF_SOURCE_DIR) + "/docs/" + doc);
+  INFO("docs/" << doc << ", " << heading << ", table " << nth);
+  REQUIRE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string all = text.str();
+  const size_t from = all.find("\n" + heading + "\n");
+  REQUIRE(from != std::string::npos);
+  std::istringstream section(all.substr(from + 1, all.find("\n#", from + 1) - from - 1));
+  std::vector<std::vector<DocRow>> tables;
+  std::vector<DocRow>* rows = nullptr;  // the table being read
+  bool body = false;
+  for (std::string line; std::getline(section, line);) {
+    if (line.rfind("|", 0) != 0) {
+      rows = nullptr;
+      continue;
+    }
+    if (rows == nullptr) {
+      rows = &tables.emplace_back();
+      body = false;
+    }
+    if (line.rfind("|--", 0) == 0) {
+      body = true;
+      continue;
+    }
+    if (!body) continue;  // the header
+    DocRow cells;
+    std::istringstream cs(line.substr(1));
+    for (std::string c; std::getline(cs, c, '|');) {
+      const size_t b = c.find_first_not_of(' '), e = c.find_last_not_of(' ');
+      cells.push_back(b == std::string::npos ? "" : c.substr(b, e - b + 1));
+    }
+    rows->push_back(cells);
+  }
+  REQUIRE(nth < tables.size());
+  return tables[nth];
+}
+
+}  // namespace ef::test

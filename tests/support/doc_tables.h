@@ -1,0 +1,19 @@
+// Tables of the documents (docs/*.md) as data, so that a test checks what the
+// document says: the contract test vectors of FORMAT.md and CONTENT.md.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ef::test {
+
+using DocRow = std::vector<std::string>;  // the trimmed cells of one table row
+
+// The body rows (after the |---| line) of table number `nth` (0: the first) in
+// the section that starts with the line `heading` (e.g. "### Version 3:
+// positions") of docs/<doc>, up to the next heading. Fails the test (REQUIRE)
+// when the document, the heading or the table is missing.
+std::vector<DocRow> DocTableRows(const std::string& doc, const std::string& heading,
+                                 size_t nth = 0);
+
+}  // namespace ef::test
