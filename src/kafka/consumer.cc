@@ -33,6 +33,19 @@ using kafka::PartitionListPtr;
 //    revoked partitions' messages gathered so far (`polling`), so no caller ever
 //    decodes, acknowledges or commits a partition it no longer owns.
 //  - `paused` applies to every assigned partition, also to ones assigned later.
+//  - `hold`: while the group rebalances, async commits are not sent (Commit
+//    returns kCancelled). One sent then fails anyway, and one that reaches the
+//    coordinator after the group's next generation was formed fails with
+//    ILLEGAL_GENERATION, which librdkafka 2.0 treats as a lost assignment: it
+//    drops all our partitions and rejoins, restarting the rebalance. The mock
+//    cluster makes that certain (it reads no request from a member whose
+//    JoinGroup is pending, so every commit queued meanwhile arrives late) and a
+//    real broker makes it possible (a commit crossing the election). Held from a
+//    commit refused for a rebalance, or a revoke, until the assignment that ends
+//    the rebalance: for the cooperative protocol the assign after a revoke is
+//    followed by a second join round (`rejoin_after_assign`), so the assign
+//    after that. At most kCommitHoldMs after the last of those events, so no
+//    missed event can stop commits for long.
 struct KafkaConsumer::Impl {
   HandlePtr rk;
   RevokeHandler revoke_handler;
@@ -58,6 +71,13 @@ struct KafkaConsumer::Impl {
   }
   // First time a subscribed topic was reported missing (0: not missing).
   int64_t topic_missing_since_ms = 0;
+  struct CommitHold {
+    bool active = false;
+    bool rejoin_after_assign = false;
+    int64_t until_ms = 0;  // steady clock
+  } hold;
+  void Hold(const char* why);
+  void ReleaseHold(const char* why);
 
   static PartitionListPtr ToList(const std::vector<TopicPartition>& tps) {
     PartitionListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(tps.size())));
@@ -88,9 +108,18 @@ struct KafkaConsumer::Impl {
       assigned.insert(tps.begin(), tps.end());
       if (paused && partitions->cnt > 0) rd_kafka_pause_partitions(rk.get(), partitions);
       WantWatermarks();
+      if (hold.rejoin_after_assign) {
+        hold.rejoin_after_assign = false;
+        Hold("the cooperative protocol's second round follows");
+      } else {
+        ReleaseHold("the rebalance is complete");
+      }
       return;
     }
     const bool lost = rd_kafka_assignment_lost(rk.get());
+    Hold("partitions are being revoked");
+    if (cooperative && !lost && err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS)
+      hold.rejoin_after_assign = true;
     if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
       spdlog::info("kafka: revoking {} partition(s){}: {}", tps.size(),
                    lost ? " (assignment lost: no commit)" : "", Describe(tps));
@@ -142,6 +171,34 @@ struct KafkaConsumer::Impl {
 
 namespace {
 
+// The longest async commits are held after the last rebalance event (Impl::hold):
+// twice the mock's join round (session.timeout.ms 6 s in tests, less 1 s), and
+// well within a real group's rebalance timeout.
+constexpr int64_t kCommitHoldMs = 10000;
+
+}  // namespace
+
+void KafkaConsumer::Impl::Hold(const char* why) {
+  if (!hold.active) spdlog::info("kafka: commits wait while the group rebalances ({})", why);
+  hold.active = true;
+  hold.until_ms = SteadyNowMs() + kCommitHoldMs;
+}
+
+void KafkaConsumer::Impl::ReleaseHold(const char* why) {
+  if (hold.active) spdlog::info("kafka: commits resume: {}", why);
+  hold.active = false;
+  hold.rejoin_after_assign = false;
+}
+
+namespace {
+
+// A commit refused because the group is rebalancing, or this member's
+// generation is over.
+bool RefusedForRebalance(rd_kafka_resp_err_t err) {
+  return err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS ||
+         err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION || err == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID;
+}
+
 constexpr int kSyncCommitTimeoutMs = 10000;
 constexpr int kCloseTimeoutMs = 10000;
 
@@ -149,8 +206,7 @@ constexpr int kCloseTimeoutMs = 10000;
 // member's generation is over): the partitions are no longer this member's to
 // commit, and their next owner re-reads from their last commit.
 Status CommitError(rd_kafka_resp_err_t err, const std::string& what) {
-  if (err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS ||
-      err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION || err == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID) {
+  if (RefusedForRebalance(err)) {
     return FailedPrecondition(what + ": " + rd_kafka_err2str(err) +
                               " (the group is rebalancing: the next owner re-reads from the "
                               "last commit)");
@@ -167,8 +223,12 @@ void RebalanceCb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_
 }
 
 void CommitCb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* offsets,
-              void*) {
+              void* opaque) {
   if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) return;  // nothing to commit
+  bool refused = RefusedForRebalance(err);
+  for (int i = 0; offsets && i < offsets->cnt; ++i)
+    refused = refused || RefusedForRebalance(offsets->elems[i].err);
+  if (refused) static_cast<KafkaConsumer::Impl*>(opaque)->Hold("a commit was refused");
   if (err) {
     spdlog::warn("kafka: offset commit failed: {} (will be retried with the next commit)",
                  rd_kafka_err2str(err));
@@ -340,6 +400,11 @@ Status KafkaConsumer::Commit(const std::vector<PartitionOffset>& offsets, bool s
     }
   }
   if (!sync) {
+    Impl::CommitHold& hold = impl_->hold;
+    if (hold.active && SteadyNowMs() < hold.until_ms) {
+      return Cancelled("kafka: commit not sent: the group is rebalancing (it would be refused)");
+    }
+    if (hold.active) impl_->ReleaseHold("no rebalance event within the hold's limit");
     return kafka::FromKafkaError(rd_kafka_commit(impl_->rk.get(), list.get(), 1), "kafka: commit");
   }
   // A plain sync rd_kafka_commit waits for the group coordinator without limit:

@@ -60,7 +60,9 @@ class MessageSource {
   // Commits offsets (next offset to read) for the given partitions. A sync
   // commit the group refuses because it is rebalancing (or this member's
   // generation is over) is kFailedPrecondition: the partitions' next owner
-  // re-reads from their last commit.
+  // re-reads from their last commit. An async commit may be held back while
+  // the group rebalances (KafkaConsumer: one sent then is refused, or worse):
+  // kCancelled, nothing sent; the next commit carries the same offsets.
   virtual Status Commit(const std::vector<PartitionOffset>& offsets, bool sync) = 0;
 
   // Stops / restarts fetching on all assigned partitions. After Resume, fetching

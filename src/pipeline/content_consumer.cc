@@ -173,6 +173,7 @@ Status ContentConsumer::Commit(bool sync) {
   const std::vector<PartitionOffset> offsets = CommitOffsets(true);
   if (offsets.empty()) return Status::Ok();
   Status st = source_.Commit(offsets, sync);
+  if (st.code() == StatusCode::kCancelled) return st;  // held back, not sent (source.h)
   if (!st.ok()) {
     if (metrics_) metrics_->commits_failed->Increment();
     return st;
@@ -184,7 +185,8 @@ Status ContentConsumer::Commit(bool sync) {
 
 void ContentConsumer::CommitIfDue() {
   if (SteadyNowMs() - last_commit_ms_ < options_.commit_interval_ms) return;
-  if (Status st = Commit(false); !st.ok()) spdlog::warn("content: {}", st.message());
+  if (Status st = Commit(false); !st.ok() && st.code() != StatusCode::kCancelled)
+    spdlog::warn("content: {}", st.message());
 }
 
 void ContentConsumer::OnRevoke(const std::vector<TopicPartition>& tps, bool lost) {

@@ -391,7 +391,7 @@ void Ingest::Ack(Batch& batch) {
 void Ingest::CommitIfDue() {
   if (SteadyNowMs() - last_commit_ms_ >= options_.commit_interval_ms) {
     Status cs = CommitAcked(false);
-    if (!cs.ok()) spdlog::warn("{}", cs.message());
+    if (!cs.ok() && cs.code() != StatusCode::kCancelled) spdlog::warn("{}", cs.message());
   }
   MaybeTick();
 }
@@ -600,6 +600,7 @@ Status Ingest::CommitAcked(bool sync) {
   std::vector<PartitionOffset> offsets = AckedOffsets();
   if (offsets.empty()) return Status::Ok();
   Status st = source_.Commit(offsets, sync);
+  if (st.code() == StatusCode::kCancelled) return st;  // held back, not sent (source.h)
   if (!st.ok()) {
     if (metrics_) metrics_->commits_failed->Increment();
     return st;
