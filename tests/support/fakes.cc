@@ -138,6 +138,11 @@ Status FakeSource::Poll(size_t max_messages, int /*timeout_ms*/, int /*max_wait_
 }
 
 Status FakeSource::Commit(const std::vector<PartitionOffset>& offsets, bool sync) {
+  if (!sync && hold_async_commits_ > 0) {
+    --hold_async_commits_;
+    ++held_commits_;
+    return Cancelled("fake source: commit held back (simulated rebalance)");
+  }
   CommitCall call{offsets, sync, true};
   if (fail_commits_ > 0) {
     --fail_commits_;

@@ -134,6 +134,10 @@ class FakeSource : public MessageSource {
   }
   void DeliverWhilePaused(size_t n) { deliver_while_paused_ = n; }
   void FailNextCommits(int n) { fail_commits_ = n; }
+  // The next n async commits are held back as KafkaConsumer holds them while the
+  // group rebalances: kCancelled, nothing committed, not recorded in commits().
+  void HoldNextAsyncCommits(int n) { hold_async_commits_ = n; }
+  int held_commits() const { return held_commits_; }
 
   std::function<void(FakeSource&)> on_poll;
 
@@ -179,6 +183,8 @@ class FakeSource : public MessageSource {
   bool unavailable_next_ = false;
   size_t deliver_while_paused_ = 0;
   int fail_commits_ = 0;
+  int hold_async_commits_ = 0;
+  int held_commits_ = 0;
   std::vector<CommitCall> commits_;
   std::map<TopicPartition, int64_t> committed_;
   uint64_t polls_ = 0;

@@ -778,6 +778,23 @@ TEST_CASE("Ingest: a failed commit is retried with the next commit", "[pipeline]
   CHECK(ToOffsets(h.source.committed()) == Offsets{{"exposures/0", 1}});
 }
 
+TEST_CASE("Ingest: a commit the source holds back is neither counted nor failed", "[pipeline]") {
+  Harness h;
+  h.Start();
+  h.Good(0, "u1", "i1", kNowMs);
+  h.StepOk();
+  const uint64_t commits = h.ingest->totals().commits;
+  h.source.HoldNextAsyncCommits(1);
+  CHECK(h.ingest->CommitAcked(false).code() == StatusCode::kCancelled);
+  CHECK(h.source.held_commits() == 1);
+  CHECK(h.ingest->totals().commits == commits);
+  CHECK(MetricValue(h.registry, "exposure_filter_commits_total", {{"result", "failed"}}) == 0);
+  // The next commit carries the offsets the held one had.
+  REQUIRE(h.ingest->CommitAcked(false).ok());
+  CHECK(h.ingest->totals().commits == commits + 1);
+  CHECK(ToOffsets(h.source.committed()) == Offsets{{"exposures/0", 1}});
+}
+
 // ------------------------------------------------------------------ sink failures
 
 // The default logger writes into a string for the life of the object.
