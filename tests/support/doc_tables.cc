@@ -6,16 +6,23 @@
 
 namespace ef::test {
 
-std::vector<DocRow> DocTableRows(const std::string& doc, const std::string& heading, size_t nth) {
+std::string DocSection(const std::string& doc, const std::string& heading) {
   std::ifstream in(std::string(EF_SOURCE_DIR) + "/docs/" + doc);
-  INFO("docs/" << doc << ", " << heading << ", table " << nth);
+  INFO("docs/" << doc << ", " << heading);
   REQUIRE(in.good());
   std::stringstream text;
   text << in.rdbuf();
   const std::string all = text.str();
   const size_t from = all.find("\n" + heading + "\n");
   REQUIRE(from != std::string::npos);
-  std::istringstream section(all.substr(from + 1, all.find("\n#", from + 1) - from - 1));
+  const size_t start = from + heading.size() + 2;
+  const size_t end = all.find("\n#", start);
+  return all.substr(start, end == std::string::npos ? std::string::npos : end + 1 - start);
+}
+
+std::vector<DocRow> DocTableRows(const std::string& doc, const std::string& heading, size_t nth) {
+  std::istringstream section(DocSection(doc, heading));
+  INFO("docs/" << doc << ", " << heading << ", table " << nth);
   std::vector<std::vector<DocRow>> tables;
   std::vector<DocRow>* rows = nullptr;  // the table being read
   bool body = false;

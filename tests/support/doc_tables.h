@@ -9,6 +9,11 @@ namespace ef::test {
 
 using DocRow = std::vector<std::string>;  // the trimmed cells of one table row
 
+// The text of docs/<doc> from the line after `heading` (a whole line, e.g.
+// "### Version 3: positions") up to the next line that starts with '#'. Fails
+// the test (REQUIRE) when the document or the heading is missing.
+std::string DocSection(const std::string& doc, const std::string& heading);
+
 // The body rows (after the |---| line) of table number `nth` (0: the first) in
 // the section that starts with the line `heading` (e.g. "### Version 3:
 // positions") of docs/<doc>, up to the next heading. Fails the test (REQUIRE)

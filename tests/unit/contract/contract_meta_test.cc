@@ -4,7 +4,6 @@
 // is what is tested (tests/interop/format_ref.py meta-vectors checks the same rows
 // against the Python reference's read_meta).
 #include <catch2/catch.hpp>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "bloom/layout.h"
+#include "support/doc_tables.h"
 
 namespace ef {
 namespace {
@@ -37,15 +37,7 @@ std::map<std::string, std::string> DefaultV2Meta() {
 }
 
 std::vector<MetaRow> MetaVectors() {
-  std::ifstream in(std::string(EF_SOURCE_DIR) + "/docs/FORMAT.md");
-  REQUIRE(in.good());
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string doc = text.str();
-  const size_t from = doc.find("### Meta hash: accept or refuse");
-  REQUIRE(from != std::string::npos);
-  const size_t to = doc.find("\n## ", from);
-  std::istringstream section(doc.substr(from, to - from));
+  std::istringstream section(test::DocSection("FORMAT.md", "### Meta hash: accept or refuse"));
   const std::regex row(R"(^\|\s*(.*?)\s*\|\s*(accepts|refuses `([^`]*)`)\s*\|\s*$)");
   const std::regex change(R"(`([^`]*)`)");
   std::vector<MetaRow> rows;

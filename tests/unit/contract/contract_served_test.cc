@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,20 +12,14 @@
 #include "bloom/hash.h"
 #include "bloom/served.h"
 #include "common/sha1.h"
+#include "support/doc_tables.h"
 
 namespace ef {
 namespace {
 
 // The ``` blocks (without fences) under `heading`, up to the next heading.
 std::vector<std::string> CodeBlocks(const std::string& heading) {
-  std::ifstream in(std::string(EF_SOURCE_DIR) + "/docs/FORMAT.md");
-  REQUIRE(in.good());
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string doc = text.str();
-  const size_t from = doc.find("\n" + heading + "\n");
-  REQUIRE(from != std::string::npos);
-  const std::string section = doc.substr(from + 1, doc.find("\n#", from + 1) - from - 1);
+  const std::string section = test::DocSection("FORMAT.md", heading);
   std::vector<std::string> out;
   for (size_t at = section.find("```\n"); at != std::string::npos;) {
     const size_t end = section.find("\n```", at + 4);
