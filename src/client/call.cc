@@ -208,6 +208,11 @@ std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const Call
     }
   }
   if (single_lookup) DecodeLookups((*single_replies)[valid.size()].values, &lookups);
+  if (!lookups.keys.empty()) {  // counted once per call, not again by a redo (above)
+    Add(counters.cluster_lookups, lookups.keys.size());
+    Add(counters.clusters_unknown, lookups.unknown);
+    Add(counters.map_bad_values, lookups.bad);
+  }
   uint64_t seen_total = 0, served_total = 0, near_total = 0;
   thread_local std::vector<std::string_view> buckets;
   std::vector<std::string_view> clusters;  // one user's, with filter.near_duplicates
@@ -272,9 +277,8 @@ void Client::Impl::DecodeLookups(const std::vector<std::string_view>& values, Lo
     lookups->clusters[k] = std::move(mv->cluster);
   }
   unknown += lookups->keys.size() - std::min(values.size(), lookups->keys.size());
-  Add(counters.cluster_lookups, lookups->keys.size());
-  Add(counters.clusters_unknown, unknown);
-  Add(counters.map_bad_values, bad);
+  lookups->unknown = unknown;
+  lookups->bad = bad;
 }
 
 bool Client::Impl::Ping(std::chrono::milliseconds deadline_in) {

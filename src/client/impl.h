@@ -73,6 +73,8 @@ struct Lookups {
   std::vector<std::string> keys;              // <prefix>cm{item}, one per looked-up candidate
   std::vector<std::pair<size_t, size_t>> of;  // per key: (index into valid users, candidate)
   std::vector<std::string> clusters;          // per key, after the read: the cluster, "" = unknown
+  uint64_t unknown = 0;                       // after the read: keys with no usable entry
+  uint64_t bad = 0;                           // of those, entries that did not decode
 };
 
 // Redis Cluster: one pooled router (with its own connection per master) and when
@@ -229,8 +231,8 @@ struct Client::Impl {
                      const std::vector<std::vector<std::string>>& commands, Clock::time_point start,
                      Clock::time_point deadline, std::vector<ef::RedisReply>* replies,
                      std::vector<Status>* user_status, client_internal::Lookups* lookups = nullptr);
-  // The clusters of lookups->keys from the values read (nil = unknown); counts
-  // cluster_lookups, clusters_unknown and map_bad_values.
+  // The clusters of lookups->keys from the values read (nil = unknown), and
+  // lookups->unknown and ->bad (the call counts them once, not again on a redo).
   void DecodeLookups(const std::vector<std::string_view>& values,
                      client_internal::Lookups* lookups);
   // PING on every master (one slot of each), in parallel.

@@ -610,6 +610,21 @@ TEST_CASE(
   CHECK(r.cluster.front() == "nd-c0");
   CHECK(client->stats().cluster_lookups == 13);
   CHECK(client->stats().clusters_unknown == 1);
+
+  // A bucket value longer than the client's layout (as a writer with a newer one
+  // leaves) makes the call read the layout again and run once more: its lookups
+  // are counted once, not once per run.
+  const std::string long_user = "nd-long";
+  const std::string long_key = MakeKey(layout->prefix, long_user, start, layout->bucket_seconds);
+  const Stage& last = layout->stage_table.back();
+  const std::string past_end = std::to_string((last.offset + last.m + 7) / 8 + 8);
+  REQUIRE(router.Commands({{KeySlot(long_key), {"SETRANGE", long_key, past_end, "x"}}}).ok());
+  const exposure_filter::Result lr = client->Seen(long_user, candidates);
+  INFO(lr.error);
+  REQUIRE(lr.ok);
+  CHECK(lr.near_duplicate_count == 0);  // this user saw nothing
+  CHECK(client->stats().cluster_lookups == 26);
+  CHECK(client->stats().clusters_unknown == 2);
 }
 
 }  // namespace ef
