@@ -241,7 +241,7 @@ void ContentConsumer::LogProgressIfDue(bool force) {
     reasons += (reasons.empty() ? " (" : ", ") + name + " " + std::to_string(n);
   if (!reasons.empty()) reasons += ")";
   spdlog::info(
-      "content: {} messages, {} items assigned ({} new clusters, {} joined a cluster, {} "
+      "content: {} messages, {} items assigned ({} started a cluster, {} joined one, {} "
       "known), {} rejected{}, {} batches, {} commits",
       totals_.messages, totals_.assigned(), totals_.items_new, totals_.items_joined,
       totals_.items_known, totals_.rejected, reasons, totals_.batches, totals_.commits);

@@ -76,7 +76,7 @@ TEST_CASE("items topic: re-post joins the original's cluster, bad item skipped, 
   REQUIRE(first.code == 0);
   CHECK(first.err.find("items/") != std::string::npos);
   CHECK(first.err.find("item rejected: not_json") != std::string::npos);
-  CHECK(first.err.find("3 items assigned (2 new clusters, 1 joined a cluster, 0 known), 1 "
+  CHECK(first.err.find("3 items assigned (2 started a cluster, 1 joined one, 0 known), 1 "
                        "rejected (not_json 1)") != std::string::npos);
 
   const std::vector<std::string> ids = {"orig-1", "repost-1", "other-1", "bad-1"};
@@ -92,7 +92,7 @@ TEST_CASE("items topic: re-post joins the original's cluster, bad item skipped, 
         Content({"-c", config, "--exit-at-end", "--set", "content.group_id=second"});
     INFO(second.err);
     REQUIRE(second.code == 0);
-    CHECK(second.err.find("3 items assigned (0 new clusters, 0 joined a cluster, 3 known)") !=
+    CHECK(second.err.find("3 items assigned (0 started a cluster, 0 joined one, 3 known)") !=
           std::string::npos);
     CHECK(Clusters(stack, ids) == clusters);
     CHECK(GroupCaughtUp(stack, "second"));
@@ -180,7 +180,7 @@ TEST_CASE("items topic: SIGTERM commits what was assigned and exits 0", "[conten
   const auto code = cmd.Wait(std::chrono::seconds(15));
   INFO(cmd.Output());
   REQUIRE(code == std::optional<int>(0));
-  CHECK(cmd.Output().find("2 items assigned (1 new clusters, 1 joined a cluster, 0 known)") !=
+  CHECK(cmd.Output().find("2 items assigned (1 started a cluster, 1 joined one, 0 known)") !=
         std::string::npos);
   CHECK(GroupCaughtUp(stack, "sigterm"));
 }

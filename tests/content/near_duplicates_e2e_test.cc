@@ -55,7 +55,7 @@ TEST_CASE(
       RunCommandWithEnv({EF_BINARY, "content", "-c", config, "--exit-at-end"}, {});
   INFO(indexed.err);
   REQUIRE(indexed.code == 0);
-  REQUIRE(indexed.err.find("3 items assigned (2 new clusters, 1 joined a cluster") !=
+  REQUIRE(indexed.err.find("3 items assigned (2 started a cluster, 1 joined one") !=
           std::string::npos);
 
   const int64_t now = SystemClock().NowMs();
