@@ -12,32 +12,23 @@
 #include <vector>
 
 #include "bloom/keys.h"
+#include "event/json_scan.h"
 
 namespace ef {
 namespace {
 
 namespace od = simdjson::ondemand;
+using json::ConsumePlainString;
+using json::IsDigit;
+using json::KeyHasEscape;
+using json::NumberToken;
+using json::SplitNumber;
+using json::TrimRight;
 
 // 9999-12-31T23:59:59.999Z: the last millisecond a four-digit year can name. Bucket
 // names are YYYYMMDD[HH], so later times have no key; also keeps every later
 // computation far from int64 overflow.
 constexpr int64_t kMaxTsMs = 253402300799999;
-
-// Exponents beyond this cannot change the outcome (any non-zero digit is then far
-// out of range or truncated away), and capping keeps the arithmetic in int64.
-constexpr int64_t kExponentCap = 1'000'000'000;
-
-inline bool IsDigit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
-
-inline bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
-// raw_json_token() runs up to the next structural character, so it carries the
-// whitespace that separates the value from the following ',', ']' or '}'.
-inline std::string_view TrimRight(std::string_view t) {
-  size_t n = t.size();
-  while (n > 0 && IsJsonSpace(t[n - 1])) --n;
-  return t.substr(0, n);
-}
 
 inline int64_t SaturatingAdd(int64_t a, int64_t b) {
   int64_t r;
@@ -51,78 +42,6 @@ inline int64_t FloorDiv(int64_t a, int64_t b) {
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
-}
-
-// A JSON number token split by the RFC 8259 grammar. Stage 1 only delimits atoms,
-// so "12x", "01" or "-" arrive here and must be told apart from real numbers.
-struct NumberToken {
-  bool valid = false;
-  bool negative = false;
-  bool is_integer = false;  // no fraction and no exponent
-  std::string_view int_digits;
-  std::string_view frac_digits;
-  int64_t exponent = 0;  // saturated to +-kExponentCap
-};
-
-NumberToken SplitNumber(std::string_view t) {
-  NumberToken n;
-  const size_t size = t.size();
-  size_t i = 0;
-  if (i < size && t[i] == '-') {
-    n.negative = true;
-    ++i;
-  }
-  const size_t int_begin = i;
-  if (i < size && t[i] == '0') {
-    ++i;
-  } else if (i < size && t[i] >= '1' && t[i] <= '9') {
-    while (i < size && IsDigit(t[i])) ++i;
-  } else {
-    return n;
-  }
-  n.int_digits = t.substr(int_begin, i - int_begin);
-  if (i == size) {
-    n.valid = n.is_integer = true;
-    return n;
-  }
-  if (t[i] == '.') {
-    const size_t frac_begin = ++i;
-    while (i < size && IsDigit(t[i])) ++i;
-    if (i == frac_begin) return n;
-    n.frac_digits = t.substr(frac_begin, i - frac_begin);
-  }
-  if (i < size && (t[i] == 'e' || t[i] == 'E')) {
-    ++i;
-    bool exp_negative = false;
-    if (i < size && (t[i] == '+' || t[i] == '-')) exp_negative = t[i++] == '-';
-    const size_t exp_begin = i;
-    int64_t e = 0;
-    while (i < size && IsDigit(t[i])) {
-      if (e < kExponentCap) e = e * 10 + (t[i] - '0');
-      ++i;
-    }
-    if (i == exp_begin) return n;
-    e = std::min(e, kExponentCap);
-    n.exponent = exp_negative ? -e : e;
-  }
-  n.valid = i == size;
-  return n;
-}
-
-// Plain strings are used in place, but must still be consumed: when simdjson skips
-// an unconsumed string it takes a following ':' for the end of a key, so
-// {"a":"b":[1],...} would be accepted.
-inline bool ConsumePlainString(od::value& v) {
-  return v.get_raw_json_string().error() == simdjson::SUCCESS;
-}
-
-// Whether the key starting at `key` (just past its opening quote) has an escape.
-// Stage 1 guarantees the closing quote; `end` only guards against a broken index.
-inline bool KeyHasEscape(const char* key, const char* end) {
-  for (const char* p = key; p < end && *p != '"'; ++p) {
-    if (*p == '\\') return true;
-  }
-  return false;
 }
 
 enum class TsParse { kOk, kBad, kNotJson };
@@ -199,11 +118,7 @@ enum Slot : int {
   kSlotCount
 };
 
-// Nesting limit, the top-level object being depth 1. simdjson's parser tracks at most
-// DEFAULT_MAX_DEPTH (1024) open containers, the document root included, and checks
-// that in debug builds only: staying below it keeps the behaviour the same in every
-// build and bounds the recursion of Validate.
-constexpr int kMaxDepth = simdjson::DEFAULT_MAX_DEPTH - 1;
+// Depths for json::Validate, the top-level object being depth 1.
 constexpr int kFieldDepth = 2;  // a value of the top-level object (which is depth 1)
 constexpr int kItemDepth = 3;   // an element of the items array
 
@@ -318,52 +233,7 @@ Slot Decoder::Impl::MatchKey(od::field& field) {
 // "[1 2]" or "tru" would pass. Values the event does not use are walked here so
 // that not_json means exactly "not one valid JSON object". Events made only of the
 // configured fields never get here.
-bool Decoder::Impl::Validate(od::value& v, int depth) {
-  if (depth > kMaxDepth) return false;
-  const std::string_view token = TrimRight(v.raw_json_token());
-  if (token.empty()) return false;
-  switch (token[0]) {
-    case '"': {
-      if (token.size() < 2 || token.back() != '"') return false;
-      if (std::memchr(token.data(), '\\', token.size()) == nullptr) return ConsumePlainString(v);
-      std::string_view unescaped;  // unescaping checks the escapes
-      return v.get_string().get(unescaped) == simdjson::SUCCESS;
-    }
-    case 't':
-      return token == "true";
-    case 'f':
-      return token == "false";
-    case 'n':
-      return token == "null";
-    case '[': {
-      od::array array;
-      if (v.get_array().get(array) != simdjson::SUCCESS) return false;
-      for (auto element : array) {
-        od::value child;
-        if (std::move(element).get(child) != simdjson::SUCCESS) return false;
-        if (!Validate(child, depth + 1)) return false;
-      }
-      return true;
-    }
-    case '{': {
-      od::object object;
-      if (v.get_object().get(object) != simdjson::SUCCESS) return false;
-      for (auto field_result : object) {
-        od::field field;
-        if (std::move(field_result).get(field) != simdjson::SUCCESS) return false;
-        std::string_view unescaped;  // unescaping checks the escapes
-        if (KeyHasEscape(field.key().raw(), buf_end) &&
-            field.unescaped_key().get(unescaped) != simdjson::SUCCESS) {
-          return false;
-        }
-        if (!Validate(field.value(), depth + 1)) return false;
-      }
-      return true;
-    }
-    default:
-      return SplitNumber(token).valid;
-  }
-}
+bool Decoder::Impl::Validate(od::value& v, int depth) { return json::Validate(v, depth, buf_end); }
 
 inline RejectReason Decoder::Impl::CheckId(std::string_view body, RejectReason empty,
                                            std::string_view* id) const {
@@ -499,38 +369,15 @@ RejectReason Decoder::Impl::ReadSimhash(od::value& v, bool* present, uint64_t* s
   if (token[0] == '"') {
     std::string_view text;
     if (v.get_string().get(text) != simdjson::SUCCESS) return RejectReason::kNotJson;
-    if (text.size() != 16) return RejectReason::kBadSimhash;
-    uint64_t x = 0;
-    for (char c : text) {
-      int d;
-      if (c >= '0' && c <= '9') {
-        d = c - '0';
-      } else if (c >= 'a' && c <= 'f') {
-        d = c - 'a' + 10;
-      } else if (c >= 'A' && c <= 'F') {
-        d = c - 'A' + 10;
-      } else {
-        return RejectReason::kBadSimhash;
-      }
-      x = (x << 4) | static_cast<uint64_t>(d);
-    }
+    if (!json::ParseHex64(text, simhash)) return RejectReason::kBadSimhash;
     *present = true;
-    *simhash = x;
     return RejectReason::kNone;
   }
   if (IsDigit(token[0])) {
     const NumberToken n = SplitNumber(token);
     if (!n.valid) return RejectReason::kNotJson;
-    if (!n.is_integer || (token.size() > 1 && token[0] == '0')) return RejectReason::kBadSimhash;
-    uint64_t x = 0;
-    for (char c : token) {
-      const auto d = static_cast<uint64_t>(c - '0');
-      if (x > (std::numeric_limits<uint64_t>::max() - d) / 10)
-        return RejectReason::kBadSimhash;  // > 2^64 - 1
-      x = x * 10 + d;
-    }
+    if (!n.is_integer || !json::ParseUint64(token, simhash)) return RejectReason::kBadSimhash;
     *present = true;
-    *simhash = x;
     return RejectReason::kNone;
   }
   if (token[0] == '-')

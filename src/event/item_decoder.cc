@@ -2,7 +2,6 @@
 
 #include <simdjson.h>
 
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -10,113 +9,18 @@
 
 #include "content/simhash.h"
 #include "content/tokenizer.h"
+#include "event/json_scan.h"
 
 namespace ef {
 namespace {
 
 namespace od = simdjson::ondemand;
+using json::TrimRight;
 
 // contentdb::kMaxContentItemBytes (a room above this one; the pipeline checks
 // that the two agree).
 constexpr size_t kMaxItemIdBytes = 1024;
 constexpr uint64_t kMaxWeight = 0xFFFFFFFFull;
-
-inline bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
-inline std::string_view TrimRight(std::string_view t) {
-  size_t n = t.size();
-  while (n > 0 && IsJsonSpace(t[n - 1])) --n;
-  return t.substr(0, n);
-}
-
-// A number token (already valid JSON) without fraction or exponent.
-inline bool IsIntegerToken(std::string_view t) {
-  return t.find_first_of(".eE") == std::string_view::npos;
-}
-
-inline int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// RFC 8259's number grammar (on-demand delimits atoms only: "12x", "01", "-"
-// and "1.5e" arrive here as tokens).
-bool IsJsonNumber(std::string_view t) {
-  size_t i = 0;
-  const size_t n = t.size();
-  auto digits = [&] {
-    const size_t start = i;
-    while (i < n && t[i] >= '0' && t[i] <= '9') ++i;
-    return i > start;
-  };
-  if (i < n && t[i] == '-') ++i;
-  if (i < n && t[i] == '0') {
-    ++i;
-  } else if (!digits()) {
-    return false;
-  }
-  if (i < n && t[i] == '.') {
-    ++i;
-    if (!digits()) return false;
-  }
-  if (i < n && (t[i] == 'e' || t[i] == 'E')) {
-    ++i;
-    if (i < n && (t[i] == '+' || t[i] == '-')) ++i;
-    if (!digits()) return false;
-  }
-  return i == n;
-}
-
-// Nesting limit, the top-level object being depth 1 (as event/decoder.cc: below
-// simdjson's own limit, which only debug builds check).
-constexpr int kMaxDepth = simdjson::DEFAULT_MAX_DEPTH - 1;
-
-// Walks a value whole, so that malformed JSON anywhere is seen (on-demand
-// skips what it is not asked for unchecked). Strings are consumed with
-// get_string: an unconsumed string followed by ':' would pass for a key.
-bool Validate(od::value& v, int depth) {
-  if (depth > kMaxDepth) return false;
-  const std::string_view token = TrimRight(v.raw_json_token());
-  if (token.empty()) return false;
-  switch (token[0]) {
-    case '"': {
-      std::string_view s;
-      return v.get_string().get(s) == simdjson::SUCCESS;
-    }
-    case 't':
-      return token == "true";
-    case 'f':
-      return token == "false";
-    case 'n':
-      return token == "null";
-    case '[': {
-      od::array array;
-      if (v.get_array().get(array) != simdjson::SUCCESS) return false;
-      for (auto element : array) {
-        od::value child;
-        if (std::move(element).get(child) != simdjson::SUCCESS) return false;
-        if (!Validate(child, depth + 1)) return false;
-      }
-      return true;
-    }
-    case '{': {
-      od::object object;
-      if (v.get_object().get(object) != simdjson::SUCCESS) return false;
-      for (auto field_result : object) {
-        od::field field;
-        if (std::move(field_result).get(field) != simdjson::SUCCESS) return false;
-        std::string_view key;
-        if (field.unescaped_key().get(key) != simdjson::SUCCESS) return false;
-        if (!Validate(field.value(), depth + 1)) return false;
-      }
-      return true;
-    }
-    default:
-      return IsJsonNumber(token);
-  }
-}
 
 enum Slot : int { kSlotNone = -1, kSlotItem = 0, kSlotText, kSlotTokens, kSlotSimhash, kSlotCount };
 constexpr const char* kNames[kSlotCount] = {"item_id", "text", "tokens", "simhash"};
@@ -179,7 +83,7 @@ bool ItemDecoder::Impl::ValidDocument(size_t len) {
     if (std::move(field_result).get(field) != simdjson::SUCCESS) return false;
     std::string_view key;
     if (field.unescaped_key().get(key) != simdjson::SUCCESS) return false;
-    if (!Validate(field.value(), 2)) return false;
+    if (!json::Validate(field.value(), 2, buf.data() + len)) return false;
   }
   // Trailing content ("{...}{...}"): the document's location is out of bounds
   // exactly at its end (simdjson 3.0 has no at_end()).
@@ -194,7 +98,7 @@ ItemRejectReason ItemDecoder::Impl::ReadId(od::value& v) {
     if (v.get_string().get(s) != simdjson::SUCCESS) return ItemRejectReason::kNotJson;
     id.assign(s);
   } else if (token[0] == '-' || (token[0] >= '0' && token[0] <= '9')) {
-    if (!IsIntegerToken(token)) return ItemRejectReason::kMissingItem;
+    if (!json::SplitNumber(token).is_integer) return ItemRejectReason::kMissingItem;
     id.assign(token);  // the decimal text as written: 42 and "42" are one ID
   } else {
     return ItemRejectReason::kMissingItem;  // true, false, null, object, array
@@ -244,24 +148,11 @@ ItemRejectReason ItemDecoder::Impl::ReadSimhash(od::value& v, uint64_t* out) {
   if (token[0] == '"') {
     std::string_view s;
     if (v.get_string().get(s) != simdjson::SUCCESS) return ItemRejectReason::kNotJson;
-    if (s.size() != 16) return ItemRejectReason::kBadSimhash;
-    uint64_t x = 0;
-    for (char c : s) {
-      const int h = HexValue(c);
-      if (h < 0) return ItemRejectReason::kBadSimhash;
-      x = (x << 4) | static_cast<uint64_t>(h);
-    }
-    *out = x;
-    return ItemRejectReason::kNone;
+    return json::ParseHex64(s, out) ? ItemRejectReason::kNone : ItemRejectReason::kBadSimhash;
   }
-  if (token[0] < '0' || token[0] > '9' || !IsIntegerToken(token))
-    return ItemRejectReason::kBadSimhash;  // negative, fraction, exponent, other types
-  uint64_t x = 0;
-  const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), x);
-  if (ec != std::errc() || end != token.data() + token.size())
-    return ItemRejectReason::kBadSimhash;  // more than 64 bits
-  *out = x;
-  return ItemRejectReason::kNone;
+  // Negative, fraction, exponent, more than 64 bits, other types (the document
+  // is valid JSON: ValidDocument).
+  return json::ParseUint64(token, out) ? ItemRejectReason::kNone : ItemRejectReason::kBadSimhash;
 }
 
 ItemRejectReason ItemDecoder::Impl::Decode(const char* data, size_t len, DecodedItem* out) {
