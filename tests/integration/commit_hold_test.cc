@@ -8,6 +8,8 @@
 // robustness test "a daemon joins at high traffic and is SIGKILLed
 // (cooperative-sticky)" stalled that way on a loaded machine: the first daemon
 // lost its partitions round after round and the second never got any.
+#include <librdkafka/rdkafka.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -111,6 +113,50 @@ TEST_CASE(
 TEST_CASE("commit hold: a member committing every 100 ms while a second joins (eager, range)",
           "[integration][kafka][rebalance]") {
   RunSecondMemberJoins("range");
+}
+
+TEST_CASE(
+    "commit hold: a commit refused with no rebalance behind it holds commits for at most 10 s",
+    "[integration][kafka][rebalance]") {
+  auto kafka = MockCluster::Create(1);
+  REQUIRE(kafka.ok());
+  REQUIRE((*kafka)->CreateTopic("t", 4).ok());
+  auto consumer = KafkaConsumer::Create(GroupConfig(**kafka, "range"));
+  REQUIRE(consumer.ok());
+  std::vector<Message> msgs;
+  const auto start = Clock::now();
+  while ((*consumer)->Assignment().size() < 4 && Clock::now() - start < 30s)
+    REQUIRE((*consumer)->Poll(100, 100, 0, &msgs).ok());
+  REQUIRE((*consumer)->Assignment().size() == 4);
+
+  // One refusal, as a broker gives when a rebalance starts; none follows here,
+  // so no assignment ends the hold: its limit must.
+  constexpr int16_t kOffsetCommit = 8;
+  (*kafka)->PushRequestErrors(kOffsetCommit, {RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS});
+  int held = 0;
+  Clock::time_point first_held{}, resumed{};
+  const auto begin = Clock::now();
+  while (Clock::now() - begin < 40s) {
+    REQUIRE((*consumer)->Poll(100, 50, 0, &msgs).ok());
+    const Status st = (*consumer)->Commit(OffsetsOf((*consumer)->Assignment()), false);
+    if (st.code() == StatusCode::kCancelled) {
+      if (held++ == 0) first_held = Clock::now();
+    } else if (held > 0) {
+      REQUIRE(st.ok());
+      resumed = Clock::now();
+      break;
+    }
+    std::this_thread::sleep_for(50ms);  // the commit interval's pace
+  }
+  std::printf("commits held %d times\n", held);
+  REQUIRE(held > 0);
+  REQUIRE(resumed != Clock::time_point{});  // sent again within 40 s
+  const double held_s = std::chrono::duration<double>(resumed - first_held).count();
+  std::printf("held for %.1f s, then sent again\n", held_s);
+  // The limit is 10 s from the refusal (the first held commit comes one poll
+  // after it); generous on the upper side for a loaded machine.
+  CHECK(held_s > 8);
+  CHECK(held_s < 20);
 }
 
 }  // namespace ef::test
