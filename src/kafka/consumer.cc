@@ -44,7 +44,7 @@ using kafka::PartitionListPtr;
 //    commit refused for a rebalance, or a revoke, until the assignment that ends
 //    the rebalance: for the cooperative protocol the assign after a revoke is
 //    followed by a second join round (`rejoin_after_assign`), so the assign
-//    after that. At most kCommitHoldMs after the last of those events, so no
+//    after that. At most CommitHold::kLimitMs after the last of those events, so no
 //    missed event can stop commits for long.
 struct KafkaConsumer::Impl {
   HandlePtr rk;
@@ -72,12 +72,24 @@ struct KafkaConsumer::Impl {
   // First time a subscribed topic was reported missing (0: not missing).
   int64_t topic_missing_since_ms = 0;
   struct CommitHold {
+    // The longest commits are held after the last rebalance event: twice the
+    // mock's join round (session.timeout.ms 6 s in tests, less 1 s), and well
+    // within a real group's rebalance timeout.
+    static constexpr int64_t kLimitMs = 10000;
     bool active = false;
     bool rejoin_after_assign = false;
     int64_t until_ms = 0;  // steady clock
   } hold;
-  void Hold(const char* why);
-  void ReleaseHold(const char* why);
+  void Hold(const char* why) {
+    if (!hold.active) spdlog::info("kafka: commits wait while the group rebalances ({})", why);
+    hold.active = true;
+    hold.until_ms = SteadyNowMs() + CommitHold::kLimitMs;
+  }
+  void ReleaseHold(const char* why) {
+    if (hold.active) spdlog::info("kafka: commits resume: {}", why);
+    hold.active = false;
+    hold.rejoin_after_assign = false;
+  }
 
   static PartitionListPtr ToList(const std::vector<TopicPartition>& tps) {
     PartitionListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(tps.size())));
@@ -168,27 +180,6 @@ struct KafkaConsumer::Impl {
     return s;
   }
 };
-
-namespace {
-
-// The longest async commits are held after the last rebalance event (Impl::hold):
-// twice the mock's join round (session.timeout.ms 6 s in tests, less 1 s), and
-// well within a real group's rebalance timeout.
-constexpr int64_t kCommitHoldMs = 10000;
-
-}  // namespace
-
-void KafkaConsumer::Impl::Hold(const char* why) {
-  if (!hold.active) spdlog::info("kafka: commits wait while the group rebalances ({})", why);
-  hold.active = true;
-  hold.until_ms = SteadyNowMs() + kCommitHoldMs;
-}
-
-void KafkaConsumer::Impl::ReleaseHold(const char* why) {
-  if (hold.active) spdlog::info("kafka: commits resume: {}", why);
-  hold.active = false;
-  hold.rejoin_after_assign = false;
-}
 
 namespace {
 
