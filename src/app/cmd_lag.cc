@@ -390,7 +390,8 @@ growth need a full window (use --check --watch S --samples N).
 
 Exit codes: 0 ok; 7 with --check: a partition not OK; 6 Kafka did not answer
 within --timeout (one line naming the servers); 3 Kafka refused the
-credentials; 2 bad usage; 4 bad config. docs/LAG.md, docs/CLI.md.)";
+credentials, or has no such topic; 2 bad usage; 4 bad config. docs/LAG.md,
+docs/CLI.md.)";
 
 }  // namespace
 

@@ -241,7 +241,8 @@ Action AddReplayCommand(CLI::App& app) {
   cmd->footer(
       "Times: RFC 3339 (2026-11-22T08:00:00Z), a date (2026-11-22 = midnight UTC), @epoch\n"
       "seconds (@1795305600), or a duration ago (2h, 3d, 90m). Exit codes: 0 done, 2 usage,\n"
-      "4 config, 5 stored layout disagrees, 6 Kafka or Redis unreachable, 3 refused,\n"
+      "4 config, 5 stored layout disagrees, 6 Kafka or Redis unreachable, 3 refused\n"
+      "(credentials, ACL, or no such topic),\n"
       "130 interrupted (positions printed). docs/CLI.md.");
   OneValueEach(cmd->add_option("--topic", a->topics, "Topic (repeatable; default: kafka.topics)"));
   cmd->add_option("--partitions", a->partitions, "Only these partitions")->delimiter(',');

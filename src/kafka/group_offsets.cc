@@ -34,9 +34,15 @@ StatusOr<std::vector<PartitionOffsets>> ReadGroupOffsets(const KafkaConfig& conf
       return kafka::FromKafkaError(e,
                                    "kafka " + config.bootstrap_servers + ": metadata for " + topic);
     Status st;
-    if (md->topic_cnt != 1 || md->topics[0].err) {
-      st = NotFound("kafka: topic " + topic + ": " +
-                    (md->topic_cnt ? rd_kafka_err2str(md->topics[0].err) : "not found"));
+    const rd_kafka_resp_err_t topic_err =
+        md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+    if (topic_err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+        topic_err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) {
+      // Refused for good, as `run` says after a while (docs/CLI.md exit code 3).
+      st = PermissionDenied("kafka: topic " + topic + ": " + rd_kafka_err2str(topic_err) +
+                            " (check kafka.topic and the broker's topics)");
+    } else if (topic_err) {
+      st = kafka::FromKafkaError(topic_err, "kafka: topic " + topic);
     } else {
       for (int p = 0; p < md->topics[0].partition_cnt; ++p) {
         int32_t id = md->topics[0].partitions[p].id;

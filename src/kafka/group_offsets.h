@@ -28,7 +28,9 @@ struct PartitionOffsets {
 };
 
 // For every partition of config.topics. Errors: kUnavailable when the cluster
-// does not answer within timeout_ms, kNotFound for a missing topic.
+// does not answer within timeout_ms; kPermissionDenied for a topic the broker
+// does not have (UNKNOWN_TOPIC_OR_PART: refused for good, exit code 3, as `run`
+// says) or may not be read; a topic's other metadata errors as FromKafkaError.
 StatusOr<std::vector<PartitionOffsets>> ReadGroupOffsets(const KafkaConfig& config, int timeout_ms);
 
 }  // namespace ef

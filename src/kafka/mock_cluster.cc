@@ -80,6 +80,11 @@ void MockCluster::ClearRequestErrors(int16_t api_key) {
   rd_kafka_mock_clear_request_errors(impl_->cluster, api_key);
 }
 
+void MockCluster::SetTopicError(const std::string& topic, int err) {
+  rd_kafka_mock_topic_set_error(impl_->cluster, topic.c_str(),
+                                static_cast<rd_kafka_resp_err_t>(err));
+}
+
 Status MockCluster::SetBrokerRtt(int broker_id, int rtt_ms) {
   return kafka::FromKafkaError(rd_kafka_mock_broker_set_rtt(impl_->cluster, broker_id, rtt_ms),
                                "mock cluster: broker rtt");

@@ -37,6 +37,10 @@ class MockCluster {
   void PushRequestErrors(int16_t api_key, const std::vector<int>& errors);
   // Drops the errors still queued for `api_key`.
   void ClearRequestErrors(int16_t api_key);
+  // Makes every Metadata answer for `topic` carry the librdkafka error code `err`
+  // (e.g. 3, UNKNOWN_TOPIC_OR_PART: a topic the broker does not have; the mock
+  // would otherwise create any topic a client asks about). 0 clears it.
+  void SetTopicError(const std::string& topic, int err);
   // Adds `rtt_ms` of latency to every response of `broker_id` (0 = none).
   Status SetBrokerRtt(int broker_id, int rtt_ms);
 
