@@ -69,8 +69,13 @@ struct KafkaConsumer::Impl {
       poller->Want(paused ? std::vector<TopicPartition>(assigned.begin(), assigned.end())
                           : std::vector<TopicPartition>{});
   }
-  // First time a subscribed topic was reported missing (0: not missing).
+  // A subscribed topic reported missing: since when (0: none), which, and the
+  // report. librdkafka reports it once, then again only at the next metadata
+  // refresh (minutes), so Poll checks the age itself. Cleared by a message, or an
+  // assignment with a partition of that topic (it appeared).
   int64_t topic_missing_since_ms = 0;
+  std::string topic_missing;
+  std::string topic_missing_report;
   struct CommitHold {
     // The longest commits are held after the last rebalance event: twice the
     // mock's join round (session.timeout.ms 6 s in tests, less 1 s), and well
@@ -118,6 +123,8 @@ struct KafkaConsumer::Impl {
       if (!st.ok()) spdlog::error("{}", st.message());
       if (!cooperative) assigned.clear();
       assigned.insert(tps.begin(), tps.end());
+      for (const TopicPartition& tp : tps)
+        if (tp.topic == topic_missing) topic_missing_since_ms = 0;
       if (paused && partitions->cnt > 0) rd_kafka_pause_partitions(rk.get(), partitions);
       WantWatermarks();
       if (hold.rejoin_after_assign) {
@@ -330,6 +337,7 @@ Status KafkaConsumer::Poll(size_t max_messages, int timeout_ms, int max_wait_ms,
   auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   int wait = timeout_ms;
   while (out->size() < max_messages) {
+    EF_RETURN_IF_ERROR(CheckTopicMissing());
     rd_kafka_message_t* raw = rd_kafka_consumer_poll(impl_->rk.get(), wait);
     if (!raw) {
       if (out->empty() || Clock::now() >= deadline) break;
@@ -364,16 +372,22 @@ Status KafkaConsumer::OnConsumerError(const rd_kafka_message_t& msg) {
   if (st.code() == StatusCode::kPermissionDenied) return st;
   if (msg.err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
       msg.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
-    const int64_t now = SteadyNowMs();
-    if (impl_->topic_missing_since_ms == 0) impl_->topic_missing_since_ms = now;
-    if (now - impl_->topic_missing_since_ms >= kTopicMissingFatalMs) {
-      return PermissionDenied(text + " (for " +
-                              std::to_string((now - impl_->topic_missing_since_ms) / 1000) +
-                              " s: check kafka.topic and the broker's topics)");
-    }
+    if (impl_->topic_missing_since_ms == 0) impl_->topic_missing_since_ms = SteadyNowMs();
+    impl_->topic_missing = msg.rkt ? rd_kafka_topic_name(msg.rkt) : "";
+    impl_->topic_missing_report = text;
+    EF_RETURN_IF_ERROR(CheckTopicMissing());
   }
   kafka::LogThrottled(msg.err, text);
   return Status::Ok();
+}
+
+Status KafkaConsumer::CheckTopicMissing() {
+  if (impl_->topic_missing_since_ms == 0) return Status::Ok();
+  const int64_t missing_ms = SteadyNowMs() - impl_->topic_missing_since_ms;
+  if (missing_ms < kTopicMissingFatalMs) return Status::Ok();
+  return PermissionDenied(impl_->topic_missing_report + " (for " +
+                          std::to_string(missing_ms / 1000) +
+                          " s: check kafka.topic and the broker's topics)");
 }
 
 Status KafkaConsumer::Commit(const std::vector<PartitionOffset>& offsets, bool sync) {

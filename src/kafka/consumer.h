@@ -47,6 +47,9 @@ class KafkaConsumer : public MessageSource {
  private:
   // A consumer error event: fatal (returned) or logged (OK).
   Status OnConsumerError(const rd_kafka_message_s& msg);
+  // kPermissionDenied once a subscribed topic has been reported missing for
+  // kTopicMissingFatalMs (10 s) with no message or assignment of it since.
+  Status CheckTopicMissing();
   explicit KafkaConsumer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
