@@ -71,7 +71,7 @@ struct KafkaConsumer::Impl {
   }
   // A subscribed topic reported missing: since when (0: none), which, and the
   // report. librdkafka reports it once, then again only at the next metadata
-  // refresh (minutes), so Poll checks the age itself. Cleared by a message, or an
+  // refresh (minutes), so each Poll checks the age itself. Cleared by a message, or an
   // assignment with a partition of that topic (it appeared).
   int64_t topic_missing_since_ms = 0;
   std::string topic_missing;
@@ -336,8 +336,9 @@ Status KafkaConsumer::Poll(size_t max_messages, int timeout_ms, int max_wait_ms,
   // max_wait_ms more for the batch to fill.
   auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   int wait = timeout_ms;
+  // Once per call (a batch), not per message: OnConsumerError checks it too.
+  EF_RETURN_IF_ERROR(CheckTopicMissing());
   while (out->size() < max_messages) {
-    EF_RETURN_IF_ERROR(CheckTopicMissing());
     rd_kafka_message_t* raw = rd_kafka_consumer_poll(impl_->rk.get(), wait);
     if (!raw) {
       if (out->empty() || Clock::now() >= deadline) break;
@@ -370,8 +371,7 @@ Status KafkaConsumer::OnConsumerError(const rd_kafka_message_t& msg) {
   const std::string text = std::string("kafka: consumer: ") + rd_kafka_message_errstr(&msg);
   Status st = kafka::FromKafkaError(msg.err, text);
   if (st.code() == StatusCode::kPermissionDenied) return st;
-  if (msg.err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
-      msg.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+  if (kafka::IsUnknownTopic(msg.err)) {
     if (impl_->topic_missing_since_ms == 0) impl_->topic_missing_since_ms = SteadyNowMs();
     impl_->topic_missing = msg.rkt ? rd_kafka_topic_name(msg.rkt) : "";
     impl_->topic_missing_report = text;

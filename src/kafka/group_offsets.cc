@@ -36,8 +36,7 @@ StatusOr<std::vector<PartitionOffsets>> ReadGroupOffsets(const KafkaConfig& conf
     Status st;
     const rd_kafka_resp_err_t topic_err =
         md->topic_cnt == 1 ? md->topics[0].err : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
-    if (topic_err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
-        topic_err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) {
+    if (kafka::IsUnknownTopic(topic_err)) {
       // Refused for good, as `run` says after a while (docs/CLI.md exit code 3).
       st = PermissionDenied("kafka: topic " + topic + ": " + rd_kafka_err2str(topic_err) +
                             " (check kafka.topic and the broker's topics)");

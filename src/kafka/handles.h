@@ -34,4 +34,11 @@ Status SetConf(rd_kafka_conf_t* conf, const std::string& name, const std::string
 // other fatal ones, kUnavailable for the rest (retriable).
 Status FromKafkaError(rd_kafka_resp_err_t err, const std::string& what);
 
+// The broker (or librdkafka) says the topic does not exist. Callers treat it as
+// refused for good (exit code 3): at once for a one-off read, after a grace
+// period for a subscription (KafkaConsumer).
+inline bool IsUnknownTopic(rd_kafka_resp_err_t err) {
+  return err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+}
+
 }  // namespace ef::kafka
