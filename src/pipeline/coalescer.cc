@@ -1,5 +1,6 @@
 #include "pipeline/coalescer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "bloom/hash.h"
@@ -38,11 +39,22 @@ void Coalescer::Add(const Event& event, const Hash128* hashes) {
   positions.resize(old_size + event.items.size() * layout_.k);
   uint32_t* out = positions.data() + old_size;
   const PositionRule rule = kb.rule;
+  // The hashes go to kb.items first, the positions are computed from there. (Hash
+  // and push_back in one loop had the compiler reload each returned hash from the
+  // stack as one 16-byte load over two 8-byte stores: a failed store forwarding
+  // that waits for every older store, the cold positions' included, and cost the
+  // loop ~28 ns per item, BM_Coalesce_List10 +21% against layout v2's coalescer.)
+  const size_t first = kb.items.size();
+  kb.items.resize(first + event.items.size());
+  Hash128* h = kb.items.data() + first;
+  if (hashes) {
+    std::copy(hashes, hashes + event.items.size(), h);
+  } else {
+    for (size_t i = 0; i < event.items.size(); ++i) h[i] = HashItem(event.items[i], layout_.seed);
+  }
   for (size_t i = 0; i < event.items.size(); ++i) {
-    const Hash128 h = hashes ? hashes[i] : HashItem(event.items[i], layout_.seed);
-    ComputePositions(h, layout_.m, layout_.k, rule, out);
+    ComputePositions(h[i], layout_.m, layout_.k, rule, out);
     out += layout_.k;
-    kb.items.push_back(h);
   }
 }
 
