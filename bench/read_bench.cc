@@ -321,9 +321,35 @@ double RedisCpuSeconds(const ef::RedisOptions& ro) {
   return total;
 }
 
-// CPU per request of the three processes on the machine's cores during a phase.
+// The machine's CPU time from /proc/stat's "cpu" line, in clock ticks: all of it,
+// and the part the hypervisor gave to other guests while this one wanted to run
+// (steal). On a virtual machine a phase with steal says its figures are low.
+struct MachineTicks {
+  unsigned long long total = 0, steal = 0;
+};
+
+MachineTicks ReadMachineTicks() {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  MachineTicks t;
+  if (!(f >> cpu) || cpu != "cpu") return t;
+  unsigned long long v = 0;
+  // user nice system idle iowait irq softirq steal (guest times are inside user).
+  for (int i = 0; i < 8 && f >> v; ++i) {
+    t.total += v;
+    if (i == 7) t.steal = v;
+  }
+  return t;
+}
+
+// A phase with more steal than this gets a warning under the table.
+constexpr double kStealWarning = 0.05;
+
+// CPU per request of the three processes on the machine's cores during a phase,
+// and the share of the machine's CPU time stolen by the hypervisor meanwhile.
 struct CpuShare {
   double serve_us = 0, loadgen_us = 0, redis_us = 0;
+  double steal = 0;  // 0..1
 };
 
 class CpuMeter {
@@ -333,6 +359,7 @@ class CpuMeter {
     serve0_ = serve_pid_ ? ProcessCpuSeconds(serve_pid_) : 0;
     self0_ = SelfCpuSeconds();
     redis0_ = RedisCpuSeconds(ro_);
+    machine0_ = ReadMachineTicks();
   }
   CpuShare Stop(uint64_t requests) const {
     CpuShare c;
@@ -341,6 +368,9 @@ class CpuMeter {
     c.serve_us = serve_pid_ ? (ProcessCpuSeconds(serve_pid_) - serve0_) * per : 0;
     c.loadgen_us = (SelfCpuSeconds() - self0_) * per;
     c.redis_us = (RedisCpuSeconds(ro_) - redis0_) * per;
+    const MachineTicks m = ReadMachineTicks();
+    if (m.total > machine0_.total)
+      c.steal = double(m.steal - machine0_.steal) / double(m.total - machine0_.total);
     return c;
   }
 
@@ -348,6 +378,7 @@ class CpuMeter {
   ef::RedisOptions ro_;
   int serve_pid_;
   double serve0_ = 0, self0_ = 0, redis0_ = 0;
+  MachineTicks machine0_;
 };
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -1114,17 +1145,27 @@ int main(int argc, char** argv) {
     row(mark_open_name.c_str(), mark_open);
   }
   row(mget_name.c_str(), mget);
-  std::printf("CPU per request, us (whole phase):  serve  load-gen   Redis   total\n");
-  auto cpu_row = [](const char* name, const Phase& p) {
+  std::printf("CPU per request, us (whole phase):  serve  load-gen   Redis   total  steal\n");
+  double max_steal = 0;
+  auto cpu_row = [&max_steal](const char* name, const Phase& p) {
     if (!p.ran) return;
-    std::printf("%-32s %7.0f %8.0f %7.0f %7.0f\n", name, p.cpu.serve_us, p.cpu.loadgen_us,
-                p.cpu.redis_us, p.cpu.serve_us + p.cpu.loadgen_us + p.cpu.redis_us);
+    std::printf("%-32s %7.0f %8.0f %7.0f %7.0f %5.1f%%\n", name, p.cpu.serve_us, p.cpu.loadgen_us,
+                p.cpu.redis_us, p.cpu.serve_us + p.cpu.loadgen_us + p.cpu.redis_us,
+                100 * p.cpu.steal);
+    max_steal = std::max(max_steal, p.cpu.steal);
   };
   cpu_row("  library (1 thread)", lib);
   cpu_row("  serve closed loop (max)", closed);
   cpu_row("  library FilterAndMark", lib_mark);
   cpu_row("  serve mark_served (max)", mark_closed);
   cpu_row("  raw MGET ceiling", mget);
+  cpu_row("  serve open loop (50%)", open);
+  cpu_row("  serve mark_served (50%)", mark_open);
+  if (max_steal >= kStealWarning)
+    std::printf(
+        "warning: the hypervisor took %.0f%% of this machine's CPU time in a phase (steal, "
+        "/proc/stat): its figures are low and its latencies long; compare runs with little steal\n",
+        100 * max_steal);
   auto by_conns = [](const char* name, const Phase& p) {
     if (p.rps_by_conns.size() < 2) return;
     std::printf("%s req/s by client connections:", name);
@@ -1168,9 +1209,10 @@ int main(int argc, char** argv) {
                   "{\"ran\":%s,\"rps\":%.1f,\"p50_ms\":%.4f,\"p99_ms\":%.4f,\"p999_ms\":%.4f,"
                   "\"cpu_us_per_candidate\":%.4f,\"requests\":%" PRIu64 ",\"errors\":%" PRIu64
                   ",\"cpu_us_per_request\":{\"serve\":%.1f,\"load_generator\":%.1f,"
-                  "\"redis\":%.1f},\"connections\":%d",
+                  "\"redis\":%.1f},\"cpu_steal\":%.4f,\"connections\":%d",
                   p.ran ? "true" : "false", p.rps, p.p50, p.p99, p.p999, p.cpu_us_per_candidate,
-                  p.requests, p.errors, p.cpu.serve_us, p.cpu.loadgen_us, p.cpu.redis_us, p.conns);
+                  p.requests, p.errors, p.cpu.serve_us, p.cpu.loadgen_us, p.cpu.redis_us,
+                  p.cpu.steal, p.conns);
     std::string j = buf;
     if (p.ran && (p.marked_per_request > 0 || p.ring_users > 0 || p.mark_failed > 0)) {
       std::snprintf(buf, sizeof buf,

@@ -353,6 +353,20 @@ def available(stack, topic):
     return int(m.group(1))
 
 
+def machine_ticks():
+    """(all, steal) clock ticks of the machine from /proc/stat's "cpu" line: steal is
+    the time the hypervisor gave to other guests while this one wanted to run."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    if not fields or fields[0] != "cpu":
+        return 0, 0
+    v = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    return sum(v), (v[7] if len(v) > 7 else 0)
+
+
+STEAL_WARNING = 0.05  # a drain with more steal than this is flagged
+
+
 def drain(stack, name, total, sets=(), redis=None, profile=False, prepare=None, warm=0.0):
     """Consumes the preloaded topic from the start; rate from the first to the
     `total`-th event written (the group join is not counted). `redis`: the
@@ -373,6 +387,7 @@ def drain(stack, name, total, sets=(), redis=None, profile=False, prepare=None, 
     t0 = time.monotonic()
     m0 = d.metrics()
     n0, cpu0 = written(m0), cpu_seconds(d.proc.pid)
+    ticks0 = machine_ticks()
     last = [n0, time.monotonic()]
     profiles = {}
     if profile:
@@ -396,6 +411,11 @@ def drain(stack, name, total, sets=(), redis=None, profile=False, prepare=None, 
     t1 = time.monotonic()
     m1 = d.metrics()
     cpu = cpu_seconds(d.proc.pid) - cpu0
+    ticks1 = machine_ticks()
+    steal = (ticks1[1] - ticks0[1]) / (ticks1[0] - ticks0[0]) if ticks1[0] > ticks0[0] else 0.0
+    if steal >= STEAL_WARNING:
+        log(f"warning: drain {name}: the hypervisor took {100 * steal:.0f}% of this machine's CPU "
+            f"time (steal, /proc/stat): its figures are low")
     rss = peak_rss_kb(d.proc.pid)
     top = {who: p.stop() for who, p in profiles.items()}
     d.stop()
@@ -419,6 +439,7 @@ def drain(stack, name, total, sets=(), redis=None, profile=False, prepare=None, 
         "broker_cpu_s_per_million": round((cpu_seconds(stack.kafka.pid) - kafka_cpu0) * per_m, 2),
         "peak_rss_mb": round(rss / 1024),
         "redis_commands_all": redis.commands() - cmds0,
+        "cpu_steal": round(steal, 4),
         **({"profile": top} if profile else {}),
     }
 
