@@ -824,7 +824,8 @@ def near_duplicates_main(a):
 
     def median(name, field):
         v = sorted(r[field] for r in runs[name])
-        return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+        m = v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+        return round(m) if field == "events_per_second" else round(m, 3)
     ratio = median("on", "events_per_second") / max(median("off", "events_per_second"), 1)
     result = {"bench": "exposure-filter-near-duplicates", "events": held, "mode": mode,
               "cores": os.cpu_count(), "load_before": round(load1, 2), "mix": MIX,

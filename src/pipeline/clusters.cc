@@ -69,10 +69,12 @@ ClusterCache::Hit ClusterCache::Find(const Hash128& item, int64_t now_ms,
     if (o == nullptr || !o->used) return Hit::kNone;
     // Used again: into the newer generation (its bytes are copied first, as the
     // insert may flip the generations and clear the older one).
-    const std::string cluster_copy(older_.Cluster(*o));
-    Insert(item, cluster_copy, o->miss_at_ms);
+    const bool self = o->cluster_len == kSelfLen;
+    const std::string cluster_copy(self ? std::string_view() : older_.Cluster(*o));
+    Insert(item, cluster_copy, self, o->miss_at_ms);
     s = newer_.Probe(item);
   }
+  if (s->cluster_len == kSelfLen) return Hit::kSelf;
   if (s->cluster_len == 0) {
     return now_ms - s->miss_at_ms < kMissRetryMs ? Hit::kMiss : Hit::kNone;
   }
@@ -80,12 +82,15 @@ ClusterCache::Hit ClusterCache::Find(const Hash128& item, int64_t now_ms,
   return Hit::kCluster;
 }
 
-void ClusterCache::Put(const Hash128& item, std::string_view cluster, int64_t now_ms) {
+void ClusterCache::Put(const Hash128& item, std::string_view item_id, std::string_view cluster,
+                       int64_t now_ms) {
   if (capacity_ == 0) return;
-  Insert(item, cluster, now_ms);
+  const bool self = !cluster.empty() && cluster == item_id;
+  Insert(item, self ? std::string_view() : cluster, self, now_ms);
 }
 
-void ClusterCache::Insert(const Hash128& item, std::string_view cluster, int64_t miss_at_ms) {
+void ClusterCache::Insert(const Hash128& item, std::string_view cluster, bool self,
+                          int64_t miss_at_ms) {
   // Full, or its arena's 32-bit offsets would overflow: a new generation.
   if (newer_.count >= (capacity_ + 1) / 2 ||
       newer_.arena.size() + cluster.size() > std::numeric_limits<uint32_t>::max()) {
@@ -100,8 +105,10 @@ void ClusterCache::Insert(const Hash128& item, std::string_view cluster, int64_t
     s->h2 = item.h2;
     ++newer_.count;
   }
-  // A changed cluster is appended anew (the old bytes stay until the flip).
-  if (newer_.Cluster(*s) != cluster) {
+  if (self) {
+    s->cluster_len = kSelfLen;
+  } else if (s->cluster_len == kSelfLen || newer_.Cluster(*s) != cluster) {
+    // A changed cluster is appended anew (the old bytes stay until the flip).
     s->cluster_off = static_cast<uint32_t>(newer_.arena.size());
     s->cluster_len = static_cast<uint32_t>(cluster.size());
     newer_.arena.append(cluster);

@@ -66,18 +66,23 @@ class ClusterCache {
   static constexpr int64_t kMissRetryMs = 10000;
 
   explicit ClusterCache(size_t capacity) : capacity_(capacity) {}
-  enum class Hit { kNone, kCluster, kMiss };
-  // kCluster with *cluster set (valid until the next Put or Find); kMiss for a
+  enum class Hit { kNone, kCluster, kSelf, kMiss };
+  // kCluster with *cluster set (valid until the next Put or Find); kSelf for an
+  // item that is its own cluster (most items: it writes no token, and its bytes
+  // are not kept, so such a hit reads one slot and nothing else); kMiss for a
   // fresh miss; kNone when not kept (or a stale miss).
   Hit Find(const Hash128& item, int64_t now_ms, std::string_view* cluster);
-  // cluster "" records a miss at now_ms.
-  void Put(const Hash128& item, std::string_view cluster, int64_t now_ms);
+  // item_id: the item whose hash `item` is. cluster "" records a miss at now_ms;
+  // cluster == item_id is kept as kSelf.
+  void Put(const Hash128& item, std::string_view item_id, std::string_view cluster,
+           int64_t now_ms);
   size_t size() const { return newer_.count + older_.count; }
 
  private:
+  static constexpr uint32_t kSelfLen = UINT32_MAX;  // cluster_len of a kSelf slot
   struct Slot {
     uint64_t h1 = 0, h2 = 0;
-    uint32_t cluster_off = 0, cluster_len = 0;  // cluster_len 0 = a miss
+    uint32_t cluster_off = 0, cluster_len = 0;  // cluster_len 0 = a miss, kSelfLen = kSelf
     int64_t miss_at_ms = 0;
     bool used = false;
   };
@@ -94,7 +99,8 @@ class ClusterCache {
     void Clear();
   };
   // Adds (or overwrites) item in newer_, flipping the generations first when full.
-  void Insert(const Hash128& item, std::string_view cluster, int64_t miss_at_ms);
+  // self: the item is its own cluster (cluster is then ignored).
+  void Insert(const Hash128& item, std::string_view cluster, bool self, int64_t miss_at_ms);
   size_t capacity_;
   Table newer_, older_;
 };

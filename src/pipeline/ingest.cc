@@ -83,6 +83,9 @@ Status Ingest::PollAndDecode(int timeout_ms, int max_wait_ms, size_t* got) {
 void Ingest::DecodeMessages(bool all) {
   Batch& batch = building();
   const int64_t now_ms = clock_.NowMs();
+  // The cluster cache's clock (its misses are retried after 10 s), read once per
+  // call rather than per event.
+  const int64_t steady_ms = clusters_ ? SteadyNowMs() : 0;
   uint64_t rejected = 0;
   const std::string* last_topic = nullptr;
   int32_t last_partition = -1;
@@ -109,7 +112,7 @@ void Ingest::DecodeMessages(bool all) {
     }
     const size_t exposed_items = event_.items.size();
     if (clusters_) {
-      AddClusterTokens(batch);
+      AddClusterTokens(batch, steady_ms);
       batch.coalescer.Add(event_, hash_scratch_.data());
     } else {
       batch.coalescer.Add(event_);
@@ -127,8 +130,7 @@ void Ingest::DecodeMessages(bool all) {
   if (metrics_ && rejected) metrics_->events_rejected->Increment(static_cast<double>(rejected));
 }
 
-void Ingest::AddClusterTokens(Batch& batch) {
-  const int64_t now_ms = SteadyNowMs();
+void Ingest::AddClusterTokens(Batch& batch, int64_t now_ms) {
   const size_t n = event_.items.size();
   if (token_scratch_.size() < n) token_scratch_.resize(n);
   hash_scratch_.resize(n);
@@ -140,11 +142,13 @@ void Ingest::AddClusterTokens(Batch& batch) {
     std::string_view cluster;
     if (!event_.cluster.empty()) {  // single-item events only (the decoder)
       cluster = event_.cluster;
-      cluster_cache_->Put(h, cluster, now_ms);
+      cluster_cache_->Put(h, item, cluster, now_ms);
     } else {
       switch (cluster_cache_->Find(h, now_ms, &cluster)) {
         case ClusterCache::Hit::kCluster:
           break;
+        case ClusterCache::Hit::kSelf:  // its own cluster: no token
+          continue;
         case ClusterCache::Hit::kMiss:
           ++totals_.items_unclustered;
           if (metrics_) metrics_->items_unclustered->Increment();
@@ -190,7 +194,7 @@ Status Ingest::ResolveClusters(Batch& batch) {
   if (metrics_) metrics_->cluster_lookups->Increment(static_cast<double>(queries.size()));
   const int64_t now_ms = SteadyNowMs();
   for (size_t i = 0; i < queries.size(); ++i)
-    cluster_cache_->Put(HashItem(queries[i].item, seed_), clusters[i], now_ms);
+    cluster_cache_->Put(HashItem(queries[i].item, seed_), queries[i].item, clusters[i], now_ms);
   Event token_event;
   std::string token;
   uint64_t tokens = 0, unclustered = 0;

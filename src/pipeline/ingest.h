@@ -239,7 +239,7 @@ class Ingest {
   // the cache; their tokens are appended to event_.items (token_scratch_ holds
   // them) and every item's hash to hash_scratch_ (for the coalescer); items not
   // known are queued in batch.unresolved.
-  void AddClusterTokens(Batch& batch);
+  void AddClusterTokens(Batch& batch, int64_t steady_now_ms);
   // Asks the ClusterSource for batch.unresolved (one call), adds their tokens and
   // empties it. OK at once when nothing is unresolved.
   Status ResolveClusters(Batch& batch);

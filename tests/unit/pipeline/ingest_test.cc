@@ -1687,20 +1687,48 @@ TEST_CASE("Ingest near_duplicates off: cluster fields are ignored and nothing is
   CHECK(ingest.totals().events_rejected == 0);
 }
 
+TEST_CASE("ClusterCache: an item that is its own cluster is kSelf, also after changes and flips",
+          "[pipeline][near_duplicates]") {
+  const auto H = [](const std::string& item) { return HashItem(item, 0); };
+  ClusterCache cache(6);  // generations of 3
+  std::string_view c = "untouched";
+  cache.Put(H("s"), "s", "s", 0);
+  CHECK(cache.Find(H("s"), 0, &c) == ClusterCache::Hit::kSelf);
+  CHECK(c == "untouched");  // nothing to read for it
+  // A cluster that changes to another item and back, and a miss after it.
+  cache.Put(H("s"), "s", "t", 0);
+  REQUIRE(cache.Find(H("s"), 0, &c) == ClusterCache::Hit::kCluster);
+  CHECK(c == "t");
+  cache.Put(H("s"), "s", "s", 0);
+  CHECK(cache.Find(H("s"), 0, &c) == ClusterCache::Hit::kSelf);
+  cache.Put(H("s"), "s", "", 5);
+  CHECK(cache.Find(H("s"), 6, &c) == ClusterCache::Hit::kMiss);
+  cache.Put(H("s"), "s", "s", 0);
+  // Moved from the older generation into the newer one by a Find, it stays kSelf;
+  // a member next to it keeps its cluster's bytes.
+  cache.Put(H("m"), "m", "s", 0);
+  cache.Put(H("x1"), "x1", "x1", 0);  // s, m, x1: the newer generation is full
+  cache.Put(H("x2"), "x2", "x2", 0);  // flipped: s, m and x1 are the older one
+  CHECK(cache.Find(H("s"), 0, &c) == ClusterCache::Hit::kSelf);
+  REQUIRE(cache.Find(H("m"), 0, &c) == ClusterCache::Hit::kCluster);
+  CHECK(c == "s");
+  CHECK(cache.Find(H("s"), 0, &c) == ClusterCache::Hit::kSelf);
+}
+
 TEST_CASE("ClusterCache: bounded, keeps what is used, and forgets a miss after kMissRetryMs",
           "[pipeline][near_duplicates]") {
   const auto H = [](const std::string& item) { return HashItem(item, 0); };
   ClusterCache cache(4);
   std::string_view c;
   CHECK(cache.Find(H("a"), 0, &c) == ClusterCache::Hit::kNone);
-  cache.Put(H("a"), "A", 0);
-  cache.Put(H("b"), "", 0);  // a miss
+  cache.Put(H("a"), "a", "A", 0);
+  cache.Put(H("b"), "b", "", 0);  // a miss
   REQUIRE(cache.Find(H("a"), 0, &c) == ClusterCache::Hit::kCluster);
   CHECK(c == "A");
   CHECK(cache.Find(H("b"), ClusterCache::kMissRetryMs - 1, &c) == ClusterCache::Hit::kMiss);
   CHECK(cache.Find(H("b"), ClusterCache::kMissRetryMs, &c) == ClusterCache::Hit::kNone);
   for (int i = 0; i < 100; ++i) {
-    cache.Put(H("x" + std::to_string(i)), "X", 0);
+    cache.Put(H("x" + std::to_string(i)), "x" + std::to_string(i), "X", 0);
     CHECK(cache.size() <= 4);
     // "a", used all along, stays.
     REQUIRE(cache.Find(H("a"), 0, &c) == ClusterCache::Hit::kCluster);
@@ -1711,8 +1739,9 @@ TEST_CASE("ClusterCache: bounded, keeps what is used, and forgets a miss after k
   // cluster; a miss that is later found reads the cluster.
   ClusterCache big(20000);
   for (int i = 0; i < 9000; ++i)
-    big.Put(H("item" + std::to_string(i)), i % 3 ? "c" + std::to_string(i) : "", 0);
-  big.Put(H("item3"), "found-later", 0);
+    big.Put(H("item" + std::to_string(i)), "item" + std::to_string(i),
+            i % 3 ? "c" + std::to_string(i) : "", 0);
+  big.Put(H("item3"), "item3", "found-later", 0);
   CHECK(big.size() == 9000);
   for (int i = 0; i < 9000; ++i) {
     const std::string item = "item" + std::to_string(i);
@@ -1729,7 +1758,7 @@ TEST_CASE("ClusterCache: bounded, keeps what is used, and forgets a miss after k
   }
   CHECK(big.Find(H("item9000"), 0, &c) == ClusterCache::Hit::kNone);
   ClusterCache none(0);
-  none.Put(H("a"), "A", 0);
+  none.Put(H("a"), "a", "A", 0);
   CHECK(none.Find(H("a"), 0, &c) == ClusterCache::Hit::kNone);
   CHECK(none.size() == 0);
 }
