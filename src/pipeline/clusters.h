@@ -74,8 +74,7 @@ class ClusterCache {
   Hit Find(const Hash128& item, int64_t now_ms, std::string_view* cluster);
   // item_id: the item whose hash `item` is. cluster "" records a miss at now_ms;
   // cluster == item_id is kept as kSelf.
-  void Put(const Hash128& item, std::string_view item_id, std::string_view cluster,
-           int64_t now_ms);
+  void Put(const Hash128& item, std::string_view item_id, std::string_view cluster, int64_t now_ms);
   size_t size() const { return newer_.count + older_.count; }
 
  private:
