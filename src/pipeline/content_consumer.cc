@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/clock.h"
+#include "pipeline/revoke_commit.h"
 
 namespace ef {
 namespace {
@@ -190,24 +191,10 @@ void ContentConsumer::CommitIfDue() {
 }
 
 void ContentConsumer::OnRevoke(const std::vector<TopicPartition>& tps, bool lost) {
-  auto revoked = [&](const TopicPartition& tp) {
-    return std::find(tps.begin(), tps.end(), tp) != tps.end();
-  };
   if (!lost) {
-    std::vector<PartitionOffset> offsets;
-    for (auto& po : CommitOffsets(/*step_over_gaps=*/false))
-      if (revoked(po.tp)) offsets.push_back(std::move(po));
-    if (!offsets.empty()) {
-      Status st = source_.Commit(offsets, true);
-      if (st.ok()) {
-        ++totals_.commits;
-        if (metrics_) metrics_->commits_ok->Increment();
-      } else {
-        spdlog::warn("content: commit on revoke: {} (the new owner re-reads from the last commit)",
-                     st.message());
-        if (metrics_) metrics_->commits_failed->Increment();
-      }
-    }
+    CommitRevoked(source_, CommitOffsets(/*step_over_gaps=*/false), tps, "content: ",
+                  {&totals_.commits, metrics_ ? metrics_->commits_ok : nullptr,
+                   metrics_ ? metrics_->commits_failed : nullptr});
   }
   // The batch's items of these partitions are still assigned (idempotent), but
   // their offsets are no longer ours.

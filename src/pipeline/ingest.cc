@@ -11,6 +11,7 @@
 #include "bloom/cluster_token.h"
 #include "common/clock.h"
 #include "kafka/commit_metadata.h"
+#include "pipeline/revoke_commit.h"
 
 namespace ef {
 namespace {
@@ -623,7 +624,6 @@ void Ingest::OnRevoke(const std::vector<TopicPartition>& partitions, bool lost) 
   auto revoked = [&](const TopicPartition& tp) {
     return std::find(partitions.begin(), partitions.end(), tp) != partitions.end();
   };
-  std::vector<PartitionOffset> offsets;
   if (!lost) {
     if (rejects_) rejects_->Flush(kRevokeRejectFlushMs).IgnoreError();
     // What was written, not the consumer's position: the revoke has dropped the
@@ -631,20 +631,9 @@ void Ingest::OnRevoke(const std::vector<TopicPartition>& partitions, bool lost) 
     // and the position is already past them. (robustness test "retriable errors
     // on Fetch, ..." lost 3-7 messages this way when a Heartbeat error made the
     // member rejoin.)
-    for (auto& po : AckedOffsets(/*step_over_gaps=*/false)) {
-      if (revoked(po.tp)) offsets.push_back(std::move(po));
-    }
-  }
-  if (!offsets.empty()) {
-    Status st = source_.Commit(offsets, true);
-    if (st.ok()) {
-      ++totals_.commits;
-      if (metrics_) metrics_->commits_ok->Increment();
-    } else {
-      spdlog::warn("commit on revoke: {} (the new owner re-reads from the last commit)",
-                   st.message());
-      if (metrics_) metrics_->commits_failed->Increment();
-    }
+    CommitRevoked(source_, AckedOffsets(/*step_over_gaps=*/false), partitions, "",
+                  {&totals_.commits, metrics_ ? metrics_->commits_ok : nullptr,
+                   metrics_ ? metrics_->commits_failed : nullptr});
   }
   // Pending batches, if any, are still written (harmless: idempotent bits) but
   // their offsets for these partitions are no longer ours to commit; messages

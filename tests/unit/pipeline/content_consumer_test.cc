@@ -172,4 +172,77 @@ TEST_CASE("ContentConsumer: a commit the source holds back is neither counted no
   CHECK(r.metrics.commits_failed->Value() == 0);
 }
 
+TEST_CASE(
+    "ContentConsumer: a revoke commits what was assigned of the revoked partitions at once, "
+    "a failed one is counted, a lost one sends nothing",
+    "[pipeline][content]") {
+  enum class Kind { kCommitted, kFailed, kLost };
+  for (Kind kind : {Kind::kCommitted, Kind::kFailed, Kind::kLost}) {
+    INFO("kind " << static_cast<int>(kind));
+    FakeSource source("items", 2);
+    source.Assign(source.Tp(0));
+    source.Assign(source.Tp(1));
+    source.Append(0, Item("a1", 1));
+    source.Append(0, Item("a2", 2));
+    source.Append(1, Item("b1", 3));
+    source.Append(1, Item("b2", 4));
+    FakeIndex index;
+    index.source = &source;
+    ItemDecoder decoder;
+    prometheus::Registry registry;
+    ContentMetrics metrics{registry};
+    ContentConsumerOptions o = Fast(source);
+    o.commit_interval_ms = 1000000;  // no async commit: only the revoke's and the final one
+    o.end_offsets.clear();
+    std::atomic<bool> stop{false};
+    // Poll 1 takes a1, a2 (partition 0); before poll 2, partition 0 is revoked;
+    // poll 2 takes b1, b2; poll 3 stops the loop.
+    source.on_poll = [&](FakeSource& s) {
+      if (s.polls() == 2) {
+        if (kind == Kind::kFailed) s.FailNextCommits(1);
+        s.RevokeOnNextPoll({s.Tp(0)}, /*lost=*/kind == Kind::kLost);
+      }
+      if (s.polls() == 3) stop = true;
+    };
+    ContentConsumer loop(
+        source, decoder, [&](const auto& items) { return index(items); }, &metrics, o);
+    REQUIRE(loop.Run(stop).ok());
+    REQUIRE(index.calls.size() == 2);
+    CHECK(index.calls[0] == std::vector<std::string>{"a1", "a2"});
+    CHECK(index.calls[1] == std::vector<std::string>{"b1", "b2"});
+    // The final commit is partition 1's only: partition 0 is no longer ours.
+    REQUIRE_FALSE(source.commits().empty());
+    CHECK(source.commits().back().sync);
+    REQUIRE(source.commits().back().offsets.size() == 1);
+    CHECK(source.commits().back().offsets[0].tp == source.Tp(1));
+    CHECK(source.commits().back().offsets[0].offset == 2);
+    switch (kind) {
+      case Kind::kCommitted:  // partition 0 at 2, synchronously, on the revoke
+        REQUIRE(source.commits().size() == 2);
+        CHECK(source.commits()[0].sync);
+        REQUIRE(source.commits()[0].offsets.size() == 1);
+        CHECK(source.commits()[0].offsets[0].tp == source.Tp(0));
+        CHECK(source.commits()[0].offsets[0].offset == 2);
+        CHECK(loop.totals().commits == 2);
+        CHECK(metrics.commits_ok->Value() == 2);
+        CHECK(metrics.commits_failed->Value() == 0);
+        break;
+      case Kind::kFailed:  // tried and refused: counted as failed, not as a commit
+        REQUIRE(source.commits().size() == 2);
+        CHECK_FALSE(source.commits()[0].ok);
+        CHECK(source.commits()[0].offsets[0].tp == source.Tp(0));
+        CHECK(loop.totals().commits == 1);
+        CHECK(metrics.commits_ok->Value() == 1);
+        CHECK(metrics.commits_failed->Value() == 1);
+        break;
+      case Kind::kLost:  // the group gave it away: no commit is tried
+        CHECK(source.commits().size() == 1);
+        CHECK(loop.totals().commits == 1);
+        CHECK(metrics.commits_failed->Value() == 0);
+        break;
+    }
+    CHECK(source.committed().count(source.Tp(0)) == (kind == Kind::kCommitted ? 1u : 0u));
+  }
+}
+
 }  // namespace ef
