@@ -13,6 +13,9 @@ namespace {
 
 // Least time between two meta re-reads of one router after a failure.
 constexpr auto kClusterMetaRecheck = std::chrono::seconds(1);
+// The most a periodic meta re-read may take of a call's deadline (a healthy
+// master answers a GET in well under a millisecond).
+constexpr auto kPeriodicMetaBudget = std::chrono::milliseconds(100);
 
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
@@ -44,14 +47,22 @@ Status Client::Impl::PrepareRouter(ef::client::Pooled<RouterSlot>& pr, Clock::ti
       slot.meta_due = false;
     }
     slot.meta_read = true;
-  } else if ((slot.meta_due && now - slot.meta_attempt >= kClusterMetaRecheck) ||
-             LayoutRecheckDue()) {
+  } else if (const Recheck due = (slot.meta_due && now - slot.meta_attempt >= kClusterMetaRecheck)
+                                     ? Recheck::kStale
+                                     : LayoutRecheckDue();
+             due != Recheck::kNo) {
     bool found = false;
     Add(counters.layout_reads, 1);
     slot.meta_attempt = now;
     // At most half of what is left: the meta's master may be the one that is
-    // down, and this call's users may be elsewhere.
-    slot.router.set_deadline_ms(std::max<int64_t>(1, Millis(deadline - now) / 2));
+    // down, and this call's users may be elsewhere. A periodic re-read, which this
+    // call's answer does not need, at most kPeriodicMetaBudget: with the meta's
+    // master down the router tries it until its deadline, and every call that
+    // fell due lost half its deadline (a batch of live masters' users failed open
+    // on a loaded machine; "cluster readers: a periodic layout re-read ...").
+    int64_t budget = std::max<int64_t>(1, Millis(deadline - now) / 2);
+    if (due == Recheck::kPeriodic) budget = std::min<int64_t>(budget, Millis(kPeriodicMetaBudget));
+    slot.router.set_deadline_ms(budget);
     Status st = RefreshLayout(slot.router, &found);
     if (st.ok()) {
       slot.meta_due = false;

@@ -162,11 +162,13 @@ struct Client::Impl {
 
   // --- layout_watch.cc
   std::shared_ptr<const ef::Layout> CurrentLayout() const;
-  // True when the caller should read the meta again now: a value was longer than
-  // the layout allows, or the period ran out (options.layout_recheck; at most once
-  // a second while no meta is stored, with allow_missing_layout). Claims the
+  // Whether the caller should read the meta again now: kStale when a value was
+  // longer than the layout allows (the answer needs the new layout), kPeriodic
+  // when the period ran out (options.layout_recheck; at most once a second while
+  // no meta is stored, with allow_missing_layout: also kPeriodic). Claims the
   // re-read: until the next period, other callers go on with the current layout.
-  bool LayoutRecheckDue();
+  enum class Recheck { kNo, kPeriodic, kStale };
+  Recheck LayoutRecheckDue();
   // Every value must fit the layout it is read with (a stage table ends at its
   // last stage); a longer one was written under a newer layout. True (at most
   // once a second) when `bytes` is longer: the layout is then marked stale. (A

@@ -24,16 +24,18 @@ std::shared_ptr<const ef::Layout> Client::Impl::CurrentLayout() const {
   return layout;
 }
 
-bool Client::Impl::LayoutRecheckDue() {
+Client::Impl::Recheck Client::Impl::LayoutRecheckDue() {
   const Clock::time_point now = Clock::now();
   std::lock_guard lock(layout_mu);
-  bool due = layout_stale.exchange(false);
+  const bool stale = layout_stale.exchange(false);
+  bool periodic = false;
   if (!stored && options.allow_missing_layout)
-    due = due || now - layout_checked >= kMissingLayoutRecheck;
+    periodic = now - layout_checked >= kMissingLayoutRecheck;
   else if (options.layout_recheck.count() > 0)
-    due = due || now - layout_checked >= options.layout_recheck;
-  if (due) layout_checked = now;
-  return due;
+    periodic = now - layout_checked >= options.layout_recheck;
+  if (!stale && !periodic) return Recheck::kNo;
+  layout_checked = now;
+  return stale ? Recheck::kStale : Recheck::kPeriodic;
 }
 
 bool Client::Impl::NoteValueLength(size_t bytes, const ef::Layout& layout) {

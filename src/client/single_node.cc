@@ -61,7 +61,7 @@ Status Client::Impl::Prepare(ef::client::PooledConnection& pc, Clock::time_point
   if (!pc.Acquire(deadline))
     return DeadlineError(start, deadline, "waiting for a free Redis connection");
   *reused = pc.conn() != nullptr;
-  if (*reused && LayoutRecheckDue()) {
+  if (*reused && LayoutRecheckDue() != Recheck::kNo) {
     bool found = false;
     Add(counters.layout_reads, 1);
     Status st = RefreshLayout(*pc.conn(), &found);

@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bloom/cluster_token.h"
@@ -143,13 +144,14 @@ Written WriteUsers(LocalRedisCluster& cluster, const std::string& tag) {
   return w;
 }
 
-std::unique_ptr<exposure_filter::Client> MakeClient(const LocalRedisCluster& cluster,
-                                                    std::chrono::milliseconds timeout,
-                                                    size_t pool = 2) {
+std::unique_ptr<exposure_filter::Client> MakeClient(
+    const LocalRedisCluster& cluster, std::chrono::milliseconds timeout, size_t pool = 2,
+    std::chrono::milliseconds layout_recheck = exposure_filter::ClientOptions{}.layout_recheck) {
   exposure_filter::ClientOptions o;
   o.overrides = {"redis.address=" + cluster.seeds()};
   o.timeout = timeout;
   o.pool_size = pool;
+  o.layout_recheck = layout_recheck;
   std::string error;
   auto client = exposure_filter::Client::Create(o, &error);
   INFO(error);
@@ -503,6 +505,10 @@ TEST_CASE(
       },
       30s));
   for (const std::string& user : w.users) CheckAnswers(*client, w, user);
+  // The killed master back, as a replica: the next test of this process (one
+  // process runs every test with a tag) finds every shard with a replica again.
+  cluster.Start(victim);
+  cluster.AwaitHealthy();
 }
 
 }  // namespace ef
@@ -625,6 +631,47 @@ TEST_CASE(
   CHECK(lr.near_duplicate_count == 0);  // this user saw nothing
   CHECK(client->stats().cluster_lookups == 26);
   CHECK(client->stats().clusters_unknown == 2);
+}
+
+TEST_CASE(
+    "cluster readers: a periodic layout re-read while the meta's master is down takes little of "
+    "a live master's call",
+    "[cluster][readers][failover]") {
+  LocalRedisCluster& cluster = Cluster();
+  const Written w = WriteUsers(cluster, "px");
+  auto client = MakeClient(cluster, 300ms, 1, 1ms);  // every call below re-reads the meta
+  for (const std::string& user : w.users) CheckAnswers(*client, w, user);
+  const int victim = cluster.MasterForSlot(KeySlot(MetaKey(w.layout.prefix)));
+  std::string live;
+  for (const std::string& user : w.users)
+    if (w.master_of.at(user) != victim && live.empty()) live = user;
+  REQUIRE_FALSE(live.empty());
+  cluster.Kill(victim);
+  // Each call re-reads the meta from the dead master first. Before: the router
+  // tried it for half of the call's deadline (1,000 of 2,000 ms every call, and a
+  // batch of live users failed open with 1 s on a loaded machine); now for at
+  // most 100 ms, and the answer comes from the live master with the layout read
+  // before.
+  for (int i = 0; i < 3; ++i) {
+    const uint64_t reads = client->stats().layout_reads;
+    std::this_thread::sleep_for(5ms);  // the 1 ms period runs out
+    exposure_filter::CallOptions call;
+    call.at_unix_seconds = w.now_s;
+    call.deadline = 2000ms;
+    const auto t0 = std::chrono::steady_clock::now();
+    const exposure_filter::Result r = client->Seen(live, w.candidates.at(live), call);
+    const auto took = std::chrono::steady_clock::now() - t0;
+    INFO("call " << i << ": " << r.error << ", took "
+                 << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+    CHECK(client->stats().layout_reads == reads + 1);  // the re-read was tried
+    CHECK(r.ok);
+    CHECK_FALSE(r.failed_open);
+    CHECK(r.seen == w.expected.at(live));
+    CHECK(took < 700ms);  // before: 1,000 ms (half the deadline), now ~100 ms
+  }
+  cluster.AwaitHealthy();
+  cluster.Start(victim);  // back, as a replica (see the test above)
+  cluster.AwaitHealthy();
 }
 
 }  // namespace ef
