@@ -48,18 +48,19 @@ Status Client::Impl::PrepareRouter(ef::client::Pooled<RouterSlot>& pr, Clock::ti
     }
     slot.meta_read = true;
   } else if (const Recheck due = (slot.meta_due && now - slot.meta_attempt >= kClusterMetaRecheck)
-                                     ? Recheck::kStale
+                                     ? Recheck::kPeriodic  // the layout another router read serves
                                      : LayoutRecheckDue();
              due != Recheck::kNo) {
     bool found = false;
     Add(counters.layout_reads, 1);
     slot.meta_attempt = now;
     // At most half of what is left: the meta's master may be the one that is
-    // down, and this call's users may be elsewhere. A periodic re-read, which this
-    // call's answer does not need, at most kPeriodicMetaBudget: with the meta's
-    // master down the router tries it until its deadline, and every call that
-    // fell due lost half its deadline (a batch of live masters' users failed open
-    // on a loaded machine; "cluster readers: a periodic layout re-read ...").
+    // down, and this call's users may be elsewhere. A re-read this call's answer
+    // does not need (the period ran out, or the retry of a first read that found
+    // the meta's master down) at most kPeriodicMetaBudget: with the meta's master
+    // down the router tries it until its deadline, and every call that fell due
+    // lost half its deadline (a batch of live masters' users failed open on a
+    // loaded machine; "cluster readers: a periodic layout re-read ...").
     int64_t budget = std::max<int64_t>(1, Millis(deadline - now) / 2);
     if (due == Recheck::kPeriodic) budget = std::min<int64_t>(budget, Millis(kPeriodicMetaBudget));
     slot.router.set_deadline_ms(budget);
