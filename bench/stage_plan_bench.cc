@@ -119,6 +119,34 @@ void BM_StageNeedsValue(benchmark::State& state) {
 }
 BENCHMARK(BM_StageNeedsValue)->Arg(4)->Arg(25)->Arg(500);
 
+// The writer's sequence for a key it knows (RedisBitWriter): NeedsValue, then Plan
+// from the state alone. The batch holds n items of which n / 2 are distinct (users
+// re-see items) and the key's stage 0 is k_0 * 3n / 4 bits short of fill_0: the
+// quick bound fails (k_0 * n items' bits could reach fill_0), the distinct items
+// cannot, so no read, and every item goes into stage 0. One iteration = one key.
+void BM_StageNeedsValueThenPlan(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  StatusOr<Layout> layout = LayoutFromConfig(FilterConfig{});
+  if (!layout.ok()) std::abort();
+  const std::vector<Stage> stages = layout->stage_table;
+  std::mt19937_64 rng(17);
+  std::vector<Hash128> items(n);
+  for (size_t i = 0; i < n; ++i) items[i] = i < n / 2 ? Hash128{rng(), rng()} : items[i - n / 2];
+  std::shuffle(items.begin(), items.end(), rng);
+  StagePlanner planner(stages);
+  StageStats stats;
+  const StageState s{0, stages[0].fill - static_cast<uint32_t>(stages[0].k * 3 * n / 4)};
+  for (auto _ : state) {
+    StagePlanner::Fit fit;
+    if (planner.NeedsValue(s, items.data(), n, &fit)) std::abort();  // must not read
+    const bool staged =
+        planner.Plan(s, items.data(), n, nullptr, PositionRule::kRemix, &stats, fit);
+    benchmark::DoNotOptimize(staged);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+}
+BENCHMARK(BM_StageNeedsValueThenPlan)->Arg(8)->Arg(40)->Arg(120);
+
 // StagePopcount of stage s of a value that holds stages 0..s (random bytes): the
 // writer counts the newest stage of every key it reads (RedisBitWriter, v2).
 // One iteration = one count; bytes_per_second counts the stage's bytes.

@@ -27,17 +27,20 @@ bool StagePlanner::BelowFill(StageState state, const Hash128* items, size_t n) {
   return fill + uint64_t{st.k} * Distinct(items, n) < st.fill;
 }
 
-bool StagePlanner::NeedsValue(StageState state, const Hash128* items, size_t n) {
+bool StagePlanner::NeedsValue(StageState state, const Hash128* items, size_t n, Fit* fit) {
+  if (fit) *fit = Fit::kUnknown;
   const uint32_t last = static_cast<uint32_t>(stages_.size() - 1);
   state.stage = std::min(state.stage, last);
   // At the stage limit nothing is written, whatever the bits.
   if (state.stage == last && state.fill >= stages_[last].fill) return false;
-  return !BelowFill(state, items, n);
+  if (!BelowFill(state, items, n)) return true;
+  if (fit) *fit = Fit::kBelowFill;
+  return false;
 }
 
 bool StagePlanner::Plan(StageState state, const Hash128* items, size_t n, const uint8_t* skip,
-                        PositionRule rule, StageStats* stats) {
-  return PlanFrom(state, nullptr, items, n, skip, rule, stats);
+                        PositionRule rule, StageStats* stats, Fit fit) {
+  return PlanFrom(state, nullptr, items, n, skip, rule, stats, fit);
 }
 
 bool StagePlanner::PlanValue(std::string_view value, const Hash128* items, size_t n,
@@ -45,7 +48,7 @@ bool StagePlanner::PlanValue(std::string_view value, const Hash128* items, size_
   StageState state;
   state.stage = static_cast<uint32_t>(StagesPresent(stages_, value.size()) - 1);
   state.fill = StagePopcount(value, stages_[state.stage]);
-  return PlanFrom(state, &value, items, n, skip, rule, stats);
+  return PlanFrom(state, &value, items, n, skip, rule, stats, Fit::kUnknown);
 }
 
 void StagePlanner::LoadStage(uint32_t s, const std::string_view* value) {
@@ -59,7 +62,8 @@ void StagePlanner::LoadStage(uint32_t s, const std::string_view* value) {
 }
 
 bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, const Hash128* items,
-                            size_t n, const uint8_t* skip, PositionRule rule, StageStats* stats) {
+                            size_t n, const uint8_t* skip, PositionRule rule, StageStats* stats,
+                            Fit fit) {
   groups_.clear();
   runs_.clear();
   positions_.clear();
@@ -85,7 +89,7 @@ bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, con
   // the bits decide (ef_microbench and scripts/bench.sh module mode, 2026-11-28:
   // this path was most of PlanFrom's 6.8% of the daemon's CPU).
   if ((skip ? fill + uint64_t{stages_[s].k} * placed < stages_[s].fill
-            : BelowFill(StageState{s, state.fill}, items, n))) {
+            : fit == Fit::kBelowFill || BelowFill(StageState{s, state.fill}, items, n))) {
     stats->items[s] += placed;
     if (s == 0 && skipped == 0) return false;
     const Stage& st = stages_[s];

@@ -501,7 +501,7 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
     // bring its stage to fill_s (docs/FORMAT.md rule 8: the bits decide then).
     if (options_.read_before_write ||
         !expire_cache_.StageKnown(key_hash_[k], now_s, &plan.state.stage, &plan.state.fill) ||
-        planner_.NeedsValue(plan.state, kb.items.data(), kb.items.size())) {
+        planner_.NeedsValue(plan.state, kb.items.data(), kb.items.size(), &plan.fit)) {
       reads_.push_back(k);
       if (options_.read_before_write) skip_items += kb.items.size();
     }
@@ -597,7 +597,7 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
       stats->items_present += planner_.present();
     } else {
       plan.staged = planner_.Plan(plan.state, kb.items.data(), kb.items.size(), skip, key_rule_[k],
-                                  &stats->stages);
+                                  &stats->stages, plan.fit);
     }
     if (!plan.staged) {
       PlannedGroup g;

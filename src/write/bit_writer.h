@@ -296,6 +296,7 @@ class RedisBitWriter : public BitSink {
     bool read = false;    // the key was read from Redis in this Write
     size_t first_group = 0, n_groups = 0;
     StageState state;  // before the write (for a read key: its value's)
+    StagePlanner::Fit fit = StagePlanner::Fit::kUnknown;  // NeedsValue's, for Plan
     // read_before_write: where the key's items' "already present" flags start in skip_
     size_t skip_at = SIZE_MAX;
   };

@@ -122,12 +122,13 @@ void DriveBatch(StagePlanner& planner, const std::vector<Stage>& t, PositionRule
                 const std::vector<Hash128>& batch, Driven* d) {
   bool staged;
   StageState start = d->state;
-  if (!d->known || planner.NeedsValue(d->state, batch.data(), batch.size())) {
+  StagePlanner::Fit fit = StagePlanner::Fit::kUnknown;
+  if (!d->known || planner.NeedsValue(d->state, batch.data(), batch.size(), &fit)) {
     ++d->reads;
     staged = planner.PlanValue(d->value, batch.data(), batch.size(), nullptr, rule, &d->stats);
     start = planner.start();
   } else {
-    staged = planner.Plan(d->state, batch.data(), batch.size(), nullptr, rule, &d->stats);
+    staged = planner.Plan(d->state, batch.data(), batch.size(), nullptr, rule, &d->stats, fit);
   }
   uint32_t stage = start.stage;
   if (staged) {
@@ -315,6 +316,42 @@ TEST_CASE("Stage fill: past the stage limit nothing more is written, and the ite
       CHECK(o.driven.stats.limit_items >= o.ref.dropped);
       CHECK(o.driven.stats.limit_keys > 0);
     }
+  }
+}
+
+TEST_CASE("Stage fill: NeedsValue's fit spares Plan the second count and plans the same",
+          "[bloom][stages][fill]") {
+  const Layout l = LayoutOf(8, 3);
+  const std::vector<Stage>& t = l.stage_table;
+  std::mt19937_64 rng(41);
+  for (const uint32_t stage : {0u, 1u, 3u}) {
+    INFO("stage " << stage);
+    // 40 items, 20 distinct; the stage k_s * 30 bits short of its fill: the quick
+    // bound (k_s * 40) fails, the distinct items (k_s * 20) cannot reach fill_s.
+    std::vector<Hash128> items(40);
+    for (size_t i = 0; i < items.size(); ++i)
+      items[i] = i < 20 ? Hash128{rng(), rng()} : items[i - 20];
+    const StageState state{stage, t[stage].fill - t[stage].k * 30};
+    StagePlanner planner(t);
+    StagePlanner::Fit fit = StagePlanner::Fit::kUnknown;
+    REQUIRE_FALSE(planner.NeedsValue(state, items.data(), items.size(), &fit));
+    CHECK(fit == StagePlanner::Fit::kBelowFill);
+    StageStats with_fit, without;
+    const bool a = planner.Plan(state, items.data(), items.size(), nullptr, PositionRule::kRemix,
+                                &with_fit, fit);
+    const std::vector<uint32_t> pa = planner.positions();
+    const size_t ga = planner.groups().size();
+    const bool b =
+        planner.Plan(state, items.data(), items.size(), nullptr, PositionRule::kRemix, &without);
+    CHECK(a == b);
+    CHECK(pa == planner.positions());
+    CHECK(ga == planner.groups().size());
+    CHECK(with_fit.items[stage] == without.items[stage]);
+    CHECK(with_fit.items[stage] == items.size());
+    // With 35 distinct items the bound fails: read the key, nothing to reuse.
+    for (size_t i = 20; i < 35; ++i) items[i] = Hash128{rng(), rng()};
+    CHECK(planner.NeedsValue(state, items.data(), items.size(), &fit));
+    CHECK(fit == StagePlanner::Fit::kUnknown);
   }
 }
 
