@@ -9,8 +9,9 @@
 // Two implementations give the same results: a scalar loop, and (for up to 32
 // buckets, W = uint32_t, on a CPU with AVX-512 F, VL and DQ) eight entries per step:
 // the position on 64-bit lanes (rule 2: the exact x mod m of bloom/fast_mod.h;
-// rule 9: the remix and multiply-shift of bloom/positions.h), a gather of the
-// sliced words and a compress-store of the entries kept. Chosen at run time, so the
+// rule 9: the remix and multiply-shift of bloom/positions.h), eight loads of the
+// sliced words (not a gather: cheaper, docs/perf-history.md) and a compress-store of
+// the entries kept. Chosen at run time, so the
 // binary still runs on any x86-64; tests/unit/bloom/probe_rounds_test.cc checks both.
 #pragma once
 
