@@ -214,7 +214,7 @@ int Replay(ReplayArgs& a) {
   if (st.ok()) st = ingest.Flush(stop);
   (*source)->Close();
   report(true);
-  if (!st.ok()) return Fail(st);
+  if (!st.ok()) return Fail(st, ExitCodeForPipeline(st));
   if (!(*source)->Done()) {
     std::fprintf(stderr,
                  "exposure-filter: replay interrupted; positions above show where it got "

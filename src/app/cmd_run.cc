@@ -158,9 +158,7 @@ int Run(const ConfigArgs& args) {
   if (!st.ok()) {
     // Refused credentials or ACL, or the stored layout changed under us: a
     // restart cannot help. Anything else (e.g. the final commit lost) may.
-    return Fail(st, st.code() == StatusCode::kPermissionDenied     ? kExitDenied
-                    : st.code() == StatusCode::kFailedPrecondition ? kExitLayout
-                                                                   : kExitFailure);
+    return Fail(st, ExitCodeForPipeline(st));
   }
   return kExitOk;
 }

@@ -8,6 +8,7 @@
 
 #include "bloom/keys.h"
 #include "content/simhash.h"
+#include "redis/connection.h"
 
 namespace ef::contentdb {
 namespace {
@@ -79,7 +80,6 @@ class OwnedCluster : public CommandRunner {
   std::unique_ptr<ClusterRouter> router_;
 };
 
-
 Status CheckItem(std::string_view item, size_t index) {
   if (item.empty()) {
     return InvalidArgument("content item " + std::to_string(index) + ": the item ID is empty");
@@ -96,7 +96,8 @@ SlotCommand Cmd(const std::string& key, std::vector<std::string> args) {
   return {KeySlot(key), std::move(args)};
 }
 
-// Fails on an error reply, naming the command.
+// Fails on an error reply, naming the command: kPermissionDenied for a refused
+// one (NOAUTH, WRONGPASS, NOPERM: retrying cannot help), else kInternal.
 Status CheckReplies(const std::vector<SlotCommand>& commands,
                     const std::vector<RedisReply>& replies) {
   if (replies.size() != commands.size()) {
@@ -106,8 +107,11 @@ Status CheckReplies(const std::vector<SlotCommand>& commands,
   for (size_t i = 0; i < replies.size(); ++i) {
     if (replies[i].type == RedisReply::Type::kError) {
       const auto& args = commands[i].args;
-      return Internal("content index: " + args[0] + " " + (args.size() > 1 ? args[1] : "") + ": " +
-                      replies[i].str);
+      std::string msg = "content index: " + args[0] + " " + (args.size() > 1 ? args[1] : "") +
+                        ": " + replies[i].str;
+      if (RedisConnection::ClassifyErrorReply(replies[i].str) == RedisErrorKind::kAuth)
+        return PermissionDenied(std::move(msg));
+      return Internal(std::move(msg));
     }
   }
   return Status::Ok();

@@ -218,6 +218,77 @@ TEST_CASE("acl: the documented ACL serves run, replay in every write mode, check
   CHECK(serve.Stop(SIGTERM, 30s) == 0);
 }
 
+// Session 35: the documented ACL lacked INCRBY and HDEL, which the content index
+// sends (a new item's sequence number; a moved fingerprint), so `content` and
+// `run`/`replay` filing an exposure's simhash got NOPERM.
+TEST_CASE("acl: the documented ACL serves content, and replay and check with near_duplicates",
+          "[module][acl][near_duplicates]") {
+  Stack stack(2);
+  auto admin = stack.redis().Connect();
+  ApplyAcl(*admin, false);
+  REQUIRE(stack.kafka().CreateTopic("items", 1, 1).ok());
+  const std::string text = "The river rose overnight and closed the old bridge to traffic.";
+  stack.ProduceRawTo(
+      "items", {nlohmann::json{{"item_id", "story-1"}, {"text", text}}.dump(),
+                nlohmann::json{{"item_id", "repost-1"}, {"text", text}}.dump()});  // a re-post
+  const std::string config =
+      stack.WriteConfig("ef.yaml", "filter:\n  near_duplicates: true\ncontent:\n  topic: items\n");
+  ExpectOk(EfAsUser({"content", "-c", config, "--exit-at-end"}), "content");
+
+  // An exposure of the re-post (its cluster from the map), and one of an item
+  // the index has not seen, with its fingerprint: replay files it (INCRBY, SET,
+  // HSET, PEXPIRE).
+  const int64_t now = SystemClock().NowMs();
+  stack.ProduceRaw(
+      {nlohmann::json{{"user_id", "alice"}, {"item_id", "repost-1"}, {"ts", now}}.dump(),
+       nlohmann::json{
+           {"user_id", "bob"}, {"item_id", "fresh-1"}, {"ts", now}, {"simhash", "0123456789abcdef"}}
+           .dump()});
+  ExpectOk(EfAsUser({"replay", "-c", config, "--since", "1h", "--timeout", "60s"}), "replay");
+  const auto check =
+      EfAsUser({"check", "-c", config, "-u", "alice", "--json", "story-1", "repost-1"});
+  ExpectOk(check, "check");
+  const auto j = nlohmann::json::parse(check.out);
+  CHECK(j.at("seen") == nlohmann::json::array({"repost-1"}));
+  CHECK(j.value("near_duplicates", nlohmann::json::array()).size() == 1);
+  // The fresh item was filed: the content map knows it now.
+  const RedisReply map = Cmd(*admin, {"KEYS", "ef:*fresh-1*"});
+  CHECK(map.elements.size() >= 1);
+}
+
+// Session 35: a NOPERM from the content index (an ACL without INCRBY, as the one
+// documented before) paused `content` and `replay` for good, "retrying every
+// 50..500 ms"; like any refused command it ends them with exit 3, naming it.
+TEST_CASE("acl: a content index command the ACL refuses ends content and replay with exit 3",
+          "[module][acl][near_duplicates]") {
+  Stack stack(2);
+  auto admin = stack.redis().Connect();
+  ApplyAcl(*admin, false);
+  REQUIRE(Cmd(*admin, {"ACL", "SETUSER", kUser, "-incrby"}).type == RedisReply::Type::kStatus);
+  REQUIRE(stack.kafka().CreateTopic("items", 1, 1).ok());
+  stack.ProduceRawTo("items",
+                     {nlohmann::json{{"item_id", "story-1"}, {"text", "A story."}}.dump()});
+  const std::string config =
+      stack.WriteConfig("ef.yaml", "filter:\n  near_duplicates: true\ncontent:\n  topic: items\n");
+  const auto content = EfAsUser({"content", "-c", config, "--exit-at-end"});
+  INFO("content: exit " << content.code << "\n" << content.err);
+  CHECK_FALSE(content.timed_out);
+  CHECK(content.code == 3);
+  CHECK(content.err.find("INCRBY") != std::string::npos);
+  CHECK(content.err.find("NOPERM") != std::string::npos);
+
+  stack.ProduceRaw({nlohmann::json{{"user_id", "bob"},
+                                   {"item_id", "fresh-1"},
+                                   {"ts", SystemClock().NowMs()},
+                                   {"simhash", "0123456789abcdef"}}
+                        .dump()});
+  const auto replay = EfAsUser({"replay", "-c", config, "--since", "1h", "--timeout", "60s"});
+  INFO("replay: exit " << replay.code << "\n" << replay.err);
+  CHECK_FALSE(replay.timed_out);
+  CHECK(replay.code == 3);
+  CHECK(replay.err.find("NOPERM") != std::string::npos);
+}
+
 // Issue 26 item 5: with redis.cluster auto, an ACL without cluster|slots made the
 // daemon log "NOPERM ... 'cluster|slots'; retrying until it answers" and loop.
 TEST_CASE("acl: the documented ACL lets the client library mark and read served items",
