@@ -60,11 +60,13 @@
 //
 // Layout: Create reads the stored layout (`<prefix>meta`) and checks it against
 // the config's filter.* keys (same rule as the daemon: a different m, k, seed,
-// key prefix, bucket or window is an error). The stored layout (v1, or v2 with its
-// stages) is what the client reads with. The meta is read again on every new
-// connection (after a reconnect), so an upgrade to v2 (`exposure-filter layout
-// upgrade`) is picked up; a meta that no longer matches the config makes calls
-// fail (policy below) until it matches again.
+// key prefix, bucket or window is an error). The stored layout (v1, v2 with its
+// stages, or v3, whose buckets from `v3_from` on take docs/FORMAT.md rule 9's
+// positions) is what the client reads with, each bucket by its own rule. The meta
+// is read again on every new connection (after a reconnect) and every
+// `layout_recheck`, so an upgrade (`exposure-filter layout upgrade`) is picked up;
+// a meta that no longer matches the config makes calls fail (policy below) until
+// it matches again.
 //
 // Deadline: every call has a deadline (ClientOptions::timeout unless given). It
 // bounds the wait for a pooled connection, a (re)connect and the round trip. A
@@ -238,7 +240,7 @@ struct ClientStats {
 
 // Stored layout the client reads with.
 struct LayoutInfo {
-  int version = 1;      // 1, or 2 for a scalable (multi-stage) filter
+  int version = 1;      // 1, 2 (scalable: stages) or 3 (rule 9 positions from v3_from)
   uint32_t stages = 1;  // stage limit (1 for version 1)
   bool stored = false;  // false: no meta in Redis yet (allow_missing_layout)
   std::string prefix;   // filter.key_prefix

@@ -15,8 +15,9 @@
 // 1 if those are 0. An item is served iff its fingerprint is in slots
 // [0, filled). A write appends the items in order at `next` (wrapping: the
 // oldest are overwritten, never the newest; of more than C items only the last C
-// are kept) and sets the key's TTL. A value that is not such a ring (another
-// size or header) reads as no ring; a write replaces it with a new one.
+// are kept) and sets the key's TTL. A string that is not such a ring (another
+// size or header) reads as no ring; a write replaces it with a new one. A key of
+// another type reads as no ring, and a write fails with WRONGTYPE, leaving it.
 // False positives: an item never served reads served with probability at most
 // filled * 2^-8w; ServedWidth picks the smallest w that keeps C * 2^-8w <= fpr.
 // Pure and thread-safe, except ServedSet (one per thread or call).

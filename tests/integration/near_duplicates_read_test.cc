@@ -186,6 +186,17 @@ TEST_CASE(
       client->FilterAndMarkWithClusters("u1", page1, page1_clusters, 10);
   REQUIRE(r1.ok);
   CHECK(r1.marked_count == 2);
+  // The ring holds three slots: P1, token(P) (a cluster other than the item) and
+  // Q1 (its own cluster: no token). docs/HTTP.md: a token takes a slot.
+  {
+    const auto ring = redis.Connect()->Command({"GET", layout.prefix + "{u1}:served"});
+    REQUIRE(ring.ok());
+    REQUIRE(ring->str.size() >= 16);
+    uint32_t filled = 0;
+    for (int b = 3; b >= 0; --b)
+      filled = filled << 8 | static_cast<unsigned char>(ring->str[12 + b]);
+    CHECK(filled == 3);
+  }
   // Page 2: P2 (cluster P: token(P) marked), Q2 (cluster Q1, served itself), R.
   const std::vector<std::string_view> page2 = {"P2", "Q2", "R", "A3"};
   const std::vector<std::string_view> page2_clusters = {"P", "Q1", "R", "A"};

@@ -435,6 +435,30 @@ TEST_CASE("served items: fail open and fail closed when Redis is down, WAIT with
   CHECK(waiting->stats().mark_errors == 1);
 }
 
+// docs/FORMAT.md rule 10: a served key of another type is no ring for a reader
+// (read as missing), and a write leaves it alone and fails with WRONGTYPE, named.
+TEST_CASE("served items: a served key of another type reads as no ring and is not overwritten",
+          "[served][client]") {
+  Fixture fx;
+  auto admin = fx.redis.Connect();
+  REQUIRE(admin->Command({"HSET", "sv:{u-type}:served", "f", "v"}).ok());
+  fx.Expose("u-type", {"seen-1"});
+  auto client = fx.MakeClient(OnError::kFailOpen);
+  const Result r = client->FilterAndMark("u-type", {"seen-1", "a", "b"}, 2);
+  INFO(r.error);
+  CHECK(r.ok);
+  CHECK(r.seen_count == 1);
+  CHECK(r.served_count == 0);
+  CHECK(r.mark_failed);
+  CHECK(r.marked_count == 0);
+  CHECK(r.error.find("WRONGTYPE") != std::string::npos);
+  CHECK(r.error.find("sv:{u-type}:served") != std::string::npos);
+  // The hash is still there, unchanged.
+  const auto v = admin->Command({"HGET", "sv:{u-type}:served", "f"});
+  REQUIRE(v.ok());
+  CHECK(v->str == "v");
+}
+
 TEST_CASE("served items: an ACL without the script's commands is NOPERM, named, like the others",
           "[served][client]") {
   Fixture fx;
