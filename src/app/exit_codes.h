@@ -60,23 +60,6 @@ inline constexpr std::array<ExitCodeRow, 9> kExitCodeTable = {{
     {kExitInterrupted, "interrupted", true},
 }};
 
-// The exit code for the error that ended a run of the pipeline (`run`,
-// `replay`): refused credentials or ACL (kPermissionDenied) -> kExitDenied, the
-// stored layout changed under it (kFailedPrecondition) -> kExitLayout: a restart
-// cannot help; anything else (e.g. the final commit lost) -> kExitFailure.
-inline int ExitCodeForPipeline(const Status& status) {
-  switch (status.code()) {
-    case StatusCode::kOk:
-      return kExitOk;
-    case StatusCode::kPermissionDenied:
-      return kExitDenied;
-    case StatusCode::kFailedPrecondition:
-      return kExitLayout;
-    default:
-      return kExitFailure;
-  }
-}
-
 // The exit code for an error met while starting against Redis or Kafka:
 // kPermissionDenied -> kExitDenied, kUnavailable -> kExitUnreachable,
 // kFailedPrecondition (a stored layout that disagrees) -> kExitLayout,
@@ -96,6 +79,18 @@ inline int ExitCodeForStart(const Status& status) {
     default:
       return kExitFailure;
   }
+}
+
+// The exit code for the error that ended a run of the pipeline (`run`,
+// `replay`): refused credentials or ACL (kPermissionDenied) -> kExitDenied, the
+// stored layout changed under it (kFailedPrecondition) -> kExitLayout: a restart
+// cannot help; anything else (e.g. the final commit lost) -> kExitFailure.
+inline int ExitCodeForPipeline(const Status& status) {
+  const StatusCode c = status.code();
+  return c == StatusCode::kOk || c == StatusCode::kPermissionDenied ||
+                 c == StatusCode::kFailedPrecondition
+             ? ExitCodeForStart(status)
+             : kExitFailure;
 }
 
 }  // namespace ef::app

@@ -34,10 +34,7 @@ ErrorCode client_internal::CodeOf(const Status& st) {
 }
 
 Status client_internal::MgetReplyError(const std::string& where, std::string_view error) {
-  const std::string msg = where + ": MGET: " + std::string(error);
-  return ef::RedisConnection::ClassifyErrorReply(error) == ef::RedisErrorKind::kAuth
-             ? ef::PermissionDenied(msg)
-             : ef::Unavailable(msg);
+  return ef::RedisConnection::ErrorReplyStatus(error, where + ": MGET: " + std::string(error));
 }
 
 Status Client::Impl::DeadlineError(Clock::time_point start, Clock::time_point deadline,

@@ -55,10 +55,8 @@ Status Client::Impl::Mark(std::string_view user, const ef::Hash128* items, size_
       continue;
     }
     if (r.type == ef::RedisReply::Type::kError) {
-      const std::string msg = where + ": marking served items (" + key + "): " + r.str;
-      return ef::RedisConnection::ClassifyErrorReply(r.str) == ef::RedisErrorKind::kAuth
-                 ? ef::PermissionDenied(msg)
-                 : ef::Unavailable(msg);
+      return ef::RedisConnection::ErrorReplyStatus(
+          r.str, where + ": marking served items (" + key + "): " + r.str);
     }
     if (r.type != ef::RedisReply::Type::kInteger)
       return ef::Internal(where + ": marking served items: unexpected reply");

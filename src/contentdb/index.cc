@@ -107,11 +107,11 @@ Status CheckReplies(const std::vector<SlotCommand>& commands,
   for (size_t i = 0; i < replies.size(); ++i) {
     if (replies[i].type == RedisReply::Type::kError) {
       const auto& args = commands[i].args;
-      std::string msg = "content index: " + args[0] + " " + (args.size() > 1 ? args[1] : "") +
-                        ": " + replies[i].str;
-      if (RedisConnection::ClassifyErrorReply(replies[i].str) == RedisErrorKind::kAuth)
-        return PermissionDenied(std::move(msg));
-      return Internal(std::move(msg));
+      return RedisConnection::ErrorReplyStatus(replies[i].str,
+                                               "content index: " + args[0] + " " +
+                                                   (args.size() > 1 ? args[1] : "") + ": " +
+                                                   replies[i].str,
+                                               StatusCode::kInternal);
     }
   }
   return Status::Ok();

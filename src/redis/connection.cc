@@ -121,6 +121,13 @@ const char* RedisErrorKindName(RedisErrorKind k) {
   return "unknown";
 }
 
+Status RedisConnection::ErrorReplyStatus(std::string_view text, std::string msg,
+                                         StatusCode otherwise) {
+  return Status(
+      ClassifyErrorReply(text) == RedisErrorKind::kAuth ? StatusCode::kPermissionDenied : otherwise,
+      std::move(msg));
+}
+
 RedisErrorKind RedisConnection::ClassifyErrorReply(std::string_view text) {
   if (StartsWith(text, "OOM")) return RedisErrorKind::kOom;
   if (StartsWith(text, "WRONGTYPE")) return RedisErrorKind::kWrongType;

@@ -119,6 +119,11 @@ class RedisConnection {
 
   RedisErrorKind last_error_kind() const { return last_error_; }
   static RedisErrorKind ClassifyErrorReply(std::string_view text);
+  // The status of a command that got error reply `text`, with message `msg`:
+  // kPermissionDenied where Redis refused for good (NOAUTH, WRONGPASS, NOPERM:
+  // retrying cannot help), else `otherwise`.
+  static Status ErrorReplyStatus(std::string_view text, std::string msg,
+                                 StatusCode otherwise = StatusCode::kUnavailable);
   // True for error replies after which this connection must be dropped (READONLY,
   // MASTERDOWN; see the top of this file).
   static bool CallsForReconnect(std::string_view error_text);

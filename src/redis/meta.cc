@@ -32,9 +32,7 @@ return 1
 )lua";
 
 Status ReplyError(const RedisReply& reply, const std::string& what) {
-  if (RedisConnection::ClassifyErrorReply(reply.str) == RedisErrorKind::kAuth)
-    return PermissionDenied(what + ": " + reply.str);
-  return Unavailable(what + ": " + reply.str);
+  return RedisConnection::ErrorReplyStatus(reply.str, what + ": " + reply.str);
 }
 
 Status ToMap(const StatusOr<RedisReply>& reply, const std::string& what,
