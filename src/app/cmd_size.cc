@@ -99,16 +99,18 @@ Action AddSizeCommand(CLI::App& app) {
                   "(see below; default: every user at 1x)");
   cmd->add_flag("--json", a->json, "Print JSON");
   cmd->footer(
-      "Layout: the configured bit-layout contract: v2, a scalable filter of up to filter.stages\n"
-      "stages (filter.growth, filter.k_step), or v1 when filter.stages is 1 (--set "
-      "filter.stages=1).\n"
+      "Layout: the configured bit-layout contract: v3 (filter.layout_version 3, the default), a\n"
+      "scalable filter of up to filter.stages stages (filter.growth, filter.k_step) with rule 9's\n"
+      "positions; under filter.layout_version 2, v2 (rule 2's positions), or v1 when\n"
+      "filter.stages is 1.\n"
       "Shows m, k, B, FPR and memory with every user at 1x items_per_bucket; for users at 1x, 4x,\n"
       "16x and 64x: stages used, bytes per bucket key, expected FPR per key and over the window,\n"
       "and past the stage limit the share of the user's items not written (they may read as\n"
       "unseen; the key keeps its FPR);\n"
       "with --activity: users past stage 0 and at the stage limit, and the memory of --users\n"
       "users. Memory assumes every user active in every bucket (an upper bound). FPRs are the\n"
-      "ideal model; measured rates run somewhat higher with small m.\n"
+      "ideal model (under layout version 2, measured rates run higher with small m: rule 2's\n"
+      "floor, docs/FORMAT.md).\n"
       "--activity zipf:S      user of rank r of U at ((U+1)/(2r))^S x items_per_bucket: activity\n"
       "                       ~ r^-S as loadgen's Zipf users, the median user at 1x; 0 < S <= 5\n"
       "--activity M:P,...     P percent of the users at M x items_per_bucket, e.g.\n"

@@ -88,7 +88,9 @@ double Share(uint64_t part, uint64_t whole) {
   return whole == 0 ? 0.0 : static_cast<double>(part) / static_cast<double>(whole);
 }
 
-int ContractVersion(const SizeReportInput& in) { return in.stages.size() > 1 ? 2 : 1; }
+int ContractVersion(const SizeReportInput& in) {
+  return in.version != 0 ? in.version : in.stages.size() > 1 ? 2 : 1;
+}
 
 std::vector<UserCost> ActivityTable(const SizeReportInput& in) {
   std::vector<UserCost> out;
@@ -145,6 +147,7 @@ StatusOr<SizeReportInput> SizeReportInputFromConfig(const FilterConfig& f, uint6
   if (!layout.ok()) return layout.status();
   SizeReportInput in =
       BaseInput(*sizing, f.items_per_bucket, f.fpr, f.window_seconds, f.bucket_seconds, users);
+  in.version = layout->version();
   in.stages = std::move(layout->stage_table);
   in.growth = layout->growth;
   in.k_step = layout->k_step;
@@ -186,7 +189,7 @@ std::string FormatSizeReport(const SizeReportInput& in) {
   line("buckets per query (B)", fmt::format("{}  (window / bucket + 1)", s.buckets));
   line("m, bits per bucket key", Grouped(s.m));
   line("k, hash positions", std::to_string(s.k));
-  if (version == 2) {
+  if (in.stages.size() > 1) {
     line("stage limit", fmt::format("{} stages (growth {}, k_step {}; stage 0 is the above)",
                                     in.stages.size(), in.growth, in.k_step));
     const double cap = StageCapacities(in.stages).back();
@@ -195,7 +198,8 @@ std::string FormatSizeReport(const SizeReportInput& in) {
                          : fmt::format("{:.1f}x items_per_bucket",
                                        cap / static_cast<double>(in.items_per_bucket)));
   } else if (!in.stages.empty()) {
-    line("stage limit", "1 stage (layout v1: filter.stages = 1)");
+    line("stage limit",
+         version == 1 ? "1 stage (layout v1: filter.stages = 1)" : "1 stage (filter.stages = 1)");
   }
   line("target FPR per bucket", fmt::format("{} ({:.6g})", Percent(s.bucket_fpr), s.bucket_fpr));
   line("expected FPR per bucket",
@@ -248,11 +252,13 @@ std::string FormatSizeReport(const SizeReportInput& in) {
                  "x {} keys per user).\n",
                  kRedisKeyOverheadBytes, s.buckets);
   if (!table.empty()) {
+    out += "* Ideal model (stage s full at its design fill, FPR (1-e^(-k_s x/m_s))^k_s)";
+    // Rule 2's floor (docs/FORMAT.md "Known limit"); rule 9 (v3) has none.
+    if (version < 3)
+      out += "; measured rates near 1x run somewhat higher with small m (rule 2's floor)";
     out +=
-        "* Ideal model (stage s full at its design fill, FPR (1-e^(-k_s x/m_s))^k_s); measured "
-        "rates near 1x run somewhat higher with small m (position rule floor). Past the stage "
-        "limit the last stage stops at its fill: the items past it are not written (they may "
-        "read as unseen) and the FPR stays at the limit's.\n";
+        ". Past the stage limit the last stage stops at its fill: the items past it are not "
+        "written (they may read as unseen) and the FPR stays at the limit's.\n";
   }
   return out;
 }
@@ -288,8 +294,9 @@ nlohmann::json SizeReportJson(const SizeReportInput& in) {
   if (in.stages.empty()) return j;
 
   j["stage_limit"] = in.stages.size();
-  j["growth"] = version == 2 ? nlohmann::json(in.growth) : nlohmann::json(nullptr);
-  j["k_step"] = version == 2 ? nlohmann::json(in.k_step) : nlohmann::json(nullptr);
+  const bool staged = in.stages.size() > 1;
+  j["growth"] = staged ? nlohmann::json(in.growth) : nlohmann::json(nullptr);
+  j["k_step"] = staged ? nlohmann::json(in.k_step) : nlohmann::json(nullptr);
   const std::vector<double> cap = StageCapacities(in.stages);
   nlohmann::json stages = nlohmann::json::array();
   for (size_t i = 0; i < in.stages.size(); ++i) {

@@ -38,9 +38,13 @@ struct SizeReportInput {
   int64_t window_seconds = 0;
   int64_t bucket_seconds = 0;
   uint64_t users = 0;
-  // The layout's stage table (Layout::stage_table; stages[0] = {m, k, 0, fill}):
-  // one stage is contract v1, more are v2. growth and k_step are only shown.
+  // The layout's stage table (Layout::stage_table; stages[0] = {m, k, 0, fill}).
+  // growth and k_step are only shown.
   std::vector<Stage> stages;
+  // The contract version (Layout::version()): 3 under filter.layout_version 3
+  // with any number of stages; 0 takes it from the stage table (one stage is
+  // v1, more are v2).
+  int version = 0;
   uint32_t growth = 0;
   uint32_t k_step = 0;
   Activity activity;            // default: everybody at 1x
@@ -70,7 +74,7 @@ std::string FormatBytesHuman(uint64_t bytes);
 // overflow them, and printed exactly (beyond 16 EiB too, in ZiB/YiB).
 std::string FormatSizeReport(const SizeReportInput& in);
 
-// The same figures as one JSON object. Keys: contract_version (1 or 2),
+// The same figures as one JSON object. Keys: contract_version (1, 2 or 3),
 // items_per_bucket, fpr (window target), window_seconds, bucket_seconds, window,
 // bucket (durations as text), users, m, k, buckets, bucket_fpr_target,
 // bucket_fpr_expected, window_fpr_expected, bytes_per_user_per_bucket,
@@ -78,7 +82,7 @@ std::string FormatSizeReport(const SizeReportInput& in);
 // redis_key_overhead_bytes_per_key, total_bytes_with_key_overhead,
 // total_with_key_overhead_human, total_bytes_exceeds_64_bits (the 1x figures,
 // unchanged from v1); and
-//   stage_limit, growth, k_step (null for v1), stage_table: [{stage, m, k,
+//   stage_limit, growth, k_step (null for one stage), stage_table: [{stage, m, k,
 //     offset_bits, fill_bits, cumulative_capacity_items (items in stages
 //     0..s when s is full; null if unbounded)}],
 //   activity_table: [{multiple, items_per_bucket, stages, at_limit,

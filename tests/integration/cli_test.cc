@@ -371,7 +371,7 @@ TEST_CASE("cli: size figures match the contract's sizing formulas", "[integratio
     INFO("json report:\n" << js.out << js.err);
     REQUIRE(js.code == 0);
     auto j = nlohmann::json::parse(js.out);
-    CHECK(j.at("contract_version").get<int>() == 2);  // filter.stages 8 by default: layout v2
+    CHECK(j.at("contract_version").get<int>() == 3);  // filter.layout_version 3 by default
     CHECK(j.at("m").get<uint64_t>() == e.m);
     CHECK(j.at("k").get<uint64_t>() == e.k);
     CHECK(j.at("buckets").get<uint64_t>() == e.buckets);
@@ -765,10 +765,13 @@ TEST_CASE("cli: size --activity shows the distribution, and a bad one is a one-l
   auto r = Ef({"size", "--activity", "zipf:1.1", "--users", "10000000"});
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
-  CHECK(Contains(r.out, "bit-layout contract v2"));
+  CHECK(Contains(r.out, "bit-layout contract v3"));
   CHECK(Contains(r.out, "64x items_per_bucket"));
   CHECK(Contains(r.out, "users at the stage limit"));
-  CHECK(Contains(Ef({"size", "--set", "filter.stages=1"}).out, "bit-layout contract v1"));
+  CHECK(Contains(Ef({"size", "--set", "filter.layout_version=2"}).out, "bit-layout contract v2"));
+  CHECK(Contains(Ef({"size", "--set", "filter.layout_version=2", "--set", "filter.stages=1"}).out,
+                 "bit-layout contract v1"));
+  CHECK(Contains(Ef({"size", "--set", "filter.stages=1"}).out, "bit-layout contract v3"));
   CHECK(Contains(Ef({"size", "--help"}).out, "--activity"));
   ExpectOneLineError(Ef({"size", "--activity", "0.5:60,1:25"}), {kUsage}, {"--activity", "85%"});
   ExpectOneLineError(Ef({"size", "--activity", "4:x"}), {kUsage}, {"--activity", "'x'"});

@@ -130,10 +130,11 @@ TEST_CASE("Size report totals that fit in 64 bits stay JSON numbers", "[bloom][s
   CHECK(small["total_bytes_exceeds_64_bits"] == false);
 }
 
-SizeReportInput InputFor(int64_t n, uint32_t stages, uint64_t users) {
+SizeReportInput InputFor(int64_t n, uint32_t stages, uint64_t users, uint32_t version = 3) {
   FilterConfig f;
   f.items_per_bucket = n;
   f.stages = stages;
+  f.layout_version = version;
   StatusOr<SizeReportInput> in = SizeReportInputFromConfig(f, users);
   REQUIRE(in.ok());
   return *in;
@@ -151,23 +152,35 @@ std::string ReportValue(const std::string& text, const std::string& label) {
 }
 
 TEST_CASE("Size report names the configured contract version", "[bloom][size]") {
-  const std::string v2 = FormatSizeReport(InputFor(200, 8, 1000));
-  CHECK(v2.rfind("exposure-filter sizing (bit-layout contract v2)\n", 0) == 0);
-  CHECK_THAT(ReportValue(v2, "stage limit"), Catch::StartsWith("8 stages (growth 2, k_step 2"));
-  CHECK(SizeReportJson(InputFor(200, 8, 1000))["contract_version"] == 2);
+  // filter.layout_version 3 (the default) is contract v3 with any number of
+  // stages; under layout_version 2, more than one stage is v2 and one is v1.
+  const std::string v3 = FormatSizeReport(InputFor(200, 8, 1000));
+  CHECK(v3.rfind("exposure-filter sizing (bit-layout contract v3)\n", 0) == 0);
+  CHECK_THAT(ReportValue(v3, "stage limit"), Catch::StartsWith("8 stages (growth 2, k_step 2"));
+  CHECK(SizeReportJson(InputFor(200, 8, 1000))["contract_version"] == 3);
   CHECK(SizeReportJson(InputFor(200, 8, 1000))["stage_limit"] == 8);
+  CHECK(SizeReportJson(InputFor(200, 1, 1000))["contract_version"] == 3);
 
-  const std::string v1 = FormatSizeReport(InputFor(200, 1, 1000));
+  const std::string v2 = FormatSizeReport(InputFor(200, 8, 1000, 2));
+  CHECK(v2.rfind("exposure-filter sizing (bit-layout contract v2)\n", 0) == 0);
+  CHECK(SizeReportJson(InputFor(200, 8, 1000, 2))["contract_version"] == 2);
+  // v2 and v3 have the same stage table, so the same bytes (docs/CAPACITY.md).
+  CHECK(SizeReportJson(InputFor(200, 8, 1000, 2))["stage_table"] ==
+        SizeReportJson(InputFor(200, 8, 1000))["stage_table"]);
+  CHECK(SizeReportJson(InputFor(200, 8, 1000, 2))["activity_table"] ==
+        SizeReportJson(InputFor(200, 8, 1000))["activity_table"]);
+
+  const std::string v1 = FormatSizeReport(InputFor(200, 1, 1000, 2));
   CHECK(v1.rfind("exposure-filter sizing (bit-layout contract v1)\n", 0) == 0);
-  CHECK(SizeReportJson(InputFor(200, 1, 1000))["contract_version"] == 1);
-  CHECK(SizeReportJson(InputFor(200, 1, 1000))["growth"].is_null());
+  CHECK(SizeReportJson(InputFor(200, 1, 1000, 2))["contract_version"] == 1);
+  CHECK(SizeReportJson(InputFor(200, 1, 1000, 2))["growth"].is_null());
 }
 
 TEST_CASE("Size report with stages = 1 reproduces the v1 report's figures exactly",
           "[bloom][size]") {
   for (int64_t n : {40, 200, 5000}) {
     INFO("n=" << n);
-    const SizeReportInput in = InputFor(n, 1, 123456);
+    const SizeReportInput in = InputFor(n, 1, 123456, 2);  // layout_version 2: one stage is v1
     const StatusOr<Sizing> s = ComputeSizing(n, 0.01, 30 * kDay, kDay);
     REQUIRE(s.ok());
     const nlohmann::json v1 = SizeReportJson(*s, n, 0.01, 30 * kDay, kDay, 123456);
