@@ -235,7 +235,8 @@ struct ClientStats {
   uint64_t near_duplicates = 0;   // candidates found near duplicates (not seen)
   uint64_t cluster_lookups = 0;   // candidates whose cluster was read from the content map
   uint64_t clusters_unknown = 0;  // of which the map did not know (or held a bad value)
-  uint64_t map_bad_values = 0;    // of which the map's value was not a map entry (< 17 bytes)
+  uint64_t map_bad_values = 0;    // of which the map's value was not a map entry (1-16 bytes;
+                                  // an empty value reads as a missing key)
 };
 
 // Stored layout the client reads with.

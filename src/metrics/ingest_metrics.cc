@@ -123,7 +123,7 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
            .Register(r)
            .Add({});
   stage_advances = counter("exposure_filter_stage_advances_total",
-                           "Layout v2: stages started (a key's newest stage reached its fill)");
+                           "Layouts v2/v3: stages started (a key's newest stage reached its fill)");
   stage_limit_items =
       counter("exposure_filter_stage_limit_items_total",
               "Layouts v2/v3: items not written because their key's last stage had reached its "
@@ -133,11 +133,11 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
                              "Layouts v2/v3: key writes with items not written at the stage limit");
   stage0_fill_sum =
       counter("exposure_filter_stage0_advance_fill_total",
-              "Layout v2: sum over advances out of stage 0 of stage 0's fill "
+              "Layouts v2/v3: sum over advances out of stage 0 of stage 0's fill "
               "then (set bits / m); divided by exposure_filter_stage0_advances_total: "
               "the mean fill at advance");
   stage0_fill_count =
-      counter("exposure_filter_stage0_advances_total", "Layout v2: advances out of stage 0");
+      counter("exposure_filter_stage0_advances_total", "Layouts v2/v3: advances out of stage 0");
   keys_read = counter("exposure_filter_redis_keys_read_total",
                       "Layouts v2/v3: keys read before writing (stage state not known: first "
                       "write since start, refresh, rebalance; or a stage may fill in the batch; "
@@ -148,7 +148,7 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
                           "not written again");
   stage_items_family_ = &prometheus::BuildCounter()
                              .Name("exposure_filter_stage_items_total")
-                             .Help("Layout v2: items written, by the stage they went to")
+                             .Help("Layouts v2/v3: items written, by the stage they went to")
                              .Register(r);
   StageItems(0);
   lost_family_ = &prometheus::BuildCounter()

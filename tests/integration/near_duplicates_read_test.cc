@@ -3,16 +3,19 @@
 // answer seen / near_duplicate / unseen for a user whose bucket key holds items
 // and cluster tokens written by the writers' rule, with clusters from the
 // request and from the content map (`<prefix>cm{item}`, contentdb::EncodeMapValue),
-// and read exactly as before with filter.near_duplicates off.
+// and read exactly as before with filter.near_duplicates off; serve's content-map
+// counters, and the precedence seen > near_duplicate > served.
 #include <httplib.h>
 #include <signal.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "app/exit_codes.h"
 #include "bloom/cluster_token.h"
 #include "bloom/hash.h"
 #include "bloom/keys.h"
@@ -91,6 +94,15 @@ int64_t MgetCalls(RedisServer& redis) {
   const size_t at = info.str.find("cmdstat_mget:calls=");
   if (at == std::string::npos) return 0;
   return std::stoll(info.str.substr(at + 19));
+}
+
+// A sample's value in Prometheus text (exact series), or -1 when absent.
+double Metric(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  return -1;
 }
 
 // The user saw A2 (cluster A, whose first item is A) and B (its own cluster).
@@ -294,13 +306,142 @@ TEST_CASE(
   argv = base;
   for (const char* a : {"--cluster", "Z=A", "A2"}) argv.push_back(a);
   r = RunCommandWithEnv(argv, {});
-  CHECK(r.code != 0);
+  CHECK(r.code == app::kExitUsage);
   CHECK(r.err.find("--cluster Z=A: Z is not a candidate item") != std::string::npos);
   argv = base;
   for (const char* a : {"--cluster", "A2", "A2"}) argv.push_back(a);
   r = RunCommandWithEnv(argv, {});
-  CHECK(r.code != 0);
+  CHECK(r.code == app::kExitUsage);
   CHECK(r.err.find("--cluster A2: expected ITEM=CLUSTER") != std::string::npos);
+  // Without filter.near_duplicates: a usage error naming --cluster.
+  argv = base;
+  argv.insert(argv.end(), {"--set", "filter.near_duplicates=false"});  // the later --set wins
+  for (const char* a : {"--cluster", "A3=A", "A2", "A3"}) argv.push_back(a);
+  r = RunCommandWithEnv(argv, {});
+  INFO(r.out << r.err);
+  CHECK(r.code == app::kExitUsage);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("--cluster: needs filter.near_duplicates: true") != std::string::npos);
+}
+
+TEST_CASE(
+    "near duplicates: serve's /metrics counts the content map's unknown clusters and bad values",
+    "[integration][near_duplicates][serve][metrics]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig("ef.yaml", "filter:\n  near_duplicates: true\n");
+  const Layout layout = DefaultTestLayout();
+  WriteKey(stack.redis(), layout, "u1", Exposures(kSeen));
+  // B2's entry is exactly 17 bytes (seq, simhash, the 1-byte cluster "B"): a map entry.
+  MapEntry(stack.redis(), layout, "B2", "B");
+  REQUIRE(stack.redis().Command({"STRLEN", contentdb::MapKey(layout.prefix, "B2")}).integer == 17);
+  // Not map entries: 5 bytes, and 16 bytes (one short of the shortest entry).
+  stack.redis().Command({"SET", contentdb::MapKey(layout.prefix, "bad5"), "short"});
+  stack.redis().Command(
+      {"SET", contentdb::MapKey(layout.prefix, "bad16"), std::string(16, '\x01')});
+  // An empty value reads as a missing key: unknown, not a bad value.
+  stack.redis().Command({"SET", contentdb::MapKey(layout.prefix, "empty"), ""});
+  const int port = FreePort();
+  auto serve = StartServe(stack, config, port);
+  INFO("serve output:\n" << serve->Output());
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(30, 0);
+  auto scrape = [&] {
+    auto m = http.Get("/metrics");
+    REQUIRE(m);
+    REQUIRE(m->status == 200);
+    return m->body;
+  };
+  const char* const kLookups = "exposure_filter_serve_cluster_lookups_total";
+  const char* const kUnknown = "exposure_filter_serve_clusters_unknown_total";
+  const char* const kBad = "exposure_filter_serve_content_map_bad_values_total";
+  const std::string before = scrape();
+  for (const char* series : {kLookups, kUnknown, kBad}) {
+    INFO(series);
+    REQUIRE(Metric(before, series) >= 0);  // exported before any lookup
+  }
+  // A3's cluster is given (no lookup); the six others are looked up: B2 found,
+  // A2 and D1 not in the map, empty empty, bad5 and bad16 not map entries.
+  auto r =
+      http.Post("/v1/filter",
+                R"({"user_id": "u1", "items": ["A2", "A3", "B2", "D1", "empty", "bad5", "bad16"],
+          "clusters": [null, "A", null, null, null, null, null]})",
+                "application/json");
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 200);
+  // The unknown ones are tested by their item ID alone: A2 seen, the others unseen.
+  CHECK(json::parse(r->body) == json::parse(R"({"unseen": ["D1", "empty", "bad5", "bad16"],
+      "seen_count": 1, "served": [], "served_count": 0, "near_duplicates":
+      [{"item": "A3", "cluster": "A"}, {"item": "B2", "cluster": "B"}],
+      "near_duplicate_count": 2})"));
+  const std::string after = scrape();
+  CHECK(Metric(after, kLookups) - Metric(before, kLookups) == 6);
+  CHECK(Metric(after, kUnknown) - Metric(before, kUnknown) == 5);  // A2, D1, empty, bad5, bad16
+  CHECK(Metric(after, kBad) - Metric(before, kBad) == 2);          // bad5, bad16
+  CHECK(serve->Stop(SIGTERM, 20s) == 0);
+}
+
+TEST_CASE(
+    "near duplicates: an answer's precedence is seen, then near_duplicate, then served (serve and "
+    "the library)",
+    "[integration][near_duplicates][served][serve][client]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig("ef.yaml", "filter:\n  near_duplicates: true\n");
+  const Layout layout = DefaultTestLayout();
+  WriteKey(stack.redis(), layout, "u1", Exposures(kSeen));  // A2 (token(A) set) and B
+  const int port = FreePort();
+  auto serve = StartServe(stack, config, port);
+  INFO("serve output:\n" << serve->Output());
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(30, 0);
+  // Served: A2 (seen, and of cluster A: a near duplicate too), A3 (of cluster A:
+  // a near duplicate, not seen), B (seen), S1 (served alone).
+  auto marked = http.Post("/v1/served", R"({"user_id": "u1", "items": ["A2", "A3", "B", "S1"]})",
+                          "application/json");
+  REQUIRE(marked);
+  INFO(marked->body);
+  REQUIRE(marked->status == 200);
+  REQUIRE(json::parse(marked->body).at("marked") == 4);
+  auto r = http.Post("/v1/filter", R"({"user_id": "u1", "items": ["A2", "A3", "B", "S1", "C1"],
+                                      "clusters": ["A", "A", null, null, null]})",
+                     "application/json");
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 200);
+  // A2 and B seen; A3 a near duplicate (not served); S1 served; C1 unseen.
+  CHECK(json::parse(r->body) == json::parse(R"({"unseen": ["C1"], "seen_count": 2,
+      "served": ["S1"], "served_count": 1,
+      "near_duplicates": [{"item": "A3", "cluster": "A"}], "near_duplicate_count": 1})"));
+  // Without its cluster (none given, none in the map) A3 is served: the ring holds it.
+  auto r2 = http.Post("/v1/filter", R"({"user_id": "u1", "items": ["A2", "A3", "B", "S1", "C1"]})",
+                      "application/json");
+  REQUIRE(r2);
+  INFO(r2->body);
+  REQUIRE(r2->status == 200);
+  CHECK(json::parse(r2->body) == json::parse(R"({"unseen": ["C1"], "seen_count": 2,
+      "served": ["A3", "S1"], "served_count": 2})"));
+
+  // The library reads the same ring and bits with the same precedence.
+  auto client = MakeClient(stack.redis(), true);
+  const std::vector<std::string_view> items = {"A2", "A3", "B", "S1", "C1"};
+  const std::vector<std::string_view> clusters = {"A", "A", "", "", ""};
+  exposure_filter::CallOptions call;
+  call.cluster_lookup = false;
+  const exposure_filter::Result lib = client->SeenWithClusters("u1", items, clusters, call);
+  INFO(lib.error);
+  REQUIRE(lib.ok);
+  CHECK(lib.seen == std::vector<bool>{true, false, true, false, false});
+  CHECK(lib.near_duplicate == std::vector<bool>{false, true, false, false, false});
+  CHECK(lib.served == std::vector<bool>{false, false, false, true, false});
+  // With no clusters, A3 is answered served: the ring holds it (so the answers
+  // above are precedence, not a missing mark).
+  const std::vector<std::string_view> none = {"", "", "", "", ""};
+  const exposure_filter::Result alone = client->SeenWithClusters("u1", items, none, call);
+  REQUIRE(alone.ok);
+  CHECK(alone.seen == std::vector<bool>{true, false, true, false, false});
+  CHECK(alone.near_duplicate == std::vector<bool>(5, false));
+  CHECK(alone.served == std::vector<bool>{false, true, false, true, false});
+  CHECK(serve->Stop(SIGTERM, 20s) == 0);
 }
 
 }  // namespace ef::test

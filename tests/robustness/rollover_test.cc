@@ -22,11 +22,13 @@
 #include <string>
 #include <vector>
 
+#include "app/exit_codes.h"
 #include "bloom/hash.h"
 #include "bloom/keys.h"
 #include "bloom/layout.h"
 #include "bloom/positions.h"
 #include "common/clock.h"
+#include "config/loader.h"
 #include "read/bloom_reader.h"
 #include "redis/meta.h"
 #include "support/process.h"
@@ -34,6 +36,7 @@
 #include "support/serve_client.h"
 #include "support/shifted_clock.h"
 #include "support/stack.h"
+#include "support/temp_dir.h"
 #include "support/wait.h"
 
 #if defined(EF_CLOCK_SHIFT_LIB)
@@ -238,6 +241,70 @@ TEST_CASE(
   CHECK(keys_wrong == 0);
   CHECK(Contains(show.out, "rollover in progress"));
   CHECK(serve.Stop(SIGTERM, 30s) == 0);
+}
+
+// docs/DESIGN.md, FORMAT.md: v3_from is the first bucket that begins at least
+// --lead seconds later, --lead at least 20 (60 by default). The command runs on a
+// clock 40 s before an hour's end (1 h buckets): a lead of 20 s picks the coming
+// hour, the default 60 s the one after.
+TEST_CASE("rollover: layout upgrade --to 3 takes a --lead of at least 20 s, 60 s by default",
+          "[robustness][rollover][v3][cli]") {
+  const ShiftedClock clock(EF_CLOCK_SHIFT_LIB, 40000);  // 40 s before the hour's end
+  const int64_t hour_end_s = clock.hour_end_s;
+  RedisServer redis;
+  TempDir dir;
+  dir.Write("ef.yaml",
+            "filter:\n  bucket: 1h\n  window: 1d\n  items_per_bucket: 200\n"
+            "  layout_version: 2\nredis:\n  address: \"" +
+                redis.address() + "\"\n");
+  const std::string config = dir.File("ef.yaml");
+  {  // A version-2 deployment: its meta stored.
+    StatusOr<Config> c = LoadConfig(config, {});
+    REQUIRE(c.ok());
+    StatusOr<Layout> layout = LayoutFromConfig(c->filter);
+    REQUIRE(layout.ok());
+    REQUIRE(layout->version() == 2);
+    auto conn = redis.Connect();
+    Layout effective;
+    REQUIRE(EnsureMeta(*conn, *layout, &effective).ok());
+  }
+  std::vector<std::string> env = clock.env;
+  env.push_back(clock.asan_env);
+  auto upgrade = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"layout", "upgrade", "--to", "3", "-c", config};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Ef(args, env);
+  };
+  // The lead-20 answer below needs now + 20 s before the hour's end.
+  const int64_t left_ms = hour_end_s * 1000 - clock.NowMs();
+  INFO("ms left to the hour's end: " << left_ms);
+  REQUIRE(left_ms > 25000);
+
+  // --lead 19: a usage error naming --lead; nothing changed.
+  const SplitRunResult low = upgrade({"--lead", "19"});
+  INFO("low: exit " << low.code << "\nstdout: " << low.out << "\nstderr: " << low.err);
+  CHECK(low.code == app::kExitUsage);
+  CHECK(low.out.empty());
+  CHECK(Contains(low.err, "--lead"));
+  CHECK(Contains(low.err, "19"));
+  CHECK(redis.Command({"HGET", "ef:meta", "version"}).str == "2");
+  // No --lead: 60 s, past the hour's end, so the bucket after the coming one.
+  const SplitRunResult by_default = upgrade({"--dry-run"});
+  INFO("by_default: exit " << by_default.code << "\nstdout: " << by_default.out
+                           << "\nstderr: " << by_default.err);
+  CHECK(by_default.code == 0);
+  CHECK(Contains(by_default.out, "v3_from " + std::to_string(hour_end_s + 3600) + " "));
+  // --lead 20: accepted, the coming hour.
+  const SplitRunResult dry = upgrade({"--dry-run", "--lead", "20"});
+  INFO("dry: exit " << dry.code << "\nstdout: " << dry.out << "\nstderr: " << dry.err);
+  CHECK(dry.code == 0);
+  CHECK(Contains(dry.out, "v3_from " + std::to_string(hour_end_s) + " "));
+  CHECK(redis.Command({"HGET", "ef:meta", "version"}).str == "2");
+  const SplitRunResult up = upgrade({"--lead", "20"});
+  INFO("up: exit " << up.code << "\nstdout: " << up.out << "\nstderr: " << up.err);
+  REQUIRE(up.code == 0);
+  CHECK(redis.Command({"HGET", "ef:meta", "version"}).str == "3");
+  CHECK(redis.Command({"HGET", "ef:meta", "v3_from"}).str == std::to_string(hour_end_s));
 }
 
 }  // namespace ef::test

@@ -349,6 +349,41 @@ TEST_CASE("out-of-range values fail naming key, line, range and value", "[config
   CHECK(Load("filter:\n  bucket: 2d\n  window: 30d\n").filter.bucket_seconds == 2 * 86400);
 }
 
+// docs/CONFIG.md: serve.served_ttl 1s..7d, serve.served_items 1..1048576,
+// serve.served_fpr 0 < x < 1; just outside each bound is an error naming the key.
+TEST_CASE("serve.served_ttl, served_items and served_fpr: the bounds load, just outside fails",
+          "[config][served]") {
+  CleanEnv env;
+  CHECK(LoadError("serve:\n  served_ttl: 999ms\n") ==
+        "t.yaml:2: serve.served_ttl: must be in [1s, 7d], got 999ms");
+  CHECK(LoadError("serve:\n  served_ttl: 604800001ms\n") ==
+        "t.yaml:2: serve.served_ttl: must be in [1s, 7d], got 604800001ms");
+  CHECK(Load("serve:\n  served_ttl: 1s\n").serve.served_ttl_ms == 1000);
+  CHECK(Load("serve:\n  served_ttl: 7d\n").serve.served_ttl_ms == 7 * 86400 * 1000);
+
+  CHECK(LoadError("serve:\n  served_items: 0\n") ==
+        "t.yaml:2: serve.served_items: must be in [1, 1048576], got 0");
+  CHECK(LoadError("serve:\n  served_items: 1048577\n") ==
+        "t.yaml:2: serve.served_items: must be in [1, 1048576], got 1048577");
+  CHECK(Load("serve:\n  served_items: 1\n").serve.served_items == 1);
+  CHECK(Load("serve:\n  served_items: 1048576\n").serve.served_items == 1048576);
+
+  // An open interval: the bounds themselves are outside, values next to them inside.
+  CHECK(LoadError("serve:\n  served_fpr: 0\n") ==
+        "t.yaml:2: serve.served_fpr: must be in (0, 1), got 0");
+  CHECK(LoadError("serve:\n  served_fpr: 1\n") ==
+        "t.yaml:2: serve.served_fpr: must be in (0, 1), got 1");
+  CHECK(Load("serve:\n  served_fpr: 1e-300\n").serve.served_fpr == 1e-300);
+  CHECK(Load("serve:\n  served_fpr: 0.999999\n").serve.served_fpr == 0.999999);
+
+  // --set: the same checks, naming the key.
+  CHECK(OverrideError("serve.served_ttl=999ms") ==
+        "--set serve.served_ttl: must be in [1s, 7d], got 999ms");
+  CHECK(OverrideError("serve.served_items=1048577") ==
+        "--set serve.served_items: must be in [1, 1048576], got 1048577");
+  CHECK(OverrideError("serve.served_fpr=1") == "--set serve.served_fpr: must be in (0, 1), got 1");
+}
+
 TEST_CASE("duplicates, topic/topics conflict, bad documents", "[config]") {
   CleanEnv env;
   CHECK(LoadError("filter:\n  fpr: 0.1\n  seed: 1\n  fpr: 0.2\n") ==
