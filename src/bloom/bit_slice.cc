@@ -17,6 +17,14 @@ namespace ef {
 
 namespace {
 
+// Every loop of the block transposes below runs a fixed number of times over
+// register arrays. GCC 12 at -O2 (the default build type, RelWithDebInfo) kept
+// them as loops, so every array lived on the stack and each shuffle loaded and
+// stored its operands: SliceBlock64x32 took ~300 ns a 64-byte block of 32 rows;
+// unrolled, the arrays are registers and it takes ~130 (docs/perf-history.md
+// "Unrolled transposes").
+#define EF_UNROLL _Pragma("GCC unroll 16")
+
 constexpr size_t kBlock = 16;  // bytes of a row per step (one SSE2 register)
 
 #if defined(__SSE2__)
@@ -24,18 +32,18 @@ constexpr size_t kBlock = 16;  // bytes of a row per step (one SSE2 register)
 // unpacks (bytes, 16-bit, 32-bit and 64-bit units).
 inline void Transpose16x16(__m128i r[16]) {
   __m128i a[16], b[16];
-  for (int p = 0; p < 8; ++p) {  // a[p]: j 0-7, a[8+p]: j 8-15; rows 2p, 2p+1
+  EF_UNROLL for (int p = 0; p < 8; ++p) {  // a[p]: j 0-7, a[8+p]: j 8-15; rows 2p, 2p+1
     a[p] = _mm_unpacklo_epi8(r[2 * p], r[2 * p + 1]);
     a[8 + p] = _mm_unpackhi_epi8(r[2 * p], r[2 * p + 1]);
   }
-  for (int h = 0; h < 2; ++h) {    // h: j 0-7 or 8-15
-    for (int q = 0; q < 4; ++q) {  // rows 4q..4q+3; b[8h+q]: 4 j's, b[8h+4+q]: the next 4
+  EF_UNROLL for (int h = 0; h < 2; ++h) {    // h: j 0-7 or 8-15
+    EF_UNROLL for (int q = 0; q < 4; ++q) {  // rows 4q..4q+3; b[8h+q]: 4 j's, b[8h+4+q]: the next 4
       b[8 * h + q] = _mm_unpacklo_epi16(a[8 * h + 2 * q], a[8 * h + 2 * q + 1]);
       b[8 * h + 4 + q] = _mm_unpackhi_epi16(a[8 * h + 2 * q], a[8 * h + 2 * q + 1]);
     }
   }
   // b[base + q], base = 8h + 4 * half: the 4 j's from `base` on, rows 4q..4q+3.
-  for (int base = 0; base < 16; base += 4) {
+  EF_UNROLL for (int base = 0; base < 16; base += 4) {
     a[base + 0] = _mm_unpacklo_epi32(b[base + 0], b[base + 1]);  // j base, +1; rows 0-7
     a[base + 1] = _mm_unpackhi_epi32(b[base + 0], b[base + 1]);  // j base+2, +3; rows 0-7
     a[base + 2] = _mm_unpacklo_epi32(b[base + 2], b[base + 3]);  // j base, +1; rows 8-15
@@ -54,11 +62,13 @@ template <typename W>
 inline void SliceBlock(const unsigned char* const* rows, unsigned shift, bool first_group, W* o) {
 #if defined(__SSE2__)
   __m128i r[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i]));
+  EF_UNROLL for (int i = 0; i < 16; ++i) {
+    r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i]));
+  }
   Transpose16x16(r);
-  for (int j = 0; j < 16; ++j) {
+  EF_UNROLL for (int j = 0; j < 16; ++j) {
     __m128i v = r[j];
-    for (int t = 0; t < 8; ++t) {
+    EF_UNROLL for (int t = 0; t < 8; ++t) {
       // Bit i of the mask: the top bit of byte j of row i, i.e. bit t before t doublings.
       const W m = static_cast<W>(static_cast<unsigned>(_mm_movemask_epi8(v))) << shift;
       o[8 * j + t] = first_group ? m : (o[8 * j + t] | m);
@@ -84,22 +94,22 @@ template <typename W>
 __attribute__((target("avx2"))) void SliceBlock32(const unsigned char* const* rows, unsigned shift,
                                                   bool first_group, W* o) {
   __m256i r[16], a[16], b[16];
-  for (int i = 0; i < 16; ++i) {
+  EF_UNROLL for (int i = 0; i < 16; ++i) {
     const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i]));
     const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[16 + i]));
     r[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
   }
-  for (int p = 0; p < 8; ++p) {
+  EF_UNROLL for (int p = 0; p < 8; ++p) {
     a[p] = _mm256_unpacklo_epi8(r[2 * p], r[2 * p + 1]);
     a[8 + p] = _mm256_unpackhi_epi8(r[2 * p], r[2 * p + 1]);
   }
-  for (int h = 0; h < 2; ++h) {
-    for (int q = 0; q < 4; ++q) {
+  EF_UNROLL for (int h = 0; h < 2; ++h) {
+    EF_UNROLL for (int q = 0; q < 4; ++q) {
       b[8 * h + q] = _mm256_unpacklo_epi16(a[8 * h + 2 * q], a[8 * h + 2 * q + 1]);
       b[8 * h + 4 + q] = _mm256_unpackhi_epi16(a[8 * h + 2 * q], a[8 * h + 2 * q + 1]);
     }
   }
-  for (int base = 0; base < 16; base += 4) {
+  EF_UNROLL for (int base = 0; base < 16; base += 4) {
     a[base + 0] = _mm256_unpacklo_epi32(b[base + 0], b[base + 1]);
     a[base + 1] = _mm256_unpackhi_epi32(b[base + 0], b[base + 1]);
     a[base + 2] = _mm256_unpacklo_epi32(b[base + 2], b[base + 3]);
@@ -109,9 +119,9 @@ __attribute__((target("avx2"))) void SliceBlock32(const unsigned char* const* ro
     r[base + 2] = _mm256_unpacklo_epi64(a[base + 1], a[base + 3]);
     r[base + 3] = _mm256_unpackhi_epi64(a[base + 1], a[base + 3]);
   }
-  for (int j = 0; j < 16; ++j) {
+  EF_UNROLL for (int j = 0; j < 16; ++j) {
     __m256i v = r[j];
-    for (int t = 0; t < 8; ++t) {
+    EF_UNROLL for (int t = 0; t < 8; ++t) {
       const W m = static_cast<W>(static_cast<uint32_t>(_mm256_movemask_epi8(v))) << shift;
       o[8 * j + t] = first_group ? m : (o[8 * j + t] | m);
       v = _mm256_add_epi8(v, v);
@@ -142,27 +152,27 @@ __attribute__((target("avx512f,avx512bw,gfni"))) void SliceBlock64x32(
     const unsigned char* const* rows, uint32_t* o) {
   const __m512i select = _mm512_set1_epi64(0x0102040810204080LL);
   __m512i g[4][8];  // [group][z]: per column qword, byte t = the group's 8 bits
-  for (int grp = 0; grp < 4; ++grp) {
+  EF_UNROLL for (int grp = 0; grp < 4; ++grp) {
     __m512i r[8], a[8], b[8];
-    for (int q = 0; q < 8; ++q) r[q] = _mm512_loadu_si512(rows[8 * grp + 7 - q]);
-    for (int p = 0; p < 4; ++p) {
+    EF_UNROLL for (int q = 0; q < 8; ++q) r[q] = _mm512_loadu_si512(rows[8 * grp + 7 - q]);
+    EF_UNROLL for (int p = 0; p < 4; ++p) {
       a[p] = _mm512_unpacklo_epi8(r[2 * p], r[2 * p + 1]);
       a[4 + p] = _mm512_unpackhi_epi8(r[2 * p], r[2 * p + 1]);
     }
-    for (int h = 0; h < 2; ++h) {
-      for (int q = 0; q < 2; ++q) {
+    EF_UNROLL for (int h = 0; h < 2; ++h) {
+      EF_UNROLL for (int q = 0; q < 2; ++q) {
         b[4 * h + q] = _mm512_unpacklo_epi16(a[4 * h + 2 * q], a[4 * h + 2 * q + 1]);
         b[4 * h + 2 + q] = _mm512_unpackhi_epi16(a[4 * h + 2 * q], a[4 * h + 2 * q + 1]);
       }
     }
-    for (int ha = 0; ha < 4; ++ha) {  // b[2 * ha + q]: q = rows 0-3 or 4-7
+    EF_UNROLL for (int ha = 0; ha < 4; ++ha) {  // b[2 * ha + q]: q = rows 0-3 or 4-7
       const __m512i lo = EF_UNPACKLO32(b[2 * ha], b[2 * ha + 1]);
       const __m512i hi = EF_UNPACKHI32(b[2 * ha], b[2 * ha + 1]);
       g[grp][2 * ha] = _mm512_gf2p8affine_epi64_epi8(select, lo, 0);
       g[grp][2 * ha + 1] = _mm512_gf2p8affine_epi64_epi8(select, hi, 0);
     }
   }
-  for (int z = 0; z < 8; ++z) {
+  EF_UNROLL for (int z = 0; z < 8; ++z) {
     // x[0..3] lane L: column c = 16L + 2z, bits 0-3 / 4-7; column c + 1, bits 0-3 / 4-7.
     const __m512i lo01 = _mm512_unpacklo_epi8(g[0][z], g[1][z]);
     const __m512i hi01 = _mm512_unpackhi_epi8(g[0][z], g[1][z]);
@@ -188,6 +198,7 @@ __attribute__((target("avx512f,avx512bw,gfni"))) void SliceBlock64x32(
 #undef EF_UNPACKHI32
 #undef EF_SHUFFLE128
 #endif
+#undef EF_UNROLL
 
 }  // namespace
 
