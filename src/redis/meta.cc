@@ -31,7 +31,15 @@ redis.call('HSET', KEYS[1], unpack(ARGV, 2 * n + 2))
 return 1
 )lua";
 
+// An error reply to a meta command. WRONGTYPE: the key is not a hash, so another
+// program's data sits at <prefix>meta. That is for good (kFailedPrecondition: exit
+// 5, and `run` does not retry it as it retries an unreachable Redis).
 Status ReplyError(const RedisReply& reply, const std::string& what) {
+  if (RedisConnection::ClassifyErrorReply(reply.str) == RedisErrorKind::kWrongType) {
+    return FailedPrecondition(what + ": " + reply.str +
+                              " (the layout's key is not a hash: another program uses "
+                              "filter.key_prefix; choose another prefix or remove the key)");
+  }
   return RedisConnection::ErrorReplyStatus(reply.str, what + ": " + reply.str);
 }
 

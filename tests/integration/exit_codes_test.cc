@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bloom/keys.h"
 #include "bloom/layout.h"
 #include "config/config.h"
 #include "redis/meta.h"
@@ -141,6 +142,17 @@ TEST_CASE("exit codes: every row of the table from the real binary", "[integrati
     for (const char* name : {"run", "check", "serve", "replay", "layout show"})
       Expect("layout", Find(all, name), RunIt(Find(all, name), config, {"filter.fpr=0.001"}),
              app::kExitLayout, "disagrees");
+  }
+
+  SECTION("5 layout: the meta key holds another type (another program's key at the prefix)") {
+    // A permanent fault: no restart can help, so not 6 (which systemd restarts),
+    // and `run` must not retry it for good.
+    Stack stack(1);
+    const std::string config = stack.WriteConfig();
+    REQUIRE(stack.redis().Command({"SET", MetaKey(FilterConfig{}.key_prefix), "x"}).str == "OK");
+    for (const char* name : {"run", "check", "serve", "replay", "layout show"})
+      Expect("meta wrongtype", Find(all, name), RunIt(Find(all, name), config, {}),
+             app::kExitLayout, "WRONGTYPE");
   }
 
   SECTION("6 unreachable: Redis or Kafka on a port where nothing listens") {
