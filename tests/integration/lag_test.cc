@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -381,6 +383,44 @@ TEST_CASE("lag --help documents the status rules, and bad options are usage erro
   auto bad = Ef({"lag", "--freshness-target", "ten"});
   CHECK(bad.code == 2);
   CHECK(bad.err.find("--freshness-target") != std::string::npos);
+}
+
+// Whether process `pid` runs the exposure-filter binary (it has exec'd: before
+// that, the forked child has this test's handlers) and has a handler for `sig`
+// (its SigCgt mask in /proc).
+bool Handles(pid_t pid, int sig) {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
+  if (ec || exe != std::filesystem::canonical(EF_BINARY)) return false;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    return (std::stoull(line.substr(7), nullptr, 16) >> (sig - 1)) & 1;
+  }
+  return false;
+}
+
+// docs/CLI.md exit codes: `lag --check --watch` (one window of samples, then the
+// verdict) stopped by a signal exits 130: interrupted, the check never finished.
+// `lag --watch` alone (refresh until stopped) exits 0. SIGTERM, sent once the
+// handler is in place: a process killed by it would give 143.
+TEST_CASE("lag --check --watch stopped by a signal exits 130, --watch alone 0",
+          "[integration][lag][cli]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig();
+  for (const bool check : {true, false}) {
+    INFO("--check " << check);
+    // --check: a window of 1,000 samples, far longer than the test.
+    std::vector<std::string> argv = {EF_BINARY, "lag",       "-c",   config,  "--watch",
+                                     "0.5",     "--samples", "1000", "--json"};
+    if (check) argv.push_back("--check");
+    Process watch(argv, stack.dir().File(check ? "lag-check.log" : "lag-watch.log"));
+    REQUIRE(WaitFor([&] { return Handles(watch.pid(), SIGTERM); }, 30s));
+    if (!check) REQUIRE(WaitFor([&] { return !Documents(watch).empty(); }, 30s));
+    INFO(watch.Output());
+    CHECK(watch.Running());
+    CHECK(watch.Stop(SIGTERM, 10s) == (check ? 130 : 0));
+  }
 }
 
 }  // namespace ef::test
