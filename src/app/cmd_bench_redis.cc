@@ -124,8 +124,8 @@ int BenchRedis(BenchRedisArgs& a) {
   if (!config.ok()) return kExitConfig;
   SetUpLogging(config->log.level);
   InstallStopSignals();
-  auto ms = ParseDurationMs(a.spread);
-  if (!ms.ok()) return Fail(ms.status().Prefixed("--spread"), kExitUsage);
+  auto ms = DurationOption(a.spread, "--spread", /*allow_zero=*/true);
+  if (!ms.ok()) return Fail(ms.status(), kExitUsage);
   a.gen.spread_ms = *ms;
   if (a.gen.spread_ms >= config->filter.window_seconds * 1000)
     return Fail(InvalidArgument("--spread " + a.spread + ": must be shorter than filter.window (" +

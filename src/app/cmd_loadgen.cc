@@ -42,8 +42,8 @@ int Loadgen(LoadgenArgs& a) {
   SetUpLogging(a.log_level);
   InstallStopSignals();
   if (!a.spread.empty()) {
-    auto ms = ParseDurationMs(a.spread);
-    if (!ms.ok()) return Fail(ms.status().Prefixed("--spread"), kExitUsage);
+    auto ms = DurationOption(a.spread, "--spread", /*allow_zero=*/true);
+    if (!ms.ok()) return Fail(ms.status(), kExitUsage);
     a.gen.spread_ms = *ms;
   }
   ConfigArgs config_args = a.config;

@@ -103,6 +103,14 @@ TEST_CASE("cli conventions: every duration option takes 3s, and plain numbers ke
     CHECK(r.out.find("refresh 0.2 s") != std::string::npos);
   }
   ExpectError(Ef({"lag", "-c", config, "--watch", "0"}), app::kExitUsage, {"--watch"});
+  // loadgen --spread (docs/CLI.md "Durations"): the same forms.
+  for (const char* spread : {"3d", "0.5", "2"}) {
+    auto r = Ef({"loadgen", "-c", config, "-n", "5", "-q", "--spread", spread});
+    INFO("loadgen --spread " << spread << ": " << r.out << r.err);
+    CHECK(r.code == 0);
+  }
+  ExpectError(Ef({"loadgen", "-c", config, "-n", "5", "-q", "--spread", "3x"}), app::kExitUsage,
+              {"--spread", "3x"});
 }
 
 TEST_CASE("cli conventions: check --at takes replay's time forms and rejects 0",
