@@ -27,6 +27,7 @@
 #include "redis/meta.h"
 #include "support/fault_stream.h"
 #include "support/process.h"
+#include "support/serve_client.h"
 #include "support/stack.h"
 #include "support/temp_dir.h"
 
@@ -94,15 +95,6 @@ int64_t MgetCalls(RedisServer& redis) {
   const size_t at = info.str.find("cmdstat_mget:calls=");
   if (at == std::string::npos) return 0;
   return std::stoll(info.str.substr(at + 19));
-}
-
-// A sample's value in Prometheus text (exact series), or -1 when absent.
-double Metric(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  return -1;
 }
 
 // The user saw A2 (cluster A, whose first item is A) and B (its own cluster).
@@ -357,7 +349,7 @@ TEST_CASE(
   const std::string before = scrape();
   for (const char* series : {kLookups, kUnknown, kBad}) {
     INFO(series);
-    REQUIRE(Metric(before, series) >= 0);  // exported before any lookup
+    REQUIRE(SampleValue(before, series) >= 0);  // exported before any lookup
   }
   // A3's cluster is given (no lookup); the six others are looked up: B2 found,
   // A2 and D1 not in the map, empty empty, bad5 and bad16 not map entries.
@@ -375,9 +367,10 @@ TEST_CASE(
       [{"item": "A3", "cluster": "A"}, {"item": "B2", "cluster": "B"}],
       "near_duplicate_count": 2})"));
   const std::string after = scrape();
-  CHECK(Metric(after, kLookups) - Metric(before, kLookups) == 6);
-  CHECK(Metric(after, kUnknown) - Metric(before, kUnknown) == 5);  // A2, D1, empty, bad5, bad16
-  CHECK(Metric(after, kBad) - Metric(before, kBad) == 2);          // bad5, bad16
+  CHECK(SampleValue(after, kLookups) - SampleValue(before, kLookups) == 6);
+  CHECK(SampleValue(after, kUnknown) - SampleValue(before, kUnknown) ==
+        5);                                                          // A2, D1, empty, bad5, bad16
+  CHECK(SampleValue(after, kBad) - SampleValue(before, kBad) == 2);  // bad5, bad16
   CHECK(serve->Stop(SIGTERM, 20s) == 0);
 }
 

@@ -21,6 +21,7 @@
 #include "redis/meta.h"
 #include "support/fault_stream.h"
 #include "support/process.h"
+#include "support/serve_client.h"
 #include "support/stack.h"
 #include "support/wait.h"
 
@@ -107,15 +108,6 @@ Strings Field(const json& j, const char* name) {
 
 Strings First(const Strings& v, size_t n) {
   return Strings(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(n, v.size())));
-}
-
-// A sample's value in Prometheus text (exact series), or -1.
-double Metric(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  return -1;
 }
 
 std::string Metrics(httplib::Client& c) {
@@ -212,9 +204,9 @@ TEST_CASE(
 
   const std::string m = Metrics(*http);
   INFO(m);
-  CHECK(Metric(m, "exposure_filter_serve_items_marked_total") == 20);
-  CHECK(Metric(m, "exposure_filter_serve_candidates_served_total") == 30);  // 10 + 20
-  CHECK(Metric(m, "exposure_filter_serve_mark_errors_total") == 0);
+  CHECK(SampleValue(m, "exposure_filter_serve_items_marked_total") == 20);
+  CHECK(SampleValue(m, "exposure_filter_serve_candidates_served_total") == 30);  // 10 + 20
+  CHECK(SampleValue(m, "exposure_filter_serve_mark_errors_total") == 0);
   CHECK(serve->Stop(SIGTERM, 20s) == 0);
 }
 
@@ -281,10 +273,12 @@ TEST_CASE(
 
   const std::string m = Metrics(*http);
   INFO(m);
-  CHECK(Metric(m, "exposure_filter_serve_items_marked_total") == 10003);
-  CHECK(Metric(m, "exposure_filter_serve_candidates_served_total") == 503);
-  CHECK(Metric(m, "exposure_filter_serve_requests_total{code=\"200\",endpoint=\"served\"}") == 22);
-  CHECK(Metric(m, "exposure_filter_serve_requests_total{code=\"400\",endpoint=\"served\"}") == 1);
+  CHECK(SampleValue(m, "exposure_filter_serve_items_marked_total") == 10003);
+  CHECK(SampleValue(m, "exposure_filter_serve_candidates_served_total") == 503);
+  CHECK(SampleValue(m, "exposure_filter_serve_requests_total{code=\"200\",endpoint=\"served\"}") ==
+        22);
+  CHECK(SampleValue(m, "exposure_filter_serve_requests_total{code=\"400\",endpoint=\"served\"}") ==
+        1);
   CHECK(serve->Stop(SIGTERM, 20s) == 0);
 }
 
@@ -369,8 +363,8 @@ TEST_CASE("serve: marking with Redis down fails open with a 200 or closed with a
              Catch::Contains("redis"));
   const std::string m = Metrics(*open_http);
   INFO(m);
-  CHECK(Metric(m, "exposure_filter_serve_mark_errors_total") == 1);  // /v1/served's
-  CHECK(Metric(m, "exposure_filter_serve_failed_open_total") == 1);  // the read
+  CHECK(SampleValue(m, "exposure_filter_serve_mark_errors_total") == 1);  // /v1/served's
+  CHECK(SampleValue(m, "exposure_filter_serve_failed_open_total") == 1);  // the read
   CHECK(WaitFor([&] { return CountLines(open->Output(), "served items not marked") == 1; }, 10s));
   CHECK(open->Stop(SIGTERM, 20s) == 0);
   CHECK(closed->Stop(SIGTERM, 20s) == 0);
@@ -413,8 +407,8 @@ TEST_CASE(
   CHECK(CountLines(open->Output(), "'evalsha'") == 1);
   const std::string m = Metrics(*open_http);
   INFO(m);
-  CHECK(Metric(m, "exposure_filter_serve_mark_errors_total") == 3);
-  CHECK(Metric(m, "exposure_filter_serve_failed_open_total") == 0);  // the reads worked
+  CHECK(SampleValue(m, "exposure_filter_serve_mark_errors_total") == 3);
+  CHECK(SampleValue(m, "exposure_filter_serve_failed_open_total") == 0);  // the reads worked
 
   // Fail closed: 503 naming NOPERM, as for a read refused by the ACL.
   CHECK_THAT(ErrorOf(Post(*closed_http, "/v1/filter", Marking("u", {"a"}, 1)), 503),

@@ -27,6 +27,7 @@
 #include "support/loopback.h"
 #include "support/proc_net.h"
 #include "support/process.h"
+#include "support/serve_client.h"
 #include "support/stack.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
@@ -114,16 +115,6 @@ Http Get(httplib::Client& c, const std::string& path) { return ToHttp(c.Get(path
 
 json FilterBody(const std::string& user, const std::vector<std::string>& items) {
   return json{{"user_id", user}, {"items", items}};
-}
-
-// A sample's value in Prometheus text (exact series, labels as serialised), or -1.
-double Metric(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return -1;
 }
 
 // The error message of a JSON error response with `status`.
@@ -354,25 +345,26 @@ TEST_CASE("serve: unseen items for known users (single and batch) and bad reques
   Http m = Get(*http, "/metrics");
   REQUIRE(m.status == 200);
   INFO(m.body);
-  CHECK(Metric(m.body, "exposure_filter_serve_candidates_total") == candidates);
-  CHECK(Metric(m.body, "exposure_filter_serve_candidates_seen_total") == seen);
-  CHECK(Metric(m.body, "exposure_filter_serve_requests_total{code=\"200\",endpoint=\"filter\"}") ==
+  CHECK(SampleValue(m.body, "exposure_filter_serve_candidates_total") == candidates);
+  CHECK(SampleValue(m.body, "exposure_filter_serve_candidates_seen_total") == seen);
+  CHECK(SampleValue(m.body,
+                    "exposure_filter_serve_requests_total{code=\"200\",endpoint=\"filter\"}") ==
         kUsers + 2);
-  CHECK(Metric(m.body,
-               "exposure_filter_serve_requests_total{code=\"200\",endpoint=\"filter_batch\"}") ==
-        2);
-  CHECK(Metric(m.body, "exposure_filter_serve_requests_total{code=\"400\",endpoint=\"filter\"}") ==
-        6);
-  CHECK(Metric(m.body, "exposure_filter_serve_requests_total{code=\"413\",endpoint=\"filter\"}") ==
-        2);
-  CHECK(Metric(m.body, "exposure_filter_serve_requests_total{code=\"404\",endpoint=\"other\"}") ==
-        2);
-  CHECK(
-      Metric(m.body, "exposure_filter_serve_request_duration_seconds_count{endpoint=\"filter\"}") ==
-      kUsers + 2 + 6 + 2 + 1);
-  CHECK(Metric(m.body, "exposure_filter_serve_failed_open_total") == 0);
-  CHECK(Metric(m.body, "exposure_filter_serve_redis_errors_total") == 0);
-  CHECK(Metric(m.body, "exposure_filter_serve_ready") == 1);
+  CHECK(SampleValue(
+            m.body,
+            "exposure_filter_serve_requests_total{code=\"200\",endpoint=\"filter_batch\"}") == 2);
+  CHECK(SampleValue(m.body,
+                    "exposure_filter_serve_requests_total{code=\"400\",endpoint=\"filter\"}") == 6);
+  CHECK(SampleValue(m.body,
+                    "exposure_filter_serve_requests_total{code=\"413\",endpoint=\"filter\"}") == 2);
+  CHECK(SampleValue(m.body,
+                    "exposure_filter_serve_requests_total{code=\"404\",endpoint=\"other\"}") == 2);
+  CHECK(SampleValue(m.body,
+                    "exposure_filter_serve_request_duration_seconds_count{endpoint=\"filter\"}") ==
+        kUsers + 2 + 6 + 2 + 1);
+  CHECK(SampleValue(m.body, "exposure_filter_serve_failed_open_total") == 0);
+  CHECK(SampleValue(m.body, "exposure_filter_serve_redis_errors_total") == 0);
+  CHECK(SampleValue(m.body, "exposure_filter_serve_ready") == 1);
 
   // A chunked body (no Content-Length) is refused from its headers with a 411,
   // before any of it is read: cpp-httplib 0.11 reads a chunked body whole,
@@ -485,9 +477,11 @@ TEST_CASE("serve: unseen items for known users (single and batch) and bad reques
     close(b);
     Http m = Get(*normal, "/metrics");
     INFO(m.body);
-    CHECK(Metric(m.body, "exposure_filter_serve_requests_total{code=\"431\",endpoint=\"other\"}") ==
+    CHECK(SampleValue(m.body,
+                      "exposure_filter_serve_requests_total{code=\"431\",endpoint=\"other\"}") ==
           2);
-    CHECK(Metric(m.body, "exposure_filter_serve_requests_total{code=\"408\",endpoint=\"other\"}") ==
+    CHECK(SampleValue(m.body,
+                      "exposure_filter_serve_requests_total{code=\"408\",endpoint=\"other\"}") ==
           2);
   }
 
@@ -598,11 +592,11 @@ TEST_CASE(
   CHECK(Get(*open_http, "/healthz").status == 200);
   Http m = Get(*open_http, "/metrics");
   INFO(m.body);
-  CHECK(Metric(m.body, "exposure_filter_serve_failed_open_total") == 3);
-  CHECK(Metric(m.body, "exposure_filter_serve_redis_errors_total") >= 2);
-  CHECK(Metric(m.body, "exposure_filter_serve_ready") == 0);
+  CHECK(SampleValue(m.body, "exposure_filter_serve_failed_open_total") == 3);
+  CHECK(SampleValue(m.body, "exposure_filter_serve_redis_errors_total") >= 2);
+  CHECK(SampleValue(m.body, "exposure_filter_serve_ready") == 0);
   Http cm = Get(*closed_http, "/metrics");
-  CHECK(Metric(cm.body, "exposure_filter_serve_failed_closed_total") == 2);
+  CHECK(SampleValue(cm.body, "exposure_filter_serve_failed_closed_total") == 2);
 
   CHECK(open->Stop(SIGTERM, 20s) == 0);
   CHECK(closed->Stop(SIGTERM, 20s) == 0);
