@@ -144,6 +144,17 @@ std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<st
 
 }  // namespace
 
+// docs/GUIDE.md "The client library": pool_size 4, a 50 ms per-call deadline,
+// fail open, the layout read again every 10 s.
+TEST_CASE("client: ClientOptions defaults are the ones GUIDE.md states", "[integration][client]") {
+  const ClientOptions o;
+  CHECK(o.pool_size == 4);
+  CHECK(o.timeout == std::chrono::milliseconds(50));
+  CHECK(o.on_error == OnError::kFailOpen);
+  CHECK(o.layout_recheck == std::chrono::seconds(10));
+  CHECK_FALSE(o.allow_missing_layout);
+}
+
 TEST_CASE("client: seen and unseen candidates of items the writer wrote, one MGET per call",
           "[integration][client]") {
   Fixture fx;

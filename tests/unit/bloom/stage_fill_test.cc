@@ -7,6 +7,7 @@
 // value, byte for byte. Pure: no Redis.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -353,6 +354,25 @@ TEST_CASE("Stage fill: NeedsValue's fit spares Plan the second count and plans t
     CHECK(planner.NeedsValue(state, items.data(), items.size(), &fit));
     CHECK(fit == StagePlanner::Fit::kUnknown);
   }
+}
+
+// docs/CONFIG.md filter.k_step: with the defaults each stage's false-positive rate
+// at its design fill is about fill^k_step (~0.26) times the previous stage's, and
+// all stages together stay within ~1.36x the first's (stage 0: the target).
+TEST_CASE("k_step: each stage ~0.26x the previous one's rate, all within ~1.36x",
+          "[bloom][stages]") {
+  const Layout l = LayoutFromConfig(FilterConfig{}).value();
+  REQUIRE(l.stage_table.size() == 8);
+  std::vector<double> fpr;
+  for (const Stage& s : l.stage_table)
+    fpr.push_back(std::pow(static_cast<double>(s.fill) / s.m, static_cast<double>(s.k)));
+  double sum = 0;
+  for (size_t i = 0; i < fpr.size(); ++i) {
+    INFO("stage " << i);
+    sum += fpr[i];
+    if (i > 0) CHECK(fpr[i] / fpr[i - 1] == Approx(0.26).margin(0.01));
+  }
+  CHECK(sum / fpr[0] == Approx(1.36).margin(0.01));
 }
 
 }  // namespace ef
