@@ -88,10 +88,6 @@ double Share(uint64_t part, uint64_t whole) {
   return whole == 0 ? 0.0 : static_cast<double>(part) / static_cast<double>(whole);
 }
 
-int ContractVersion(const SizeReportInput& in) {
-  return in.version != 0 ? in.version : in.stages.size() > 1 ? 2 : 1;
-}
-
 std::vector<UserCost> ActivityTable(const SizeReportInput& in) {
   std::vector<UserCost> out;
   if (in.stages.empty()) return out;
@@ -172,7 +168,7 @@ SizeReportInput SingleStageInput(const Sizing& sizing, int64_t items_per_bucket,
 std::string FormatSizeReport(const SizeReportInput& in) {
   const Sizing& s = in.sizing;
   const Totals t = ComputeTotals(s, in.users);
-  const int version = ContractVersion(in);
+  const int version = in.version;
   std::string out;
   auto line = [&out](std::string_view label, const std::string& value) {
     fmt::format_to(std::back_inserter(out), "  {:<28}{}\n", label, value);
@@ -266,7 +262,7 @@ std::string FormatSizeReport(const SizeReportInput& in) {
 nlohmann::json SizeReportJson(const SizeReportInput& in) {
   const Sizing& s = in.sizing;
   const Totals t = ComputeTotals(s, in.users);
-  const int version = ContractVersion(in);
+  const int version = in.version;
   nlohmann::json j{
       {"contract_version", version},
       {"items_per_bucket", in.items_per_bucket},

@@ -42,9 +42,8 @@ struct SizeReportInput {
   // growth and k_step are only shown.
   std::vector<Stage> stages;
   // The contract version (Layout::version()): 3 under filter.layout_version 3
-  // with any number of stages; 0 takes it from the stage table (one stage is
-  // v1, more are v2).
-  int version = 0;
+  // with any number of stages; under 2, v1 for one stage and v2 for more.
+  int version = 1;
   uint32_t growth = 0;
   uint32_t k_step = 0;
   Activity activity;            // default: everybody at 1x
