@@ -244,7 +244,11 @@ struct LayoutInfo {
   int version = 1;      // 1, 2 (scalable: stages) or 3 (rule 9 positions from v3_from)
   uint32_t stages = 1;  // stage limit (1 for version 1)
   bool stored = false;  // false: no meta in Redis yet (allow_missing_layout)
-  std::string prefix;   // filter.key_prefix
+  // The meta was read before and is gone now (DEL, FLUSHALL): calls go on with
+  // the last stored layout (this one), never the configured one; serve's /readyz
+  // answers 503 until a writer stores it again.
+  bool lost = false;
+  std::string prefix;  // filter.key_prefix
   int64_t bucket_seconds = 0;
   int64_t window_seconds = 0;
 };
@@ -323,7 +327,10 @@ class Client {
   MarkResult MarkServedViews(std::string_view user, std::span<const std::string_view> items,
                              const CallOptions& call = {});
   // Seen, then MarkServed of the first n candidates neither seen nor served (input
-  // order; n = SIZE_MAX: all of them): a page of n for a feed. Two round trips
+  // order; n = SIZE_MAX: all of them): a page of n for a feed. At most what the
+  // ring holds is marked (serve.served_items slots, a cluster token taking one
+  // more: see FilterAndMarkWithClusters), so the ring keeps every item marked:
+  // Result::marked says which, and marking stops at the first that would not fit. Two round trips
   // (the marks depend on the answer). Two calls for the same user that overlap in
   // time may both return an item (each reads the ring before the other marks it);
   // a call made after another's answer never repeats what that one marked.

@@ -28,28 +28,6 @@ struct ContentArgs {
   bool exit_at_end = false;
 };
 
-// A single Redis that is connected again on the next call after a failure (a
-// failed connection is unusable: redis/connection.h).
-class ReconnectingRunner : public contentdb::CommandRunner {
- public:
-  explicit ReconnectingRunner(RedisOptions options) : options_(std::move(options)) {}
-  StatusOr<std::vector<RedisReply>> Run(
-      const std::vector<ClusterRouter::SlotCommand>& commands) override {
-    if (!conn_) {
-      auto conn = RedisConnection::Connect(options_);
-      if (!conn.ok()) return conn.status();
-      conn_ = std::move(*conn);
-    }
-    auto r = contentdb::SingleNodeRunner(*conn_)->Run(commands);
-    if (!r.ok()) conn_.reset();
-    return r;
-  }
-
- private:
-  RedisOptions options_;
-  std::unique_ptr<RedisConnection> conn_;
-};
-
 // Whether redis.* is a Redis Cluster, asking until a seed answers (the consumer
 // may start before Redis). kCancelled when stopped meanwhile.
 StatusOr<bool> AwaitUseCluster(const RedisOptions& redis) {
@@ -128,9 +106,11 @@ int Content(const ContentArgs& args) {
     router = std::make_unique<ClusterRouter>(std::move(*ro));
     runner = contentdb::ClusterRunner(*router);  // the router discovers on first use
   } else {
-    runner = std::make_unique<ReconnectingRunner>(*redis);
+    runner = contentdb::ReconnectingRunner(*redis);
   }
-  auto index = contentdb::ContentIndex::Make(index_options, std::move(runner));
+  contentdb::ContentIndexOptions options = index_options;
+  options.on_bad_value = CountBadMapValues(metrics.map_bad_values);
+  auto index = contentdb::ContentIndex::Make(std::move(options), std::move(runner));
   if (!index.ok()) return Fail(index.status(), kExitConfig);
 
   auto consumer = KafkaConsumer::Create(kc);

@@ -125,6 +125,7 @@ int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run, int to_version,
     }
     return kExitOk;
   }
+  if (to_version == 0) to_version = layout->version() >= 3 ? 3 : 2;
   const int64_t v3_from = V3FromAfter(now_s, lead_seconds, layout->bucket_seconds);
   bool changed = false;
   Layout after;
@@ -293,10 +294,12 @@ Action AddLayoutCommand(CLI::App& app) {
   AddConfigOptions(upgrade, up_args.get(), false);
   AddConfigOptions(stats, stats_args.get(), false);
   upgrade->add_flag("--dry-run", *dry_run, "Say what would change, change nothing");
-  auto to_version = std::make_shared<int>(2);
-  upgrade->add_option("--to", *to_version, "The version to upgrade to: 2 or 3")
-      ->check(CLI::IsMember({2, 3}))
-      ->default_val(2);
+  auto to_version = std::make_shared<int>(0);  // 0: the configured version
+  upgrade
+      ->add_option("--to", *to_version,
+                   "The version to upgrade to: 2 or 3 (default: the configured "
+                   "filter.layout_version, 3 by default)")
+      ->check(CLI::IsMember({2, 3}));
   auto lead = std::make_shared<int64_t>(60);
   upgrade
       ->add_option("--lead", *lead,

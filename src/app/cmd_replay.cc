@@ -122,7 +122,7 @@ int Replay(ReplayArgs& a) {
     Layout effective;
     Status st = EnsureMetaAt(*redis, *layout, &effective);
     if (!st.ok()) return Fail(st, ExitCodeForStart(st));
-    if (effective.version() != layout->version()) WarnLayoutV1(*layout);
+    if (effective.version() != layout->version()) WarnStoredLayout(effective, *layout);
   }
   auto source = RangeSource::Create(kc, *ranges);
   if (!source.ok()) return Fail(source.status(), ExitCodeForStart(source.status()));
@@ -143,7 +143,7 @@ int Replay(ReplayArgs& a) {
   io.backoff_min_ms = config->redis.retry_backoff_min_ms;
   io.backoff_max_ms = config->redis.retry_backoff_max_ms;
   Ingest ingest(**source, writer, decoder, *layout, clock, &metrics, io);
-  auto clusters = EnableNearDuplicates(*config, *redis, ingest);
+  auto clusters = EnableNearDuplicates(*config, *redis, ingest, metrics.content_map_bad_values);
   if (!clusters.ok()) return Fail(clusters.status(), ExitCodeForStart(clusters.status()));
 
   using SC = std::chrono::steady_clock;

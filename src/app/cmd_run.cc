@@ -7,6 +7,7 @@
 
 #include "app/commands.h"
 #include "app/common.h"
+#include "bloom/keys.h"
 #include "bloom/layout.h"
 #include "common/clock.h"
 #include "event/decoder.h"
@@ -34,7 +35,10 @@ Status ConnectAndCheckMeta(const RedisOptions& options, const Layout& layout) {
     Layout effective;
     Status st = EnsureMetaAt(options, layout, &effective);
     if (st.ok()) {
-      if (effective.version() != layout.version()) WarnLayoutV1(layout);
+      // What to restore should the meta be lost (docs/OPERATING.md "A lost meta").
+      spdlog::info("layout stored at {}: version {}{}", MetaKey(layout.prefix), effective.version(),
+                   effective.v3 ? ", v3_from " + std::to_string(effective.v3_from) : "");
+      if (effective.version() != layout.version()) WarnStoredLayout(effective, layout);
       return st;
     }
     if (st.code() != StatusCode::kUnavailable) return st;
@@ -134,7 +138,7 @@ int Run(const ConfigArgs& args) {
   io.backoff_min_ms = config->redis.retry_backoff_min_ms;
   io.backoff_max_ms = config->redis.retry_backoff_max_ms;
   Ingest ingest(**consumer, writer, decoder, *layout, clock, &metrics, io, dead_letter.get());
-  auto clusters = EnableNearDuplicates(*config, *redis, ingest);
+  auto clusters = EnableNearDuplicates(*config, *redis, ingest, metrics.content_map_bad_values);
   if (!clusters.ok()) return Fail(clusters.status(), ExitCodeForStart(clusters.status()));
   ingest.SetTick(config->metrics.refresh_interval_ms, [&] {
     monitor.Update(ingest.Snapshot(), clock.NowMs(), ingest.Health());

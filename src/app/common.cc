@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 
 #include "bloom/layout.h"
@@ -19,14 +20,39 @@
 
 namespace ef::app {
 
+std::function<void(const std::string&)> CountBadMapValues(prometheus::Counter* counter) {
+  struct State {
+    std::chrono::steady_clock::time_point last{};
+    uint64_t since = 0;
+  };
+  auto state = std::make_shared<State>();
+  return [counter, state](const std::string& key) {
+    if (counter) counter->Increment();
+    ++state->since;
+    const auto now = std::chrono::steady_clock::now();
+    if (state->last != std::chrono::steady_clock::time_point{} &&
+        now - state->last < std::chrono::seconds(10))
+      return;
+    spdlog::warn(
+        "content map: {} holds no map entry (docs/CONTENT.md rule 4): its item counts as not "
+        "indexed ({} such value(s) since the last warning; "
+        "exposure_filter_content_map_bad_values_total)",
+        key, state->since);
+    state->last = now;
+    state->since = 0;
+  };
+}
+
 StatusOr<std::unique_ptr<ClusterSource>> EnableNearDuplicates(const Config& config,
                                                               const RedisOptions& redis,
-                                                              Ingest& ingest) {
+                                                              Ingest& ingest,
+                                                              prometheus::Counter* bad_values) {
   if (!config.filter.near_duplicates) return std::unique_ptr<ClusterSource>();
   auto runner = contentdb::ConnectRunner(redis);
   if (!runner.ok()) return runner.status().Prefixed("content map (filter.near_duplicates)");
-  auto index =
-      contentdb::ContentIndex::Make(contentdb::ContentIndexOptionsFrom(config), std::move(*runner));
+  contentdb::ContentIndexOptions options = contentdb::ContentIndexOptionsFrom(config);
+  options.on_bad_value = CountBadMapValues(bad_values);
+  auto index = contentdb::ContentIndex::Make(std::move(options), std::move(*runner));
   if (!index.ok()) return index.status();
   std::unique_ptr<ClusterSource> source = std::make_unique<ContentIndexClusters>(std::move(*index));
   ingest.SetClusters(source.get(), static_cast<size_t>(config.content.cache_items));
@@ -166,13 +192,17 @@ void SleepUnlessStopped(int64_t ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(ms, 50)));
 }
 
-void WarnLayoutV1(const Layout& configured) {
+void WarnStoredLayout(const Layout& stored, const Layout& configured) {
   spdlog::warn(
-      "the layout stored at {}meta is version 1 (one stage): filters of users past "
-      "filter.items_per_bucket do not grow and their false-positive rate climbs; run "
-      "`exposure-filter layout upgrade -c <config>` (safe while `run` runs: writers switch to "
-      "version {} within 10 s)",
-      configured.prefix, configured.version());
+      "the layout stored at {}meta is version {}, the configured one is version {} "
+      "(filter.layout_version): {}; run `exposure-filter layout upgrade -c <config>` (--to {} "
+      "by default; safe while `run` runs: writers switch within 10 s)",
+      configured.prefix, stored.version(), configured.version(),
+      stored.version() == 1
+          ? "filters of users past filter.items_per_bucket do not grow and their false-positive "
+            "rate climbs"
+          : "buckets keep rule 2's positions, not rule 9's",
+      configured.version());
 }
 
 int ExitCodeForClientError(exposure_filter::ErrorCode code) {

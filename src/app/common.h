@@ -2,8 +2,11 @@
 // stop signals.
 #pragma once
 
+#include <prometheus/counter.h>
+
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,9 +26,16 @@ namespace ef::app {
 // ingest pipeline's ClusterSource, set on `ingest` (content.cache_items) and
 // logged; null (and nothing set) when the option is off. The source must outlive
 // the ingest's run. kUnavailable when `redis.cluster: auto` finds no seed answering.
+// Bad content-map values read (contentdb/index.h) add to `bad_values`.
 StatusOr<std::unique_ptr<ClusterSource>> EnableNearDuplicates(const Config& config,
                                                               const RedisOptions& redis,
-                                                              Ingest& ingest);
+                                                              Ingest& ingest,
+                                                              prometheus::Counter* bad_values);
+
+// ContentIndexOptions::on_bad_value for the daemon's commands: counts each bad
+// content-map value on `counter` (exposure_filter_content_map_bad_values_total)
+// and warns, naming the key, at most every 10 s (with the count meanwhile).
+std::function<void(const std::string&)> CountBadMapValues(prometheus::Counter* counter);
 
 struct ConfigArgs {
   std::string path;
@@ -73,9 +83,11 @@ bool StopRequested();
 // Sleeps up to ms, returning early when a stop was requested.
 void SleepUnlessStopped(int64_t ms);
 
-// Logs (warning) that Redis holds the version-1 meta of `configured`'s stage 0, so
-// writes go to stage 0 alone until `exposure-filter layout upgrade`.
-void WarnLayoutV1(const Layout& configured);
+// Logs (warning) that Redis holds an earlier version of `configured`'s layout
+// (`stored`: version 1, its stage 0 alone; or version 2, without rule 9), naming
+// both versions, what writes keep doing until `exposure-filter layout upgrade`,
+// and that command (whose --to defaults to filter.layout_version).
+void WarnStoredLayout(const Layout& stored, const Layout& configured);
 
 // The exit code for a failed exposure_filter::Client::Create or call (an
 // exposure_filter::ErrorCode): invalid argument -> kExitConfig, unavailable ->

@@ -51,6 +51,18 @@ bool StagePlanner::PlanValue(std::string_view value, const Hash128* items, size_
   return PlanFrom(state, &value, items, n, skip, rule, stats, Fit::kUnknown);
 }
 
+bool StagePlanner::InLeftStage(const Hash128& item, PositionRule rule) {
+  for (const Left& l : left_) {
+    const Stage& st = stages_[l.stage];
+    ComputePositions(item, st.m, st.k, rule, item_.data());
+    bool all = true;
+    for (uint32_t j = 0; j < st.k && all; ++j)
+      all = (l.bits[item_[j] >> 3] & (0x80u >> (item_[j] & 7))) != 0;
+    if (all) return true;
+  }
+  return false;
+}
+
 void StagePlanner::LoadStage(uint32_t s, const std::string_view* value) {
   const Stage& st = stages_[s];
   const size_t bytes = (static_cast<size_t>(st.m) + 7) / 8;
@@ -108,8 +120,17 @@ bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, con
   LoadStage(s, value);
   bool dropped_any = false;
   item_.resize(stages_.back().k);
+  // With skip (replay: items present in an older stage of the value read are
+  // skipped), a stage this plan leaves is an older stage too: an item present in
+  // its bits as this plan left them is skipped the same way (left_: empty until
+  // a stage starts within the batch).
+  left_.clear();
   for (size_t i = 0; i < n; ++i) {
     if (skip && skip[i]) continue;
+    if (!left_.empty() && InLeftStage(items[i], rule)) {
+      ++present_;
+      continue;
+    }
     const Stage* st = &stages_[s];
     ComputePositions(items[i], st->m, st->k, rule, item_.data());
     bool present = true;
@@ -132,6 +153,7 @@ bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, con
       ++stats->advances;
       ++s;
       st = &stages_[s];
+      if (skip) left_.push_back(Left{s - 1, bits_});  // its bits, with this plan's
       LoadStage(s, value);
       fill = value ? StagePopcount(*value, *st) : 0;
       ComputePositions(items[i], st->m, st->k, rule, item_.data());

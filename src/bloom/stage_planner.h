@@ -62,7 +62,10 @@ class StagePlanner {
   // false for them. Otherwise (a caller that does not read the key) the items'
   // positions are counted against the bits of this batch alone: an upper bound of
   // the fill, so a stage never passes fill_s but may start early. skip (may be null)
-  // marks items not to write (not placed, not counted); `rule` is the key's
+  // marks items not to write (not placed, not counted): a caller that passes it
+  // skips items present in an older stage of the value (replay), and the plan
+  // then also skips an item it wrote earlier into a stage it has since left
+  // (counted in present()), so the batch follows that rule as a whole; `rule` is the key's
   // bucket's position rule. Returns false if every item goes into stage 0 and none
   // is skipped, present or dropped: the caller can then write stage 0's positions
   // as the coalescer computed them (no groups are made). Else fills groups() (at
@@ -81,7 +84,8 @@ class StagePlanner {
   const std::vector<Group>& groups() const { return groups_; }
   const std::vector<uint32_t>& positions() const { return positions_; }
   // Of the last plan: the state it started from, and how many items it found
-  // present in the current stage (not written; repeats within the batch included).
+  // present in the current stage (not written; repeats within the batch included;
+  // with skip, also items it wrote earlier into a stage it has since left).
   // Items are looked up only where some item of the batch could bring the stage to
   // its fill: below that (fill + k_s * distinct items < fill_s) every item is
   // planned into the stage, present or not (its bits are set already: the same
@@ -108,7 +112,15 @@ class StagePlanner {
   std::vector<uint32_t> positions_;
   std::vector<uint32_t> item_;     // one item's positions in its stage
   std::vector<Hash128> distinct_;  // NeedsValue's scratch
-  UniquePositions unique_;         // each group's sort and dedupe
+  // PlanFrom with skip: the stages this plan has left, with their bits as it
+  // left them; InLeftStage: an item's positions all set in one of them.
+  struct Left {
+    uint32_t stage;
+    std::vector<uint8_t> bits;
+  };
+  std::vector<Left> left_;
+  bool InLeftStage(const Hash128& item, PositionRule rule);
+  UniquePositions unique_;  // each group's sort and dedupe
   StageState start_;
   uint64_t present_ = 0;
 };

@@ -246,6 +246,7 @@ LayoutInfo Client::layout() const {
     std::lock_guard lock(impl_->layout_mu);
     l = impl_->layout;
     info.stored = impl_->stored;
+    info.lost = impl_->meta_lost;
   }
   info.version = l->version();
   info.stages = l->stages;

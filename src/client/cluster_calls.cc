@@ -70,8 +70,14 @@ Status Client::Impl::PrepareRouter(ef::client::Pooled<RouterSlot>& pr, Clock::ti
     } else if (st.code() == StatusCode::kFailedPrecondition ||
                st.code() == StatusCode::kPermissionDenied) {
       return st;  // a layout that no longer matches fails calls, as on one node
+    } else {
+      LayoutRecheckFailed();  // retried in kLayoutRetry by whichever router comes next
     }
   }
+  // A layout an upgrade may have replaced is not used once its copy is older
+  // than half the smallest lead (the meta's master down for that long).
+  if (Status fresh = LayoutFresh(); !fresh.ok())
+    return ef::Unavailable("redis cluster: " + fresh.message());
   if (!SetRouterDeadline(slot.router, deadline))
     return DeadlineError(start, deadline, "connecting to Redis Cluster");
   return Status::Ok();

@@ -121,8 +121,14 @@ struct Client::Impl {
   mutable std::mutex layout_mu;
   std::shared_ptr<const ef::Layout> layout;  // guarded by layout_mu
   bool stored = false;                       // guarded by layout_mu
+  // A meta was read once and is gone now (DEL, FLUSHALL): `layout` stays the last
+  // stored one (never the configured one: its rules could read the buckets
+  // written before as unseen) and `stored` is false until the meta is back.
+  bool meta_lost = false;  // guarded by layout_mu
   // When the meta was last read, or a re-read was last claimed (LayoutRecheckDue).
   Clock::time_point layout_checked;  // guarded by layout_mu
+  // When the meta was last read successfully (RefreshLayout).
+  Clock::time_point layout_read;  // guarded by layout_mu
   // A value longer than the layout allows was read: re-read the meta now.
   std::atomic<bool> layout_stale{false};
   Clock::time_point stale_reread{};  // guarded by layout_mu: when one last did so
@@ -169,12 +175,22 @@ struct Client::Impl {
   // re-read: until the next period, other callers go on with the current layout.
   enum class Recheck { kNo, kPeriodic, kStale };
   Recheck LayoutRecheckDue();
+  // A claimed re-read failed: the next one is due kLayoutRetry later, not a whole
+  // period (a layout upgrade must reach readers within half its lead).
+  void LayoutRecheckFailed();
+  // kUnavailable when the held layout may have been replaced by an upgrade the
+  // reader has not read: a layout below version 3, last read more than
+  // kMaxLayoutAge ago (half the smallest --lead of `layout upgrade --to 3`), with
+  // periodic re-reads on (options.layout_recheck > 0). Else OK.
+  Status LayoutFresh() const;
   // Every value must fit the layout it is read with (a stage table ends at its
   // last stage); a longer one was written under a newer layout. True (at most
   // once a second) when `bytes` is longer: the layout is then marked stale. (A
   // value that stays too long, not ours, costs a re-read at most once a second.)
   bool NoteValueLength(size_t bytes, const ef::Layout& layout);
   // Reads the stored layout; a mismatch with the config is kFailedPrecondition.
+  // No meta: the configured layout if none was ever read, else the last stored
+  // one is kept (meta_lost).
   Status RefreshLayout(ef::MetaTarget conn, bool* found);
 
   // --- single_node.cc

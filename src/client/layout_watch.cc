@@ -16,6 +16,15 @@ namespace {
 constexpr auto kMissingLayoutRecheck = std::chrono::seconds(1);
 // Least time between two meta re-reads caused by values longer than the layout.
 constexpr auto kStaleLayoutRecheck = std::chrono::seconds(1);
+// After a failed re-read, the next one is due this much later.
+constexpr auto kLayoutRetry = std::chrono::seconds(1);
+// Half the smallest --lead of `layout upgrade --to 3` (20 s; docs/FORMAT.md rule
+// 9): a layout below version 3 is never used once its copy is older.
+constexpr auto kMaxLayoutAge = std::chrono::seconds(10);
+// The period of re-reads of a layout below version 3 (at most; layout_recheck
+// may be shorter): half kMaxLayoutAge, so that failed re-reads are retried
+// (kLayoutRetry) several times before the copy gets too old.
+constexpr auto kUpgradableRecheck = std::chrono::seconds(5);
 
 }  // namespace
 
@@ -32,10 +41,37 @@ Client::Impl::Recheck Client::Impl::LayoutRecheckDue() {
   if (!stored && options.allow_missing_layout)
     periodic = now - layout_checked >= kMissingLayoutRecheck;
   else if (options.layout_recheck.count() > 0)
-    periodic = now - layout_checked >= options.layout_recheck;
+    periodic = now - layout_checked >=
+               (layout->version() < 3
+                    ? std::min<Clock::duration>(options.layout_recheck, kUpgradableRecheck)
+                    : Clock::duration(options.layout_recheck));
   if (!stale && !periodic) return Recheck::kNo;
   layout_checked = now;
   return stale ? Recheck::kStale : Recheck::kPeriodic;
+}
+
+void Client::Impl::LayoutRecheckFailed() {
+  const Clock::time_point now = Clock::now();
+  std::lock_guard lock(layout_mu);
+  const Clock::duration period =
+      !stored && options.allow_missing_layout ? Clock::duration(kMissingLayoutRecheck)
+      : layout->version() < 3
+          ? std::min<Clock::duration>(options.layout_recheck, kUpgradableRecheck)
+          : Clock::duration(options.layout_recheck);
+  // Due again kLayoutRetry from now (if the period is longer).
+  layout_checked = std::min(layout_checked, now - period + kLayoutRetry);
+}
+
+Status Client::Impl::LayoutFresh() const {
+  std::lock_guard lock(layout_mu);
+  if (options.layout_recheck.count() <= 0 || !stored || layout->version() >= 3) return Status::Ok();
+  const Clock::duration age = Clock::now() - layout_read;
+  if (age <= kMaxLayoutAge) return Status::Ok();
+  return ef::Unavailable(
+      "the stored layout (version " + std::to_string(layout->version()) + ") was last read " +
+      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(age).count()) +
+      " ms ago and reading it again failed: not answering with a layout that `layout upgrade "
+      "--to 3` may have replaced (readers re-read it within half the upgrade's --lead)");
 }
 
 bool Client::Impl::NoteValueLength(size_t bytes, const ef::Layout& layout) {
@@ -56,10 +92,17 @@ Status Client::Impl::RefreshLayout(ef::MetaTarget conn, bool* found) {
   Status st = ef::ReadLayout(conn, configured, &effective, found);
   if (!st.ok()) return st;
   std::lock_guard lock(layout_mu);
-  layout = *found ? std::make_shared<const ef::Layout>(std::move(effective))
-                  : std::make_shared<const ef::Layout>(configured);
+  if (*found) {
+    layout = std::make_shared<const ef::Layout>(std::move(effective));
+    meta_lost = false;
+  } else if (stored || meta_lost) {
+    meta_lost = true;  // keep the last stored layout (impl.h)
+  } else {
+    layout = std::make_shared<const ef::Layout>(configured);
+  }
   stored = *found;
   layout_checked = Clock::now();
+  layout_read = layout_checked;
   return Status::Ok();
 }
 

@@ -141,11 +141,15 @@ Result Client::FilterAndMarkWithClusters(std::string_view user,
   size_t marked = 0;
   for (size_t i = 0; i < candidates.size() && marked < n; ++i) {
     if (r.seen[i] || r.served[i] || r.near_duplicate[i]) continue;
+    // docs/CONTENT.md rule 5's writers' rule, in the ring: token(C) when C != J.
+    const bool token = !r.cluster.empty() && ef::WritesClusterToken(candidates[i], r.cluster[i]);
+    // The ring keeps every item this call marks: marking stops where the next
+    // one (and its token) would overwrite one marked before it.
+    if (hashes.size() + 1 + (token ? 1 : 0) > impl_->served_capacity) break;
     r.marked[i] = true;
     ++marked;
     hashes.push_back(ef::HashItem(candidates[i], impl_->configured.seed));
-    // docs/CONTENT.md rule 5's writers' rule, in the ring: token(C) when C != J.
-    if (!r.cluster.empty() && ef::WritesClusterToken(candidates[i], r.cluster[i]))
+    if (token)
       hashes.push_back(ef::HashItem(ef::ClusterToken(r.cluster[i]), impl_->configured.seed));
   }
   if (hashes.empty()) return r;

@@ -66,6 +66,7 @@ Status Client::Impl::Prepare(ef::client::PooledConnection& pc, Clock::time_point
     Add(counters.layout_reads, 1);
     Status st = RefreshLayout(*pc.conn(), &found);
     if (!st.ok()) {
+      LayoutRecheckFailed();  // the next call's connection retries it soon
       const bool dead = DeadBeforeUse(*pc.conn(), deadline);
       pc.Drop();
       if (!dead) return st;

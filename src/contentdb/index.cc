@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "bloom/keys.h"
@@ -60,6 +61,14 @@ class OwnedSingleNode : public CommandRunner {
       conn_.reset();  // unusable now: the next Run connects again
       return s;
     }
+    for (const RedisReply& r : replies) {
+      // Not a master (a failover): the next Run connects again, and reaches
+      // the new master where the address follows it.
+      if (r.type == RedisReply::Type::kError && RedisConnection::CallsForReconnect(r.str)) {
+        conn_.reset();
+        break;
+      }
+    }
     return replies;
   }
 
@@ -96,8 +105,16 @@ SlotCommand Cmd(const std::string& key, std::vector<std::string> args) {
   return {KeySlot(key), std::move(args)};
 }
 
+bool IsWrongType(const RedisReply& reply) {
+  return reply.type == RedisReply::Type::kError &&
+         RedisConnection::ClassifyErrorReply(reply.str) == RedisErrorKind::kWrongType;
+}
+
 // Fails on an error reply, naming the command: kPermissionDenied for a refused
-// one (NOAUTH, WRONGPASS, NOPERM: retrying cannot help), else kInternal.
+// one (NOAUTH, WRONGPASS, NOPERM: retrying cannot help), kUnavailable for a
+// server not ready or not a master (LOADING, BUSY, READONLY, MASTERDOWN, OOM:
+// retrying can), else kInternal. A GET's WRONGTYPE is no failure: a map key of
+// another type is a bad map entry (MapEntry).
 Status CheckReplies(const std::vector<SlotCommand>& commands,
                     const std::vector<RedisReply>& replies) {
   if (replies.size() != commands.size()) {
@@ -105,48 +122,57 @@ Status CheckReplies(const std::vector<SlotCommand>& commands,
                     std::to_string(commands.size()) + " commands");
   }
   for (size_t i = 0; i < replies.size(); ++i) {
-    if (replies[i].type == RedisReply::Type::kError) {
-      const auto& args = commands[i].args;
-      return RedisConnection::ErrorReplyStatus(replies[i].str,
-                                               "content index: " + args[0] + " " +
-                                                   (args.size() > 1 ? args[1] : "") + ": " +
-                                                   replies[i].str,
-                                               StatusCode::kInternal);
-    }
+    if (replies[i].type != RedisReply::Type::kError) continue;
+    const auto& args = commands[i].args;
+    if (args[0] == "GET" && IsWrongType(replies[i])) continue;
+    const RedisErrorKind kind = RedisConnection::ClassifyErrorReply(replies[i].str);
+    const bool retriable = kind == RedisErrorKind::kBusy || kind == RedisErrorKind::kOom;
+    return RedisConnection::ErrorReplyStatus(
+        replies[i].str,
+        "content index: " + args[0] + " " + (args.size() > 1 ? args[1] : "") + ": " +
+            replies[i].str,
+        retriable ? StatusCode::kUnavailable : StatusCode::kInternal);
   }
   return Status::Ok();
 }
 
-StatusOr<std::optional<MapValue>> ReadMapReply(const RedisReply& reply, const std::string& key) {
-  if (reply.type == RedisReply::Type::kNil) return std::optional<MapValue>();
+}  // namespace
+
+// A GET's reply for map key `key`: its entry, or nothing when absent or bad (a
+// bad one, told to on_bad_value, sets *bad).
+std::optional<MapValue> ContentIndex::MapEntry(const RedisReply& reply, const std::string& key,
+                                               bool* bad) {
+  if (bad) *bad = false;
+  if (reply.type == RedisReply::Type::kNil) return std::nullopt;
   std::optional<MapValue> v;
   if (reply.type == RedisReply::Type::kString) v = DecodeMapValue(reply.str);
-  if (!v) return Internal("content index: " + key + " holds no map entry (docs/CONTENT.md)");
+  if (!v) {
+    if (bad) *bad = true;
+    if (options_.on_bad_value) options_.on_bad_value(key);
+  }
   return v;
 }
 
 // The map entries of `items` (GET of each, one pipelined step): nothing for an
 // item not in the map.
-StatusOr<std::vector<std::optional<MapValue>>> ReadMap(CommandRunner& runner,
-                                                       const std::string& prefix,
-                                                       const std::vector<std::string>& items) {
+StatusOr<std::vector<std::optional<MapValue>>> ContentIndex::ReadMap(
+    const std::vector<std::string>& items) {
   std::vector<SlotCommand> cmds;
   for (const std::string& item : items) {
-    std::string key = MapKey(prefix, item);
+    std::string key = MapKey(options_.key_prefix, item);
     cmds.push_back(Cmd(key, {"GET", key}));
   }
   std::vector<std::optional<MapValue>> out(items.size());
   if (cmds.empty()) return out;
-  auto replies = runner.Run(cmds);
+  auto replies = runner_->Run(cmds);
   if (!replies.ok()) return replies.status();
   EF_RETURN_IF_ERROR(CheckReplies(cmds, *replies));
-  for (size_t i = 0; i < items.size(); ++i) {
-    auto v = ReadMapReply((*replies)[i], cmds[i].args[1]);
-    if (!v.ok()) return v.status();
-    out[i] = std::move(*v);
-  }
+  for (size_t i = 0; i < items.size(); ++i)
+    out[i] = MapEntry((*replies)[i], cmds[i].args[1], nullptr);
   return out;
 }
+
+namespace {
 
 struct Near {
   int distance = 1 << 20;
@@ -165,10 +191,14 @@ std::unique_ptr<CommandRunner> ClusterRunner(ClusterRouter& router) {
   return std::make_unique<Cluster>(router);
 }
 
+std::unique_ptr<CommandRunner> ReconnectingRunner(RedisOptions redis) {
+  return std::make_unique<OwnedSingleNode>(std::move(redis));
+}
+
 StatusOr<std::unique_ptr<CommandRunner>> ConnectRunner(const RedisOptions& redis) {
   auto cluster = UseCluster(redis);
   if (!cluster.ok()) return cluster.status();
-  if (!*cluster) return std::unique_ptr<CommandRunner>(std::make_unique<OwnedSingleNode>(redis));
+  if (!*cluster) return ReconnectingRunner(redis);
   auto options = ClusterOptionsFrom(redis);
   if (!options.ok()) return options.status();
   auto router = std::make_unique<ClusterRouter>(std::move(*options));
@@ -205,13 +235,42 @@ StatusOr<std::unique_ptr<ContentIndex>> ContentIndex::Make(ContentIndexOptions o
 }
 
 StatusOr<std::vector<std::optional<std::string>>> ContentIndex::Lookup(
-    const std::vector<std::string>& items) {
+    const std::vector<std::string>& items, bool renew) {
   for (size_t i = 0; i < items.size(); ++i) EF_RETURN_IF_ERROR(CheckItem(items[i], i));
-  auto entries = ReadMap(*runner_, options_.key_prefix, items);
-  if (!entries.ok()) return entries.status();
   std::vector<std::optional<std::string>> out(items.size());
-  for (size_t i = 0; i < items.size(); ++i)
-    if ((*entries)[i]) out[i] = std::move((*entries)[i]->cluster);
+  if (!renew) {
+    auto entries = ReadMap(items);
+    if (!entries.ok()) return entries.status();
+    for (size_t i = 0; i < items.size(); ++i)
+      if ((*entries)[i]) out[i] = std::move((*entries)[i]->cluster);
+    return out;
+  }
+  if (items.empty()) return out;
+  // The queued bucket renewals, then each item's GET and PEXPIRE.
+  const std::string ttl = std::to_string(options_.retention_ms);
+  std::vector<SlotCommand> cmds = renewals_;
+  const size_t queued = cmds.size();
+  for (const std::string& item : items) {
+    std::string key = MapKey(options_.key_prefix, item);
+    cmds.push_back(Cmd(key, {"GET", key}));
+    cmds.push_back(Cmd(key, {"PEXPIRE", key, ttl}));
+  }
+  auto replies = runner_->Run(cmds);
+  if (!replies.ok()) return replies.status();
+  EF_RETURN_IF_ERROR(CheckReplies(cmds, *replies));
+  renewals_.clear();
+  std::unordered_set<std::string> queued_keys;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const size_t at = queued + 2 * i;
+    std::optional<MapValue> v = MapEntry((*replies)[at], cmds[at].args[1], nullptr);
+    if (!v) continue;
+    for (int t = 0; t < scheme_.tables() && renewals_.size() < kMaxQueuedRenewals; ++t) {
+      std::string bkey =
+          BucketKey(options_.key_prefix, t, scheme_.key_bits(t), scheme_.Key(t, v->simhash));
+      if (queued_keys.insert(bkey).second) renewals_.push_back(Cmd(bkey, {"PEXPIRE", bkey, ttl}));
+    }
+    out[i] = std::move(v->cluster);
+  }
   return out;
 }
 
@@ -241,14 +300,16 @@ StatusOr<std::vector<Assignment>> ContentIndex::Assign(const std::vector<Content
   // Records known from Redis, by item ID (the batch's and, after step 3, candidates').
   std::unordered_map<std::string, MapValue> records;
   std::vector<bool> stored(n, false);
+  std::vector<bool> bad(n, false);                // its map key holds no map entry: written over
   std::unordered_map<std::string, size_t> first;  // item ID -> first position in the batch
   std::vector<size_t> fresh;                      // positions of new items (first occurrences)
   for (size_t i = 0; i < n; ++i) {
-    auto v = ReadMapReply((*r1)[i], cmds[i].args[1]);
-    if (!v.ok()) return v.status();
-    if (*v) {
+    bool is_bad = false;
+    auto v = MapEntry((*r1)[i], cmds[i].args[1], &is_bad);
+    bad[i] = is_bad;
+    if (v) {
       stored[i] = true;
-      records[items[i].item_id] = std::move(**v);
+      records[items[i].item_id] = std::move(*v);
     }
     bool is_first = first.emplace(items[i].item_id, i).second;
     if (is_first && !stored[i]) fresh.push_back(i);
@@ -296,7 +357,7 @@ StatusOr<std::vector<Assignment>> ContentIndex::Assign(const std::vector<Content
 
   // 3. The map entries of those candidates.
   if (!to_read.empty()) {
-    auto r3 = ReadMap(*runner_, prefix, to_read);
+    auto r3 = ReadMap(to_read);
     if (!r3.ok()) return r3.status();
     for (size_t c = 0; c < to_read.size(); ++c)
       if ((*r3)[c]) records[to_read[c]] = std::move(*(*r3)[c]);
@@ -355,23 +416,40 @@ StatusOr<std::vector<Assignment>> ContentIndex::Assign(const std::vector<Content
   cmds.clear();
   std::vector<size_t> set_pos(n, SIZE_MAX);
   std::map<std::string, bool> expire_buckets;
+  std::unordered_set<std::string> renewed_twins;
   for (size_t i = 0; i < n; ++i) {
     if (first[items[i].item_id] != i) continue;
     std::string key = MapKey(prefix, items[i].item_id);
     if (stored[i]) {
       cmds.push_back(Cmd(key, {"PEXPIRE", key, ttl}));
+    } else if (bad[i]) {  // a bad entry (of any type): replaced, not kept
+      cmds.push_back(
+          Cmd(key, {"SET", key, EncodeMapValue(batch[i].seq, batch[i].simhash, batch[i].cluster),
+                    "PX", ttl}));
     } else {
       set_pos[i] = cmds.size();
       cmds.push_back(
           Cmd(key, {"SET", key, EncodeMapValue(batch[i].seq, batch[i].simhash, batch[i].cluster),
                     "NX", "GET", "PX", ttl}));
     }
+    // A new item with the fingerprint of an earlier one (its twin, the nearest
+    // at distance 0) is not filed in the buckets: for every later item the twin
+    // is as near and older, so it would never be the nearest earlier one. Its
+    // twin's entry and buckets are renewed instead, so floods of copies keep
+    // one bucket entry, not one per copy (the cost of a probe stays flat).
+    const bool twin = !stored[i] && out[i].distance == 0;
+    if (twin && renewed_twins.insert(out[i].nearest).second) {
+      std::string tkey = MapKey(prefix, out[i].nearest);
+      cmds.push_back(Cmd(tkey, {"PEXPIRE", tkey, ttl}));
+    }
     std::string fp;
     PutBigEndian(batch[i].simhash, &fp);
     for (int t = 0; t < tables; ++t) {
       std::string bkey =
           BucketKey(prefix, t, scheme_.key_bits(t), scheme_.Key(t, batch[i].simhash));
-      cmds.push_back(Cmd(bkey, {"HSET", bkey, items[i].item_id, fp}));
+      // (A known item's bucket entries live as long as its map entry: both are
+      // renewed together, so renewing the buckets is enough.)
+      if (!twin && !stored[i]) cmds.push_back(Cmd(bkey, {"HSET", bkey, items[i].item_id, fp}));
       expire_buckets[bkey] = true;
     }
   }
@@ -386,10 +464,11 @@ StatusOr<std::vector<Assignment>> ContentIndex::Assign(const std::vector<Content
   // A concurrent assigner wrote an entry first: its cluster stands.
   for (size_t i = 0; i < n; ++i) {
     if (set_pos[i] == SIZE_MAX) continue;
-    auto v = ReadMapReply((*r4)[set_pos[i]], cmds[set_pos[i]].args[1]);
-    if (!v.ok()) return v.status();
-    if (*v) {
-      out[i].cluster = (*v)->cluster;
+    // (A bad value written meanwhile: this item's cluster stands; the next
+    // Assign of it writes over the bad value.)
+    auto v = MapEntry((*r4)[set_pos[i]], cmds[set_pos[i]].args[1], nullptr);
+    if (v) {
+      out[i].cluster = v->cluster;
       out[i].known = true;
       out[i].nearest.clear();
       out[i].distance = -1;

@@ -22,12 +22,25 @@
 //   each item is compared with the items themselves, never with a cluster's
 //   "centre"), and two near items may be in different clusters when they
 //   arrived in an order that gave each its own first.
+// - Copies: a new item with the fingerprint of an earlier one (stored, or
+//   earlier in the batch) joins it at distance 0 and is not filed in the
+//   buckets: the earlier one is as near to every later item and older, so it
+//   stands for the copy; its map entry and buckets are renewed instead. So N
+//   copies of one text keep one bucket entry, and an Assign's cost does not grow
+//   with N (a flood of reposts stays flat). A known item renews its entry and
+//   buckets (PEXPIRE) and is not filed again.
+// - Bad map entries: a map key that holds no map entry (a string shorter than
+//   17 bytes, or a key of another type; docs/CONTENT.md rule 4) is an unknown
+//   item, as the readers count it, and ContentIndexOptions::on_bad_value is told
+//   its key. Assign writes the item's own new entry over it. Such a key never
+//   fails a call: one bad key must not hold every batch back.
 // - Round trips (each one pipeline per master, the masters in parallel): 1. GET
 //   every item's map entry and INCRBY the sequence; 2. HGETALL the C(b, k)
 //   buckets of each new item; 3. GET the map entries of stored candidates
 //   within the distance (skipped when there are none); 4. write: SET NX of the
-//   map entries, HSET + PEXPIRE of the buckets, PEXPIRE of known items' entries
-//   and buckets (renewal) and of the sequence key.
+//   map entries, HSET (new items that are no copies) + PEXPIRE of the buckets,
+//   PEXPIRE of known items' entries and buckets and of copied items' entries
+//   (renewal) and of the sequence key.
 // - Concurrency: two Assigns of the same item at once both write with SET NX
 //   ... GET, so the first write wins and the other returns the winner's cluster;
 //   two near (not equal) items assigned at once by two callers may each start a
@@ -35,12 +48,16 @@
 //   items stream for exact "nearest earlier".
 // - Errors: kInvalidArgument for a bad item (empty, longer than
 //   kMaxContentItemBytes) naming its position, before anything is sent; Redis
-//   failures as the transport reports them (naming the node). Nothing of a
-//   failed batch is guaranteed written or not: send it again (idempotent).
+//   failures as the transport reports them (naming the node); an error reply
+//   names its command: kPermissionDenied when refused for good (NOAUTH, NOPERM),
+//   kUnavailable when the server is not ready or not a master (LOADING, BUSY,
+//   READONLY, MASTERDOWN, OOM), else kInternal. Nothing of a failed batch is
+//   guaranteed written or not: send it again (idempotent).
 // - Thread-compatible: one thread uses an index at a time.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,11 +86,15 @@ class CommandRunner {
 std::unique_ptr<CommandRunner> SingleNodeRunner(RedisConnection& conn);
 // A Redis Cluster: ClusterRouter::Commands (not owned).
 std::unique_ptr<CommandRunner> ClusterRunner(ClusterRouter& router);
+// A single Redis from redis.*, owning its connection: made at the first Run,
+// and made again at the next Run after a connection failure or a reply that
+// calls for it (READONLY, MASTERDOWN: RedisConnection::CallsForReconnect), so a
+// Redis that restarts, or a failover behind its address, is followed without a
+// new runner.
+std::unique_ptr<CommandRunner> ReconnectingRunner(RedisOptions redis);
 // A runner that owns its Redis, from redis.* (RedisOptionsFromConfig): a
 // ClusterRouter when UseCluster says so (`redis.cluster: auto` asks the seeds
-// now: kUnavailable if none answers), else one connection, made at the first
-// Run and made again at the next Run after a connection failure (so a Redis
-// that restarts is used again without a new runner).
+// now: kUnavailable if none answers), else ReconnectingRunner.
 StatusOr<std::unique_ptr<CommandRunner>> ConnectRunner(const RedisOptions& redis);
 
 struct ContentItem {
@@ -95,6 +116,9 @@ struct ContentIndexOptions {
   int max_distance = 3;                               // content.max_distance
   int index_blocks = 5;                               // content.index_blocks
   int64_t retention_ms = int64_t{60} * 86400 * 1000;  // content.retention
+  // Told the key of each bad map entry read (see "Bad map entries" above); may
+  // be empty. Called on the thread that calls Assign or Lookup.
+  std::function<void(const std::string& key)> on_bad_value;
 };
 ContentIndexOptions ContentIndexOptionsFrom(const Config& config);
 
@@ -111,9 +135,16 @@ class ContentIndex {
 
   // See the contract above: one Assignment per item, in order.
   StatusOr<std::vector<Assignment>> Assign(const std::vector<ContentItem>& items);
-  // The map, read only: each item's cluster, nullopt if not assigned (or
-  // expired). One round trip (one pipeline per master). Bad items as Assign.
-  StatusOr<std::vector<std::optional<std::string>>> Lookup(const std::vector<std::string>& items);
+  // The map: each item's cluster, nullopt if not assigned (or expired). One
+  // round trip (one pipeline per master). Bad items as Assign. Read only,
+  // unless `renew` (the writers: an exposed item's entry lives on while it is
+  // exposed): each found item's map entry gets content.retention again in the
+  // same round trip, and its buckets with the next renewing Lookup's round trip
+  // (queued: at most kMaxQueuedRenewals commands; past that, buckets are not
+  // renewed, their entries just expire earlier).
+  StatusOr<std::vector<std::optional<std::string>>> Lookup(const std::vector<std::string>& items,
+                                                           bool renew = false);
+  static constexpr size_t kMaxQueuedRenewals = 65536;
 
   const content::BlockScheme& scheme() const { return scheme_; }
 
@@ -121,7 +152,12 @@ class ContentIndex {
   ContentIndex(ContentIndexOptions options, content::BlockScheme scheme,
                std::unique_ptr<CommandRunner> runner)
       : options_(std::move(options)), scheme_(std::move(scheme)), runner_(std::move(runner)) {}
+  std::optional<MapValue> MapEntry(const RedisReply& reply, const std::string& key, bool* bad);
+  StatusOr<std::vector<std::optional<MapValue>>> ReadMap(const std::vector<std::string>& items);
   ContentIndexOptions options_;
+  // Lookup(renew): the PEXPIREs of found items' buckets, sent before the next
+  // renewing Lookup's commands (kept on a failure: sent again).
+  std::vector<ClusterRouter::SlotCommand> renewals_;
   content::BlockScheme scheme_;
   std::unique_ptr<CommandRunner> runner_;
 };

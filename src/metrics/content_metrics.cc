@@ -30,6 +30,14 @@ ContentMetrics::ContentMetrics(prometheus::Registry& r) {
                       .Register(r);
   commits_ok = &commits.Add({{"result", "ok"}});
   commits_failed = &commits.Add({{"result", "failed"}});
+  map_bad_values = &prometheus::BuildCounter()
+                        .Name("exposure_filter_content_map_bad_values_total")
+                        .Help(
+                            "Content-map values read that were no map entry (another "
+                            "program's value at <prefix>cm{item}): read as not indexed and "
+                            "written over")
+                        .Register(r)
+                        .Add({});
   redis_up = &prometheus::BuildGauge()
                   .Name("exposure_filter_content_redis_up")
                   .Help("1 when the last assignment succeeded, 0 while Redis fails")

@@ -29,6 +29,9 @@ struct ContentMetrics {
   prometheus::Counter* commits_ok;      // exposure_filter_content_commits_total{result="ok"}
   prometheus::Counter* commits_failed;  // exposure_filter_content_commits_total{result="failed"}
   prometheus::Gauge* redis_up;          // exposure_filter_content_redis_up
+  // exposure_filter_content_map_bad_values_total: map values that were no map
+  // entry, read as "not indexed" and written over (contentdb/index.h).
+  prometheus::Counter* map_bad_values;
 };
 
 }  // namespace ef

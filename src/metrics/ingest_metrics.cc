@@ -73,6 +73,10 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
   items_unclustered = counter("exposure_filter_items_unclustered_total",
                               "filter.near_duplicates: exposed items whose cluster is not known "
                               "(not in the content index yet): written by item ID only");
+  content_map_bad_values =
+      counter("exposure_filter_content_map_bad_values_total",
+              "filter.near_duplicates: content-map values read that were no map entry (another "
+              "program's value at <prefix>cm{item}): the item counts as not indexed");
   auto& errors = prometheus::BuildCounter()
                      .Name("exposure_filter_redis_errors_total")
                      .Help("Redis errors, by kind")

@@ -49,15 +49,18 @@ struct IngestMetrics {
   prometheus::Counter* redis_commands;   // exposure_filter_redis_commands_total
   prometheus::Counter* expires_skipped;  // exposure_filter_redis_expire_skipped_total
   std::array<prometheus::Counter*, static_cast<size_t>(RedisErrorKind::kCount_)>
-      redis_errors;                            // exposure_filter_redis_errors_total{kind}
-  prometheus::Gauge* redis_up;                 // exposure_filter_redis_up
-  prometheus::Counter* batches;                // exposure_filter_batches_total
-  prometheus::Counter* write_retries;          // exposure_filter_redis_write_retries_total
-  prometheus::Counter* write_stalls;           // exposure_filter_redis_write_stalls_total
+      redis_errors;                    // exposure_filter_redis_errors_total{kind}
+  prometheus::Gauge* redis_up;         // exposure_filter_redis_up
+  prometheus::Counter* batches;        // exposure_filter_batches_total
+  prometheus::Counter* write_retries;  // exposure_filter_redis_write_retries_total
+  prometheus::Counter* write_stalls;   // exposure_filter_redis_write_stalls_total
   // filter.near_duplicates (docs/CONTENT.md rule 5):
-  prometheus::Counter* cluster_tokens;       // exposure_filter_cluster_tokens_total
-  prometheus::Counter* cluster_lookups;      // exposure_filter_cluster_lookups_total
-  prometheus::Counter* items_unclustered;    // exposure_filter_items_unclustered_total
+  prometheus::Counter* cluster_tokens;     // exposure_filter_cluster_tokens_total
+  prometheus::Counter* cluster_lookups;    // exposure_filter_cluster_lookups_total
+  prometheus::Counter* items_unclustered;  // exposure_filter_items_unclustered_total
+  // exposure_filter_content_map_bad_values_total: content-map values that were
+  // no map entry, read as "not indexed" (contentdb/index.h).
+  prometheus::Counter* content_map_bad_values;
   prometheus::Counter* commits_ok;             // exposure_filter_commits_total{result="ok"}
   prometheus::Counter* commits_failed;         // exposure_filter_commits_total{result="failed"}
   prometheus::Counter* dead_letter_delivered;  // exposure_filter_dead_letter_total{result=...}

@@ -18,7 +18,7 @@ Status ContentIndexClusters::Clusters(const std::vector<ClusterQuery>& items,
     where.push_back(i);
   }
   if (ask.empty()) return Status::Ok();
-  auto found = index_->Lookup(ask);
+  auto found = index_->Lookup(ask, /*renew=*/true);  // exposed: their entries live on
   if (!found.ok()) return found.status();
   std::vector<contentdb::ContentItem> file;
   std::vector<size_t> filed;  // file[j] is items[filed[j]]
@@ -58,6 +58,19 @@ void ClusterCache::Table::Clear() {
   std::fill(slots.begin(), slots.end(), Slot());
   arena.clear();
   count = 0;
+  live_bytes = 0;
+}
+
+void ClusterCache::Table::Compact() {
+  std::string fresh;
+  fresh.reserve(live_bytes);
+  for (Slot& s : slots) {
+    if (!s.used || s.cluster_len == 0 || s.cluster_len == kSelfLen) continue;
+    const uint32_t off = static_cast<uint32_t>(fresh.size());
+    fresh.append(Cluster(s));
+    s.cluster_off = off;
+  }
+  arena = std::move(fresh);
 }
 
 ClusterCache::Hit ClusterCache::Find(const Hash128& item, int64_t now_ms,
@@ -74,10 +87,11 @@ ClusterCache::Hit ClusterCache::Find(const Hash128& item, int64_t now_ms,
     Insert(item, cluster_copy, self, o->miss_at_ms);
     s = newer_.Probe(item);
   }
-  if (s->cluster_len == kSelfLen) return Hit::kSelf;
   if (s->cluster_len == 0) {
     return now_ms - s->miss_at_ms < kMissRetryMs ? Hit::kMiss : Hit::kNone;
   }
+  if (now_ms - s->miss_at_ms >= kRefreshMs) return Hit::kNone;  // renew it (Lookup)
+  if (s->cluster_len == kSelfLen) return Hit::kSelf;
   *cluster = newer_.Cluster(*s);
   return Hit::kCluster;
 }
@@ -105,13 +119,23 @@ void ClusterCache::Insert(const Hash128& item, std::string_view cluster, bool se
     s->h2 = item.h2;
     ++newer_.count;
   }
+  const bool had_bytes = s->cluster_len != kSelfLen && s->cluster_len != 0;
   if (self) {
+    if (had_bytes) newer_.live_bytes -= s->cluster_len;
     s->cluster_len = kSelfLen;
-  } else if (s->cluster_len == kSelfLen || newer_.Cluster(*s) != cluster) {
-    // A changed cluster is appended anew (the old bytes stay until the flip).
+  } else if (!had_bytes || newer_.Cluster(*s) != cluster) {
+    // A changed cluster is appended anew; the old bytes are garbage until the
+    // generation flips or the arena is compacted.
+    if (had_bytes) newer_.live_bytes -= s->cluster_len;
     s->cluster_off = static_cast<uint32_t>(newer_.arena.size());
     s->cluster_len = static_cast<uint32_t>(cluster.size());
     newer_.arena.append(cluster);
+    newer_.live_bytes += cluster.size();
+    const size_t garbage = newer_.arena.size() - newer_.live_bytes;
+    // Compaction visits every slot: waiting for 8 bytes of garbage a slot keeps
+    // its cost per put constant (amortised).
+    if (garbage > std::max({newer_.live_bytes, kArenaSlackBytes, 8 * newer_.slots.size()}))
+      newer_.Compact();
   }
   s->miss_at_ms = miss_at_ms;
 }

@@ -74,10 +74,11 @@ Status ReadMetaFields(MetaTarget conn, const std::string& prefix,
   return ToMap(conn.Command(key, {"HGETALL", key}), What(conn, key), stored);
 }
 
-Status EnsureMeta(MetaTarget conn, const Layout& layout, Layout* effective) {
+Status EnsureMeta(MetaTarget conn, const Layout& layout, Layout* effective,
+                  const Layout* create_as) {
   const std::string key = MetaKey(layout.prefix);
   std::vector<std::string> args = {"EVAL", kEnsureScript, "1", key};
-  for (const auto& [f, v] : layout.ToFields()) {
+  for (const auto& [f, v] : (create_as ? *create_as : layout).ToFields()) {
     args.push_back(f);
     args.push_back(v);
   }
@@ -170,18 +171,78 @@ Status UpgradeMeta(MetaTarget conn, const Layout& layout, int to_version, int64_
   return Status::Ok();
 }
 
+StatusOr<std::string> FindBucketKey(RedisConnection& conn, const std::string& prefix) {
+  // Glob-escape the prefix: '*', '?', '[' and '\' in it are literal.
+  std::string pattern;
+  for (char c : prefix) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') pattern.push_back('\\');
+    pattern.push_back(c);
+  }
+  pattern += "{*}:*";
+  std::string cursor = "0";
+  do {
+    auto r = conn.Command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+    if (!r.ok()) return r.status();
+    if (r->type == RedisReply::Type::kError)
+      return RedisConnection::ErrorReplyStatus(r->str,
+                                               "redis " + conn.address() + ": SCAN: " + r->str);
+    if (r->type != RedisReply::Type::kArray || r->elements.size() != 2)
+      return Internal("redis " + conn.address() + ": SCAN: unexpected reply");
+    cursor = r->elements[0].str;
+    for (const RedisReply& k : r->elements[1].elements) {
+      const std::string& key = k.str;
+      if (key.size() >= 7 && key.compare(key.size() - 7, 7, ":served") == 0) continue;
+      return key;
+    }
+  } while (cursor != "0");
+  return std::string();
+}
+
+namespace {
+
+// EnsureMetaAt's refusal: no meta, but `key`, a bucket key.
+Status OrphanBuckets(const std::string& where, const Layout& layout, const std::string& key) {
+  return FailedPrecondition(
+      where + ": " + MetaKey(layout.prefix) + " is missing but bucket keys of the prefix exist (" +
+      key +
+      "): the layout they were written with is unknown, so nothing is stored and nothing "
+      "written. Restore the meta as it was (HSET " +
+      MetaKey(layout.prefix) +
+      " with the fields `exposure-filter layout show` or the daemon's start log printed; "
+      "docs/OPERATING.md \"A lost meta\"), or remove the prefix's keys to start empty");
+}
+
+}  // namespace
+
 Status EnsureMetaAt(const RedisOptions& redis, const Layout& layout, Layout* effective) {
   StatusOr<bool> cluster = UseCluster(redis);
   if (!cluster.ok()) return cluster.status();
+  std::map<std::string, std::string> stored;
   if (*cluster) {
     auto options = ClusterOptionsFrom(redis);
     if (!options.ok()) return options.status();
     ClusterRouter router(*options);
     EF_RETURN_IF_ERROR(router.Discover());
+    EF_RETURN_IF_ERROR(ReadMetaFields(router, layout.prefix, &stored));
+    if (stored.empty()) {
+      for (const SlotMap::Shard& shard : router.slot_map().shards()) {
+        auto c = router.Connection(shard.master);
+        if (!c.ok()) return c.status();
+        auto key = FindBucketKey(**c, layout.prefix);
+        if (!key.ok()) return key.status();
+        if (!key->empty()) return OrphanBuckets("redis cluster", layout, *key);
+      }
+    }
     return EnsureMeta(router, layout, effective);
   }
   auto conn = RedisConnection::Connect(redis);
   if (!conn.ok()) return conn.status();
+  EF_RETURN_IF_ERROR(ReadMetaFields(**conn, layout.prefix, &stored));
+  if (stored.empty()) {
+    auto key = FindBucketKey(**conn, layout.prefix);
+    if (!key.ok()) return key.status();
+    if (!key->empty()) return OrphanBuckets("redis " + (*conn)->address(), layout, *key);
+  }
   return EnsureMeta(**conn, layout, effective);
 }
 

@@ -43,12 +43,27 @@ Status ReadMetaFields(MetaTarget conn, const std::string& prefix,
 //   the operator upgrades the meta (`exposure-filter layout upgrade`);
 // - else kFailedPrecondition naming each differing field with both values.
 // Errors as ReadMetaFields (kPermissionDenied e.g. for an ACL without EVAL).
-Status EnsureMeta(MetaTarget conn, const Layout& layout, Layout* effective);
+// create_as: what to store when no meta exists, if not `layout` itself. A writer
+// that has read a stored layout passes it, so a lost meta comes back as the
+// layout its buckets were written with (a version-2 meta as version 2, a
+// version-3 one with its v3_from), never as the configured one, whose rules
+// would read those buckets wrong.
+Status EnsureMeta(MetaTarget conn, const Layout& layout, Layout* effective,
+                  const Layout* create_as = nullptr);
 
-// EnsureMeta for redis.* options: through a Redis Cluster router when UseCluster
-// says so (redis/cluster.h), else on a connection to the one node; connects for
-// this call only. Errors as EnsureMeta, plus connection errors (kUnavailable).
+// EnsureMeta for redis.* options, at a program's start (`run`, `replay`):
+// through a Redis Cluster router when UseCluster says so (redis/cluster.h), else
+// on a connection to the one node; connects for this call only. A start that
+// finds no meta but bucket keys of the prefix (`<prefix>{user}:<bucket>`, SCAN
+// of every master; served rings do not count) stores nothing and fails
+// kFailedPrecondition naming a key and how to restore the meta: the rules those
+// buckets were written with are unknown, and the configured ones could read
+// them as unseen. Errors as EnsureMeta, plus connection errors (kUnavailable).
 Status EnsureMetaAt(const RedisOptions& redis, const Layout& layout, Layout* effective);
+
+// A bucket key of `prefix` on `conn`'s node (SCAN MATCH `<prefix>{*}:*`, served
+// rings skipped), "" if none. kUnavailable on a connection failure.
+StatusOr<std::string> FindBucketKey(RedisConnection& conn, const std::string& prefix);
 
 // Readers: the layout to read with. If meta exists, its stage-0 fields (m, k, seed,
 // prefix, bucket_seconds, window_seconds) must equal the configured ones

@@ -461,13 +461,17 @@ struct Server::Impl {
       const bool reached = client->Ping(options.timeout);
       const exposure_filter::LayoutInfo layout = client->layout();
       res.status = reached && layout.stored ? 200 : 503;
-      res.set_content(!reached ? "not ready: Redis did not answer PING within serve.timeout\n"
-                      : !layout.stored
-                          ? "not ready: no layout stored at " + layout.prefix +
-                                "meta yet (nothing written with this key prefix: the daemon "
-                                "stores it with its first write)\n"
-                          : std::string("ready\n"),
-                      "text/plain");
+      res.set_content(
+          !reached      ? "not ready: Redis did not answer PING within serve.timeout\n"
+          : layout.lost ? "not ready: " + layout.prefix +
+                              "meta was lost (DEL, FLUSHALL?): answering with the layout last "
+                              "stored (version " +
+                              std::to_string(layout.version) + ") until a writer stores it again\n"
+          : !layout.stored ? "not ready: no layout stored at " + layout.prefix +
+                                 "meta yet (nothing written with this key prefix: the daemon "
+                                 "stores it with its first write)\n"
+                           : std::string("ready\n"),
+          "text/plain");
     });
     // The other methods on known paths: 405 with Allow (with a body: WithBody).
     for (const char* path :

@@ -116,8 +116,11 @@ RedisBitWriter::~RedisBitWriter() {
 Status RedisBitWriter::CheckMeta(RedisConnection& conn) {
   if (!options_.layout) return Status::Ok();
   Layout effective;
+  // A meta lost since it was read (DEL, FLUSHALL, a restart without persistence)
+  // is stored again as last read, not as configured: its buckets keep their rules.
   Status st = options_.ensure_meta ? options_.ensure_meta(*options_.layout, &effective)
-                                   : EnsureMeta(conn, *options_.layout, &effective);
+                                   : EnsureMeta(conn, *options_.layout, &effective,
+                                                effective_ ? &*effective_ : nullptr);
   if (st.code() == StatusCode::kFailedPrecondition || st.code() == StatusCode::kInternal) {
     // The layout changed while we were away (or the meta key is not a hash):
     // writing on would corrupt every filter. Final for this writer.
@@ -874,8 +877,12 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
     // keys were lost behind our back and it may be gone with them: store it
     // again before this Write succeeds.
     if (meta_gone)
-      spdlog::warn("redis {}: {} was gone (FLUSHDB, FLUSHALL or DEL?): storing the layout again",
-                   conn_->address(), MetaKey(options_.layout->prefix));
+      spdlog::warn(
+          "redis {}: {} was gone (FLUSHDB, FLUSHALL or DEL?): storing the layout last read "
+          "(version {}{}) again",
+          conn_->address(), MetaKey(options_.layout->prefix),
+          effective_ ? effective_->version() : options_.layout->version(),
+          effective_ && effective_->v3 ? ", v3_from " + std::to_string(effective_->v3_from) : "");
     st = CheckMeta(*conn_);
     if (!st.ok()) {
       if (st.code() == StatusCode::kUnavailable) conn_.reset();

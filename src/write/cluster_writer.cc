@@ -38,7 +38,9 @@ const Layout* ClusterBitWriter::effective_layout() const {
 
 Status ClusterBitWriter::EnsureMeta(const Layout& layout, Layout* effective) {
   std::lock_guard<std::mutex> lock(meta_mu_);
-  Status st = ::ef::EnsureMeta(meta_router_, layout, effective);
+  // As RedisBitWriter::CheckMeta: a lost meta comes back as last read.
+  Status st =
+      ::ef::EnsureMeta(meta_router_, layout, effective, effective_ ? &*effective_ : nullptr);
   if (st.ok()) effective_ = *effective;
   return st;
 }

@@ -674,4 +674,99 @@ TEST_CASE(
   cluster.AwaitHealthy();
 }
 
+// Issue 47 item 2: a failed periodic meta re-read was not retried until the next
+// period (10 s by default), so with `layout upgrade --to 3 --lead 20` one failure
+// was enough for a reader to read a rule-9 bucket with rule 2. Before the fix the
+// second call below made no re-read (layout_reads stayed at before + 1), and the
+// version-2 reader answered with its copy whatever its age.
+TEST_CASE(
+    "cluster readers: a failed periodic meta re-read is retried a second later, and a layout "
+    "below version 3 is not used once its copy is 10 s old (issue 47)",
+    "[cluster][readers][failover]") {
+  LocalRedisCluster& cluster = Cluster();
+  const Written w = WriteUsers(cluster, "rr");
+  const int victim = cluster.MasterForSlot(KeySlot(MetaKey(w.layout.prefix)));
+  std::string live;
+  for (const std::string& user : w.users)
+    if (w.master_of.at(user) != victim && live.empty()) live = user;
+  REQUIRE_FALSE(live.empty());
+  exposure_filter::CallOptions call;
+  call.at_unix_seconds = w.now_s;
+  call.deadline = 2000ms;
+
+  SECTION("retried after a second") {
+    auto client = MakeClient(cluster, 2000ms, 1, 4000ms);  // one router, a 4 s period
+    CheckAnswers(*client, w, live);
+    std::this_thread::sleep_for(4100ms);  // the period runs out
+    const uint64_t before = client->stats().layout_reads;
+    // The meta's master answers nothing for a second: the re-read (100 ms at
+    // most of a call) fails, the call answers with the layout read before.
+    cluster.Command(victim, {"CLIENT", "PAUSE", "1000", "ALL"});
+    exposure_filter::Result r = client->Seen(live, w.candidates.at(live), call);
+    CHECK(client->stats().layout_reads == before + 1);
+    CHECK(r.ok);
+    CHECK(r.seen == w.expected.at(live));
+    std::this_thread::sleep_for(1300ms);  // the pause is over, and a second has passed
+    r = client->Seen(live, w.candidates.at(live), call);
+    CHECK(client->stats().layout_reads == before + 2);  // retried: 1 s later, not 4 s
+    CHECK(r.ok);
+    r = client->Seen(live, w.candidates.at(live), call);
+    CHECK(client->stats().layout_reads == before + 2);  // read: a period away again
+  }
+  SECTION("a version-2 layout older than 10 s is not used") {
+    // A version-2 meta of its own prefix (the configured v3 layout's version 2).
+    FilterConfig f;
+    f.key_prefix = "rv:";
+    f.layout_version = 2;
+    auto v2 = LayoutFromConfig(f);
+    REQUIRE(v2.ok());
+    ClusterRouter router(cluster.RouterOptions());
+    REQUIRE(router.Discover().ok());
+    Layout effective;
+    REQUIRE(EnsureMeta(router, *v2, &effective).ok());
+    const int v2_master = cluster.MasterForSlot(KeySlot(MetaKey("rv:")));
+    std::string other;  // a user whose keys are not on that master
+    for (int i = 0; other.empty(); ++i) {
+      const std::string u = "rv-u" + std::to_string(i);
+      if (cluster.MasterForSlot(KeySlot(MakeKey("rv:", u, 0, 86400))) != v2_master) other = u;
+    }
+    exposure_filter::ClientOptions o;
+    o.overrides = {"redis.address=" + cluster.seeds(), "filter.key_prefix=rv:"};
+    o.timeout = 2000ms;
+    o.pool_size = 1;
+    std::string error;
+    auto client = exposure_filter::Client::Create(o, &error);
+    INFO(error);
+    REQUIRE(client);
+    REQUIRE(client->layout().version == 2);
+    const auto read_at = std::chrono::steady_clock::now();
+    // The meta's master answers nothing for 14 s: from 5 s on (the period of a
+    // layout below version 3) every re-read fails, retried every second.
+    cluster.Command(v2_master, {"CLIENT", "PAUSE", "14000", "ALL"});
+    const std::vector<std::string> items = {"a", "b"};
+    size_t answered_young = 0, refused_old = 0, answered_old = 0;
+    while (std::chrono::steady_clock::now() - read_at < 13s) {
+      const exposure_filter::Result r = client->Seen(other, items, call);
+      const auto age = std::chrono::steady_clock::now() - read_at;
+      if (age < 9s) answered_young += r.ok && !r.failed_open;
+      if (age > 11s) {
+        if (r.failed_open && r.error.find("was last read") != std::string::npos) ++refused_old;
+        if (!r.failed_open) ++answered_old;
+      }
+      std::this_thread::sleep_for(250ms);
+    }
+    CHECK(answered_young > 10);  // the copy served while young enough
+    CHECK(refused_old > 0);      // then the calls failed open, naming why
+    CHECK(answered_old == 0);
+    // The pause over, the next re-read succeeds and answers come back.
+    REQUIRE(test::WaitFor(
+        [&] {
+          const exposure_filter::Result r = client->Seen(other, items, call);
+          return r.ok && !r.failed_open;
+        },
+        10s));
+    REQUIRE(router.Command(MetaKey("rv:"), {"DEL", MetaKey("rv:")}).ok());
+  }
+}
+
 }  // namespace ef

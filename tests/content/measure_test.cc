@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <random>
 #include <sstream>
 #include <string>
@@ -122,6 +123,45 @@ TEST_CASE("measure: Redis memory per item and Assign latency per item", "[.measu
   std::sort(per_item_us.begin(), per_item_us.end());
   std::printf("Assign, batches of 100 (half near-duplicates): per item p50 %.1f us, p99 %.1f us\n",
               per_item_us[per_item_us.size() / 2], per_item_us[per_item_us.size() * 99 / 100]);
+}
+
+// Issue 47 item 7: 10,000 copies of one text among 10,000 unrelated items, in
+// batches of 1,000 (half copies): the CPU time per batch, the client's (this
+// process) and Redis's (INFO cpu), must stay flat as copies accumulate.
+TEST_CASE("measure: a flood of copies, CPU per batch", "[.measure][.bench]") {
+  RedisServer redis({"--appendonly", "no", "--save", ""});
+  auto conn = redis.Connect();
+  contentdb::ContentIndexOptions o;
+  auto made = contentdb::ContentIndex::Make(o, contentdb::SingleNodeRunner(*conn));
+  REQUIRE(made.ok());
+  auto& index = **made;
+  const auto redis_cpu_s = [&conn] {
+    const double user = std::stod(RedisServer::InfoField(*conn, "cpu", "used_cpu_user"));
+    const double sys = std::stod(RedisServer::InfoField(*conn, "cpu", "used_cpu_sys"));
+    return user + sys;
+  };
+  const auto own_cpu_s = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+  };
+  std::mt19937_64 rng(5);
+  const uint64_t flood = rng();
+  std::printf("batch copies_before client_cpu_ms redis_cpu_ms wall_ms\n");
+  for (int b = 0; b < 20; ++b) {
+    std::vector<contentdb::ContentItem> batch;
+    for (int i = 0; i < 1000; ++i) {
+      const int n = b * 1000 + i;
+      batch.push_back({"item-" + std::to_string(n), i % 2 == 0 ? flood : rng()});
+    }
+    const double c0 = own_cpu_s(), r0 = redis_cpu_s();
+    const auto w0 = std::chrono::steady_clock::now();
+    REQUIRE(index.Assign(batch).ok());
+    const double wall =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
+    const double c1 = own_cpu_s(), r1 = redis_cpu_s();
+    std::printf("%d %d %.1f %.1f %.1f\n", b, b * 500, (c1 - c0) * 1000, (r1 - r0) * 1000, wall);
+  }
 }
 
 }  // namespace

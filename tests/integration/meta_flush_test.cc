@@ -6,11 +6,17 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 
+#include "bloom/layout.h"
 #include "common/clock.h"
+#include "config/config.h"
 #include "exposure_filter/client.h"
+#include "redis/meta.h"
+#include "support/process.h"
 #include "support/stack.h"
+#include "support/wait.h"
 
 namespace ef::test {
 namespace {
@@ -60,6 +66,119 @@ TEST_CASE("meta: a FLUSHDB's lost meta is stored again by the next write, of a n
   REQUIRE(r.ok);
   CHECK(r.seen == std::vector<bool>{true, false});
   CHECK(daemon->Stop(SIGTERM, 30s) == 0);
+}
+
+// Issue 47 item 1: a default (v3) binary running on a stored v2 layout stored
+// "version 3, v3_from 0" after a DEL of the meta, built from its config: `check`
+// then answered items written before as unseen, and readers switched to the
+// configured layout too. Before the fix the meta came back as version 3 and the
+// client read item a1 as unseen.
+TEST_CASE(
+    "meta: a lost meta comes back as last read (a v2 layout under a v3 config), readers "
+    "keep it, and a cold start with orphan buckets refuses",
+    "[integration][meta]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig("ef.yaml", "filter:\n  key_prefix: \"ml:\"\n");
+  const std::string meta_key = "ml:meta";
+  // The v2 deployment's meta: the same filter, layout_version 2.
+  FilterConfig f;
+  f.key_prefix = "ml:";
+  f.layout_version = 2;
+  auto v2 = LayoutFromConfig(f);
+  REQUIRE(v2.ok());
+  REQUIRE(v2->version() == 2);
+  {
+    auto conn = stack.redis().Connect();
+    Layout effective;
+    REQUIRE(EnsureMeta(*conn, *v2, &effective).ok());
+  }
+  const auto before = Meta(stack.redis(), meta_key);
+  REQUIRE(before.at("version") == "2");
+  auto daemon = stack.StartDaemon(config);
+  const int64_t now = SystemClock().NowMs();
+  stack.Produce({{"u1", {"a1", "a2"}, now}});
+  REQUIRE(stack.AwaitCommitted(*daemon, 60s));
+
+  // A reader that re-reads the meta often.
+  exposure_filter::ClientOptions o;
+  o.config_path = config;
+  o.layout_recheck = std::chrono::milliseconds(100);
+  std::string error;
+  auto client = exposure_filter::Client::Create(o, &error);
+  INFO("client: " << error);
+  REQUIRE(client);
+  REQUIRE(client->layout().version == 2);
+  REQUIRE(client->Seen("u1", {"a1"}).seen == std::vector<bool>{true});
+
+  REQUIRE(stack.redis().Command({"DEL", meta_key}).integer == 1);
+  // The reader keeps the last stored layout while the meta is missing.
+  REQUIRE(WaitFor(
+      [&] {
+        client->Seen("u1", {"a1"});
+        return client->layout().lost;
+      },
+      10s));
+  CHECK(client->layout().version == 2);
+  CHECK_FALSE(client->layout().stored);
+  CHECK(client->Seen("u1", {"a1", "a2"}).seen == std::vector<bool>{true, true});
+
+  // One more event: the writer stores the meta again, as it last read it.
+  stack.Produce({{"u2", {"b1"}, now}});
+  REQUIRE(stack.AwaitCommitted(*daemon, 60s));
+  INFO("daemon log:\n" << daemon->Output());
+  CHECK(Meta(stack.redis(), meta_key) == before);
+  CHECK(daemon->Output().find("storing the layout last read (version 2) again") !=
+        std::string::npos);
+  REQUIRE(WaitFor(
+      [&] {
+        client->Seen("u1", {"a1"});
+        return client->layout().stored;
+      },
+      10s));
+  CHECK_FALSE(client->layout().lost);
+  CHECK(client->Seen("u1", {"a1", "a2"}).seen == std::vector<bool>{true, true});
+  CHECK(client->Seen("u2", {"b1"}).seen == std::vector<bool>{true});
+  REQUIRE(daemon->Stop(SIGTERM, 30s) == 0);
+
+  // A cold start that finds bucket keys but no meta refuses (exit 5), names a
+  // key and how to restore the meta, and stores nothing.
+  REQUIRE(stack.redis().Command({"DEL", meta_key}).integer == 1);
+  auto cold = stack.StartDaemon(config);
+  const std::optional<int> code = cold->Wait(60s);
+  INFO("cold start:\n" << cold->Output());
+  REQUIRE(code.has_value());
+  CHECK(*code == 5);
+  CHECK(cold->Output().find("ml:meta is missing but bucket keys of the prefix exist (ml:{u") !=
+        std::string::npos);
+  CHECK(cold->Output().find("HSET ml:meta") != std::string::npos);
+  CHECK(Meta(stack.redis(), meta_key).empty());
+}
+
+// Issue 47 "Smaller": `layout upgrade`'s --to followed 2 whatever the config said,
+// so on a stored v2 meta under the default (v3) config it did nothing. Before
+// the fix the dry run said "is version 2 already: nothing to do".
+TEST_CASE("meta: layout upgrade --to defaults to filter.layout_version", "[integration][meta]") {
+  RedisServer redis({"--appendonly", "no"});
+  FilterConfig f;
+  f.layout_version = 2;
+  auto v2 = LayoutFromConfig(f);
+  REQUIRE(v2.ok());
+  {
+    auto conn = redis.Connect();
+    Layout effective;
+    REQUIRE(EnsureMeta(*conn, *v2, &effective).ok());
+  }
+  const std::string at = "redis.address=" + redis.address();
+  RunResult dry = RunCommand({EF_BINARY, "layout", "upgrade", "--dry-run", "--set", at}, "", true);
+  INFO(dry.out);
+  CHECK(dry.code == 0);
+  CHECK(dry.out.find("would replace the version-2 meta with version 3") != std::string::npos);
+  RunResult two = RunCommand({EF_BINARY, "layout", "upgrade", "--dry-run", "--set", at, "--set",
+                              "filter.layout_version=2"},
+                             "", true);
+  INFO(two.out);
+  CHECK(two.code == 0);
+  CHECK(two.out.find("is version 2 already: nothing to do") != std::string::npos);
 }
 
 }  // namespace ef::test

@@ -18,6 +18,7 @@
 #include "bloom/layout.h"
 #include "bloom/positions.h"
 #include "bloom/stages.h"
+#include "support/doc_tables.h"
 #include "support/items_key.h"
 #include "support/redis_server.h"
 #include "support/wait.h"
@@ -416,6 +417,45 @@ TEST_CASE("redis writer (v3): batches with repeated items leave the reference wr
     CHECK(reads < batches / 2);
     if (distinct < f.items_per_bucket) CHECK(value.size() <= (l->m + 7) / 8);
   }
+}
+
+TEST_CASE("redis writer (v3): one stage writes every item, as FORMAT.md's vector",
+          "[integration][redis][v3][limit]") {
+  // docs/FORMAT.md "One stage: no limit": 600 items into one key of a one-stage
+  // version-3 layout, in batches of 50, all written (no stage limit).
+  RedisServer redis;
+  auto admin = redis.Connect();
+  FilterConfig f;
+  f.stages = 1;
+  f.key_prefix = "wt:";
+  auto l = LayoutFromConfig(f);
+  REQUIRE(l.ok());
+  REQUIRE(l->version() == 3);
+  BitWriterOptions o = Options(redis);
+  o.layout = *l;
+  RedisBitWriter writer(o);
+  const std::string key = "wt:{one}:20251122";
+  const auto rows = test::DocTableRows("FORMAT.md", "### One stage: no limit");
+  REQUIRE(rows.size() == 1);
+  const int n = std::stoi(rows[0][0]);
+  REQUIRE(n % 50 == 0);
+  uint64_t limit_items = 0;
+  // ItemsKey names the items "<tag>-<i>"; one key, the batches' items in order.
+  std::vector<std::string> items;
+  for (int i = 0; i < n; ++i) items.push_back("one-" + std::to_string(i));
+  for (int at = 0; at < n; at += 50) {
+    BitBatch b;
+    b.keys.push_back(test::KeyOfItems(
+        *l, key, std::vector<std::string>(items.begin() + at, items.begin() + at + 50), kExpireAt));
+    b.size = 1;
+    WriteStats s;
+    REQUIRE(writer.Write(b, &s).ok());
+    limit_items += s.stages.limit_items;
+  }
+  CHECK(limit_items == 0);
+  CHECK(std::to_string(admin->Command({"BITCOUNT", key})->integer) == rows[0][1]);
+  CHECK(std::to_string(admin->Command({"STRLEN", key})->integer) == rows[0][2]);
+  CHECK(Missing(*admin, *l, key, "one", n) == 0);
 }
 
 TEST_CASE("redis writer (v3): a key at the stage limit is not written any more, and counted",

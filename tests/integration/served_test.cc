@@ -485,6 +485,46 @@ TEST_CASE("served items: an ACL without the script's commands is NOPERM, named, 
 }
 
 TEST_CASE(
+    "served items: FilterAndMark marks at most what the ring keeps, cluster tokens counted, so "
+    "no marked item comes back (issue 47)",
+    "[served][client]") {
+  // Before the fix, 600 candidates were all reported marked, the ring kept the
+  // last 500, and the next page returned the first 100 again; with a cluster
+  // token beside each item, 300 marks kept 250 items.
+  Fixture fx;
+  fx.extra = {"serve.served_items=500", "filter.near_duplicates=true"};
+  auto client = fx.MakeClient();
+  const std::vector<std::string> page = Items("it", 600);
+  Result r = client->FilterAndMark("u-over", page, SIZE_MAX);
+  REQUIRE(r.ok);
+  REQUIRE_FALSE(r.mark_failed);
+  CHECK(r.marked_count == 500);
+  for (size_t i = 0; i < page.size(); ++i) CHECK(r.marked[i] == (i < 500));
+  Result next = client->Seen("u-over", page);
+  REQUIRE(next.ok);
+  size_t marked_back = 0;
+  for (size_t i = 0; i < 500; ++i) marked_back += !next.served[i];
+  CHECK(marked_back == 0);  // every marked item stays served
+  CHECK(next.served_count >= 500);
+
+  // Near duplicates: each candidate J of cluster C != J takes two slots.
+  std::vector<std::string> items = Items("nd", 300), clusters = Items("cl", 300);
+  std::vector<std::string_view> iv(items.begin(), items.end()),
+      cv(clusters.begin(), clusters.end());
+  Result nd = client->FilterAndMarkWithClusters("u-nd", iv, cv, 300);
+  REQUIRE(nd.ok);
+  CHECK(nd.marked_count == 250);
+  Result after = client->SeenWithClusters("u-nd", iv, cv);
+  REQUIRE(after.ok);
+  size_t back = 0;
+  for (size_t i = 0; i < items.size(); ++i) back += nd.marked[i] && !after.served[i];
+  CHECK(back == 0);
+  // A request that fits is marked whole.
+  Result small = client->FilterAndMark("u-small", Items("s", 20), 10);
+  CHECK(small.marked_count == 10);
+}
+
+TEST_CASE(
     "served items: the FORMAT.md Python reference reads the client's ring and writes one "
     "the client reads",
     "[served][client][interop]") {

@@ -200,14 +200,15 @@ TEST_CASE("stages: a running v1 deployment is upgraded with `layout upgrade`, lo
   CHECK(show.code == 0);
   CHECK(show.out.find("version 1 (stage 0 alone)") != std::string::npos);
 
-  auto dry = RunCommand({EF_BINARY, "layout", "upgrade", "--dry-run", "-c", config}, "", true);
+  auto dry = RunCommand({EF_BINARY, "layout", "upgrade", "--to", "2", "--dry-run", "-c", config},
+                        "", true);
   CHECK(dry.code == 0);
   CHECK(stack.redis().Command({"HGET", "ef:meta", "version"}).str == "1");
-  auto up = RunCommand({EF_BINARY, "layout", "upgrade", "-c", config}, "", true);
+  auto up = RunCommand({EF_BINARY, "layout", "upgrade", "--to", "2", "-c", config}, "", true);
   INFO(up.out);
   REQUIRE(up.code == 0);
   CHECK(stack.redis().Command({"HGET", "ef:meta", "version"}).str == "2");
-  auto again = RunCommand({EF_BINARY, "layout", "upgrade", "-c", config}, "", true);
+  auto again = RunCommand({EF_BINARY, "layout", "upgrade", "--to", "2", "-c", config}, "", true);
   CHECK(again.code == 0);
   CHECK(again.out.find("nothing to do") != std::string::npos);
 

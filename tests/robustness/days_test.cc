@@ -140,7 +140,7 @@ TEST_CASE("days: serve answers with the upgraded layout as soon as values outgro
   REQUIRE(before->size() == items.size());
   const auto served_v1 = Clock::now();
 
-  const auto upgrade = RunCommand({EF_BINARY, "layout", "upgrade", "-c", config});
+  const auto upgrade = RunCommand({EF_BINARY, "layout", "upgrade", "--to", "2", "-c", config});
   INFO("layout upgrade: " << upgrade.out);
   REQUIRE(upgrade.code == 0);
   REQUIRE(stack.redis().Command({"HGET", "ef:meta", "version"}).str == "2");

@@ -1715,6 +1715,57 @@ TEST_CASE("ClusterCache: an item that is its own cluster is kSelf, also after ch
   CHECK(cache.Find(H("s"), 0, &c) == ClusterCache::Hit::kSelf);
 }
 
+TEST_CASE("ClusterCache: an item whose cluster keeps changing holds bounded bytes (issue 47)",
+          "[pipeline][near_duplicates]") {
+  // Before the fix, each changed cluster was appended to the newer generation's
+  // arena and nothing flipped it: 2M puts of one item held about 30 MB here
+  // (503 MB in the review's reproducer, with longer cluster IDs).
+  const auto H = [](const std::string& item) { return HashItem(item, 0); };
+  ClusterCache cache(1000);
+  std::string_view c;
+  for (int i = 0; i < 50; ++i)  // neighbours whose bytes must survive compaction
+    cache.Put(H("n" + std::to_string(i)), "n" + std::to_string(i),
+              "cluster-of-n" + std::to_string(i), 0);
+  size_t most = 0;
+  std::string last;
+  for (int i = 0; i < 2000000; ++i) {
+    last = "changing-cluster-" + std::to_string(i);
+    cache.Put(H("x"), "x", last, 0);
+    most = std::max(most, cache.bytes());
+  }
+  // Live: 50 neighbours of ~14 bytes and one cluster of ~24; the documented
+  // bound is 2 x max(live, 64 KiB, 8 x 1,024 slots) + one cluster.
+  INFO("most bytes held: " << most);
+  CHECK(most <= 2 * ClusterCache::kArenaSlackBytes + 64);
+  REQUIRE(cache.Find(H("x"), 0, &c) == ClusterCache::Hit::kCluster);
+  CHECK(c == last);
+  for (int i = 0; i < 50; ++i) {
+    REQUIRE(cache.Find(H("n" + std::to_string(i)), 0, &c) == ClusterCache::Hit::kCluster);
+    CHECK(c == "cluster-of-n" + std::to_string(i));
+  }
+  CHECK(cache.size() == 51);
+}
+
+TEST_CASE("ClusterCache: a cluster found is looked up again after kRefreshMs (issue 47)",
+          "[pipeline][near_duplicates]") {
+  // Before the fix a cached cluster was used for as long as the cache kept it,
+  // so the map entries of items exposed every day were never renewed.
+  const auto H = [](const std::string& item) { return HashItem(item, 0); };
+  ClusterCache cache(100);
+  std::string_view c;
+  cache.Put(H("m"), "m", "head", 1000);
+  cache.Put(H("s"), "s", "s", 1000);
+  CHECK(cache.Find(H("m"), 1000 + ClusterCache::kRefreshMs - 1, &c) == ClusterCache::Hit::kCluster);
+  CHECK(cache.Find(H("s"), 1000 + ClusterCache::kRefreshMs - 1, &c) == ClusterCache::Hit::kSelf);
+  CHECK(cache.Find(H("m"), 1000 + ClusterCache::kRefreshMs, &c) == ClusterCache::Hit::kNone);
+  CHECK(cache.Find(H("s"), 1000 + ClusterCache::kRefreshMs, &c) == ClusterCache::Hit::kNone);
+  // Looked up (and renewed) again: put anew, kept for another kRefreshMs.
+  cache.Put(H("m"), "m", "head", 2000 + ClusterCache::kRefreshMs);
+  REQUIRE(cache.Find(H("m"), 1000 + 2 * ClusterCache::kRefreshMs, &c) ==
+          ClusterCache::Hit::kCluster);
+  CHECK(c == "head");
+}
+
 TEST_CASE("ClusterCache: bounded, keeps what is used, and forgets a miss after kMissRetryMs",
           "[pipeline][near_duplicates]") {
   const auto H = [](const std::string& item) { return HashItem(item, 0); };
