@@ -365,7 +365,7 @@ TEST_CASE(
 
 TEST_CASE(
     "a renewing Lookup (the daemon's, for exposed items) gives their map entries and buckets "
-    "content.retention again; a reader's does not (issue 47)",
+    "content.retention again, a reader's does not (issue 47)",
     "[content][redis]") {
   // Before the fix, entries expired content.retention after the item's last
   // Assign whatever its exposures: an item exposed later than retention - window
