@@ -25,6 +25,53 @@ constexpr uint64_t kMaxWeight = 0xFFFFFFFFull;
 enum Slot : int { kSlotNone = -1, kSlotItem = 0, kSlotText, kSlotTokens, kSlotSimhash, kSlotCount };
 constexpr const char* kNames[kSlotCount] = {"item_id", "text", "tokens", "simhash"};
 
+bool Hex4(std::string_view s, size_t at, uint32_t* out) {
+  if (at > s.size() || s.size() - at < 4) return false;
+  uint32_t v = 0;
+  for (size_t i = at; i < at + 4; ++i) {
+    const char c = s[i];
+    const int d = c >= '0' && c <= '9'   ? c - '0'
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                         : -1;
+    if (d < 0) return false;
+    v = v * 16 + static_cast<uint32_t>(d);
+  }
+  *out = v;
+  return true;
+}
+
+// The byte offset of the backslash of the first \u escape of a lone surrogate in
+// a string of the JSON text `s` (read lexically), or npos.
+size_t LoneSurrogateAt(std::string_view s) {
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '"') {
+      in_string = !in_string;
+      continue;
+    }
+    if (!in_string || c != '\\') continue;
+    uint32_t u = 0;
+    if (i + 1 >= s.size() || s[i + 1] != 'u' || !Hex4(s, i + 2, &u)) {
+      ++i;  // another escape (or a bad one: not_json's)
+      continue;
+    }
+    if (u >= 0xDC00 && u <= 0xDFFF) return i;  // a low half alone
+    if (u >= 0xD800 && u <= 0xDBFF) {
+      uint32_t low = 0;
+      if (i + 7 < s.size() && s[i + 6] == '\\' && s[i + 7] == 'u' && Hex4(s, i + 8, &low) &&
+          low >= 0xDC00 && low <= 0xDFFF) {
+        i += 11;  // the pair
+        continue;
+      }
+      return i;  // a high half alone
+    }
+    i += 5;
+  }
+  return std::string_view::npos;
+}
+
 }  // namespace
 
 const char* ItemRejectReasonName(ItemRejectReason r) {
@@ -49,6 +96,8 @@ const char* ItemRejectReasonName(ItemRejectReason r) {
       return "bad_simhash";
     case ItemRejectReason::kNoTokens:
       return "no_tokens";
+    case ItemRejectReason::kBadUtf8:
+      return "bad_utf8";
     default:
       return "unknown";
   }
@@ -159,7 +208,16 @@ ItemRejectReason ItemDecoder::Impl::Decode(const char* data, size_t len, Decoded
   if (data == nullptr) len = 0;
   buf.assign(data == nullptr ? "" : data, len);
   buf.append(simdjson::SIMDJSON_PADDING, '\0');
-  if (!ValidDocument(len)) return ItemRejectReason::kNotJson;
+  if (!ValidDocument(len)) {
+    // Which failure: simdjson refuses ill-formed UTF-8 and lone surrogates as it
+    // refuses bad JSON; only a payload it refused is looked at again.
+    const std::string_view payload(buf.data(), len);
+    size_t at = content::InvalidUtf8Offset(payload);
+    if (at == std::string_view::npos) at = LoneSurrogateAt(payload);
+    if (at == std::string_view::npos) return ItemRejectReason::kNotJson;
+    out->bad_utf8_offset = at;
+    return ItemRejectReason::kBadUtf8;
+  }
   if (parser.iterate(buf.data(), len, buf.size()).get(doc) != simdjson::SUCCESS)
     return ItemRejectReason::kNotJson;
   od::object object;

@@ -5,9 +5,15 @@
 //   {"item_id": 9, "simhash": 1234567890123}                   (the fingerprint itself)
 //   {"item_id": "i9", "simhash": "00000000499602d2"}            (16 hex digits)
 // Contract:
-// - The payload must be exactly one valid JSON object (RFC 8259, UTF-8, nesting
-//   within simdjson's limit), else kNotJson, which outranks every other reason.
-//   Fields in any order, other fields ignored; duplicate keys: the first wins.
+// - The payload must be well-formed UTF-8 and no string of it may escape a lone
+//   surrogate (a \uD800..\uDBFF escape not followed by a \uDC00..\uDFFF one,
+//   or the latter alone), else kBadUtf8 with DecodedItem::bad_utf8_offset = the
+//   byte offset of the first ill-formed sequence, or of the backslash of the
+//   lone surrogate's escape. It outranks every other reason.
+// - The payload must be exactly one valid JSON object (RFC 8259, nesting within
+//   simdjson's limit), else kNotJson, which outranks every other reason but
+//   kBadUtf8. Fields in any order, other fields ignored; duplicate keys: the
+//   first wins.
 // - item_id: a string (unescaped) or an integer, used as its decimal text exactly
 //   as written (like exposure events, docs/EVENTS.md). Absent, null or another
 //   type: kMissingItem; "": kEmptyItem; longer than contentdb::kMaxContentItemBytes
@@ -21,8 +27,8 @@
 //   kMissingContent. Text without a word token, an empty tokens list, or tokens
 //   whose weights are all 0: kNoTokens (their fingerprint would be 0 and every
 //   such item would be a near-duplicate of every other).
-// - Ranking: not_json, then the item ID's reasons, then bad_simhash, bad_tokens,
-//   bad_text, missing_content, no_tokens.
+// - Ranking: bad_utf8, not_json, then the item ID's reasons, then bad_simhash,
+//   bad_tokens, bad_text, missing_content, no_tokens.
 // - The fingerprint uses seed 0 (CONTENT.md rule 1, the default seed).
 // Not thread-safe: one ItemDecoder per thread (it holds buffers and ICU's iterator).
 #pragma once
@@ -46,6 +52,7 @@ enum class ItemRejectReason {
   kBadTokens,       // bad_tokens
   kBadSimhash,      // bad_simhash
   kNoTokens,        // no_tokens
+  kBadUtf8,         // bad_utf8
   kCount_,
 };
 
@@ -58,6 +65,8 @@ struct DecodedItem {
   std::string_view item_id;  // valid until the next Decode on the same decoder
   uint64_t simhash = 0;
   ItemContentForm form = ItemContentForm::kSimhash;  // which field gave the fingerprint
+  // For kBadUtf8: the byte offset in the payload (see the contract above).
+  size_t bad_utf8_offset = 0;
 };
 
 class ItemDecoder {
@@ -68,7 +77,7 @@ class ItemDecoder {
   ItemDecoder& operator=(const ItemDecoder&) = delete;
 
   // Decodes one payload (need not be padded; copied in). kNone and *out filled,
-  // or a reject reason and *out unspecified.
+  // or a reject reason and *out unspecified (but bad_utf8_offset for kBadUtf8).
   ItemRejectReason Decode(const char* data, size_t len, DecodedItem* out);
 
  private:

@@ -1,5 +1,6 @@
 #include "content/corpus.h"
 
+#include <unicode/uchar.h>
 #include <unicode/utf8.h>
 #include <xxhash.h>
 
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <string>
 #include <unordered_set>
 #include <utility>
 
@@ -208,6 +210,116 @@ std::string Punctuation(std::string_view text, std::mt19937_64& rng) {
   return out;
 }
 
+// kQuotes: straight quotes and "--" to typographic ones, and typographic ones back.
+std::string Quotes(std::string_view text) {
+  std::string out;
+  UChar32 prev = ' ';
+  for (int32_t i = 0, n = static_cast<int32_t>(text.size()); i < n;) {
+    if (text.substr(static_cast<size_t>(i), 2) == "--") {
+      AppendUtf8(out, 0x2014);
+      prev = 0x2014;
+      i += 2;
+      continue;
+    }
+    UChar32 c;
+    U8_NEXT(reinterpret_cast<const uint8_t*>(text.data()), i, n, c);
+    // An opening quote: at the start, after white space, a bracket or a dash.
+    const bool opening = prev == ' ' || prev == '\n' || prev == '\t' || prev == '(' ||
+                         prev == '[' || prev == 0x2014 || prev == 0x3000;
+    switch (c) {
+      case '\'':
+        AppendUtf8(out, opening ? 0x2018 : 0x2019);
+        break;
+      case '"':
+        AppendUtf8(out, opening ? 0x201c : 0x201d);
+        break;
+      case 0x2018:
+      case 0x2019:
+        out += '\'';
+        break;
+      case 0x201c:
+      case 0x201d:
+        out += '"';
+        break;
+      case 0x2014:
+        out += "--";
+        break;
+      default:
+        AppendUtf8(out, c);
+    }
+    prev = c;
+  }
+  return out;
+}
+
+bool IsAsciiGraph(UChar32 c) { return c > 0x20 && c < 0x7f; }
+
+// kLineBreaks: each paragraph's lines joined, then (unless `join`) wrapped again.
+std::string LineBreaks(Lang lang, std::string_view text, std::mt19937_64& rng) {
+  const bool join = rng() % 3 == 0;
+  const size_t width = lang == Lang::kEnglish ? 40 + Below(rng, 33) : 8 + Below(rng, 23);
+  std::vector<std::string> paragraphs = SplitOn(text, "\n\n");
+  for (std::string& paragraph : paragraphs) {
+    std::u32string joined;  // code points
+    for (const std::string& line : SplitOn(paragraph, "\n")) {
+      std::u32string cps;  // the line without white space (White_Space) at its ends
+      for (int32_t i = 0, n = static_cast<int32_t>(line.size()); i < n;) {
+        UChar32 c;
+        U8_NEXT(reinterpret_cast<const uint8_t*>(line.data()), i, n, c);
+        cps += static_cast<char32_t>(c);
+      }
+      while (!cps.empty() && u_isUWhiteSpace(static_cast<UChar32>(cps.back()))) cps.pop_back();
+      size_t lead = 0;
+      while (lead < cps.size() && u_isUWhiteSpace(static_cast<UChar32>(cps[lead]))) ++lead;
+      cps.erase(0, lead);
+      if (cps.empty()) continue;
+      if (!joined.empty() &&
+          (lang == Lang::kEnglish || (IsAsciiGraph(static_cast<UChar32>(joined.back())) &&
+                                      IsAsciiGraph(static_cast<UChar32>(cps.front())))))
+        joined += U' ';
+      joined += cps;
+    }
+    std::u32string wrapped;
+    if (join) {
+      wrapped = joined;
+    } else if (lang == Lang::kEnglish) {  // greedy, at spaces
+      size_t column = 0;
+      size_t start = 0;
+      while (start < joined.size()) {
+        size_t end = joined.find(U' ', start);
+        if (end == std::u32string::npos) end = joined.size();
+        const size_t len = end - start;
+        if (column > 0 && column + 1 + len > width) {
+          wrapped += U'\n';
+          column = 0;
+        } else if (column > 0) {
+          wrapped += U' ';
+          ++column;
+        }
+        wrapped.append(joined, start, len);
+        column += len;
+        start = end + 1;
+      }
+    } else {  // after `width` characters, not between two ASCII characters
+      size_t column = 0;
+      for (size_t i = 0; i < joined.size(); ++i) {
+        if (column >= width && !(IsAsciiGraph(static_cast<UChar32>(joined[i - 1])) &&
+                                 IsAsciiGraph(static_cast<UChar32>(joined[i])))) {
+          if (wrapped.back() == U' ') wrapped.pop_back();
+          wrapped += U'\n';
+          column = 0;
+          if (joined[i] == U' ') continue;
+        }
+        wrapped += joined[i];
+        ++column;
+      }
+    }
+    paragraph.clear();
+    for (char32_t c : wrapped) AppendUtf8(paragraph, static_cast<UChar32>(c));
+  }
+  return Join(paragraphs, "\n\n");
+}
+
 }  // namespace
 
 const char* LangName(Lang lang) { return lang == Lang::kEnglish ? "English" : "Chinese"; }
@@ -228,6 +340,10 @@ const char* EditName(Edit edit) {
       return "width";
     case Edit::kRepost:
       return "repost";
+    case Edit::kQuotes:
+      return "quotes";
+    case Edit::kLineBreaks:
+      return "line breaks";
   }
   return "?";
 }
@@ -277,6 +393,10 @@ std::string ApplyEdit(Edit edit, Lang lang, std::string_view text, std::string_v
       return ChangeWidth(lang, text);
     case Edit::kRepost:
       return Punctuation(Insert(lang, Headline(text, donor), donor, rng), rng);
+    case Edit::kQuotes:
+      return Quotes(text);
+    case Edit::kLineBreaks:
+      return LineBreaks(lang, text, rng);
   }
   return "";
 }

@@ -41,9 +41,19 @@ enum class Edit {
                  // U+3000); Chinese: full-width punctuation to ASCII, ASCII
                  // letters and digits to full-width
   kRepost,       // headline + one inserted sentence + punctuation together
+  kQuotes,       // straight quotes to typographic ones and back: ' to U+2018 (at a
+                 // word's start) or U+2019, " to U+201C or U+201D, "--" to U+2014;
+                 // U+2018/U+2019 to ', U+201C/U+201D to ", U+2014 to "--"
+  kLineBreaks,   // each paragraph's lines, without White_Space at their ends,
+                 // joined (1 text in 3) or wrapped again at another width:
+                 // English at spaces, 40 to 72 columns, lines joined with a
+                 // space; Chinese after 8 to 30 characters but not between two
+                 // printable ASCII ones, lines joined without a space (with one
+                 // between two printable ASCII characters)
 };
-inline constexpr Edit kEdits[] = {Edit::kHeadline,    Edit::kInsert, Edit::kRemove, Edit::kReorder,
-                                  Edit::kPunctuation, Edit::kWidth,  Edit::kRepost};
+inline constexpr Edit kEdits[] = {Edit::kHeadline, Edit::kInsert,      Edit::kRemove,
+                                  Edit::kReorder,  Edit::kPunctuation, Edit::kWidth,
+                                  Edit::kRepost,   Edit::kQuotes,      Edit::kLineBreaks};
 const char* EditName(Edit edit);
 
 struct Text {

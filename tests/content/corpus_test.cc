@@ -54,9 +54,9 @@ TEST_CASE("content corpus: deterministic, every edit kind and length represented
   CHECK(c::Digest(again) == c::Digest(b.corpus));
   // The counts of the packages fortunes 1:1.99.1-7.3 and fortunes-zh 2.98 (Debian 12).
   CHECK(b.corpus.originals.size() == 3000);
-  CHECK(b.corpus.variants.size() == 19807);
+  CHECK(b.corpus.variants.size() == 25001);
   CHECK(b.corpus.unrelated.size() == 3000);
-  CHECK(c::Digest(b.corpus) == 0xfb41b7314693541cULL);  // docs/CONTENT.md
+  CHECK(c::Digest(b.corpus) == 0xa072b023096ac05cULL);  // docs/CONTENT.md
   for (int lang = 0; lang < 2; ++lang)
     for (int e = 0; e < c::kEditCount; ++e) {
       INFO(c::LangName(static_cast<c::Lang>(lang)) << " " << c::EditName(c::kEdits[e]));
@@ -71,8 +71,26 @@ TEST_CASE("content corpus: width changes and reordering are always near-duplicat
     for (int bucket = 0; bucket <= kLast; ++bucket) {
       INFO(c::LangName(static_cast<c::Lang>(lang)) << " " << c::BucketName(bucket));
       CHECK(Recall(lang, EditIndex(c::Edit::kWidth), bucket, bucket) == 100.0);
-      CHECK(Recall(lang, EditIndex(c::Edit::kReorder), bucket, bucket) == 100.0);
+      // Chinese: lines joined across a moved line break can segment otherwise
+      // (rule 2 step 4): measured 99.4 to 100.
+      CHECK(Recall(lang, EditIndex(c::Edit::kReorder), bucket, bucket) >=
+            (lang == 0 ? 100.0 : 99.0));
     }
+}
+
+// Issue 47: typographic quotes (English: measured 66.0 before rule 2 step 3) and
+// CJK line breaks joined or moved (Chinese: 80.3 before step 4).
+TEST_CASE("content corpus: quotes and line breaks changed are near-duplicates") {
+  for (int lang = 0; lang < 2; ++lang)
+    for (int bucket = 0; bucket <= kLast; ++bucket) {
+      INFO(c::LangName(static_cast<c::Lang>(lang)) << " " << c::BucketName(bucket));
+      CHECK(Recall(lang, EditIndex(c::Edit::kQuotes), bucket, bucket) == 100.0);
+      // Chinese: a break between two full-width digits or letters stays one
+      // (they are ASCII after NFKC): measured 98.5 to 100.
+      CHECK(Recall(lang, EditIndex(c::Edit::kLineBreaks), bucket, bucket) >=
+            (lang == 0 ? 100.0 : 97.5));
+    }
+  CHECK(Recall(1, EditIndex(c::Edit::kLineBreaks), 0, kLast) >= 99.0);  // measured 99.6
 }
 
 TEST_CASE("content corpus: punctuation changes are found at any length") {

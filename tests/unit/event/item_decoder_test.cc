@@ -108,7 +108,7 @@ TEST_CASE("item decoder: every reject reason", "[item]") {
       {R"({"item_id": "i", "simhash": 1}{})", ItemRejectReason::kNotJson},
       {R"({"item_id": "i", "simhash": 1, "other": [1 2]})", ItemRejectReason::kNotJson},
       {R"({"item_id": 1.5e, "simhash": 1})", ItemRejectReason::kNotJson},
-      {"{\"item_id\": \"\xff\", \"simhash\": 1}", ItemRejectReason::kNotJson},
+      {"{\"item_id\": \"\xff\", \"simhash\": 1}", ItemRejectReason::kBadUtf8},
       {R"({"simhash": 1})", ItemRejectReason::kMissingItem},
       {R"({"item_id": null, "simhash": 1})", ItemRejectReason::kMissingItem},
       {R"({"item_id": 1.5, "simhash": 1})", ItemRejectReason::kMissingItem},
@@ -146,7 +146,10 @@ TEST_CASE("item decoder: every reject reason", "[item]") {
       {R"({"item_id": "i", "text": " ... !? "})", ItemRejectReason::kNoTokens},
       {R"({"item_id": "i", "tokens": []})", ItemRejectReason::kNoTokens},
       {R"({"item_id": "i", "tokens": [["a", 0], ["b", 0]]})", ItemRejectReason::kNoTokens},
-      // Ranking: the ID first, then simhash, tokens, text.
+      {R"({"item_id": "i", "text": "\ud800"})", ItemRejectReason::kBadUtf8},
+      // Ranking: bad_utf8 before not_json; the ID first, then simhash, tokens, text.
+      {"{\"item_id\": \"\xff\", \"simhash\": 1", ItemRejectReason::kBadUtf8},
+      {R"({"item_id": "i", "text": "\udc00", "simhash": 1)", ItemRejectReason::kBadUtf8},
       {R"({"item_id": "", "simhash": "x"})", ItemRejectReason::kEmptyItem},
       {R"({"item_id": "i", "simhash": "x", "tokens": 1, "text": 1})",
        ItemRejectReason::kBadSimhash},
@@ -169,7 +172,55 @@ TEST_CASE("item decoder: reject reason names are stable", "[item]") {
   CHECK(std::string(ItemRejectReasonName(ItemRejectReason::kBadTokens)) == "bad_tokens");
   CHECK(std::string(ItemRejectReasonName(ItemRejectReason::kBadSimhash)) == "bad_simhash");
   CHECK(std::string(ItemRejectReasonName(ItemRejectReason::kNoTokens)) == "no_tokens");
+  CHECK(std::string(ItemRejectReasonName(ItemRejectReason::kBadUtf8)) == "bad_utf8");
   CHECK(std::string(ItemRejectReasonName(ItemRejectReason::kCount_)) == "unknown");
+}
+
+// Issue 47: ill-formed UTF-8 and lone surrogates were counted as not_json, while
+// CONTENT.md says such an item is refused naming the byte offset.
+TEST_CASE("item decoder: ill-formed UTF-8 and lone surrogates are bad_utf8, with the offset",
+          "[item]") {
+  Harness h;
+  struct Case {
+    std::string payload;
+    size_t offset;
+  };
+  const std::string head = R"({"item_id": "i", "text": "ab)";  // 28 bytes
+  REQUIRE(head.size() == 28);
+  const std::vector<Case> cases = {
+      {head + "\xff\"}", 28},                          // not a UTF-8 byte
+      {head + "\xc3\x28\"}", 28},                      // a lead byte without its continuation
+      {head + "\xc0\xaf\"}", 28},                      // overlong '/'
+      {head + "\xe0\x80\xaf\"}", 28},                  // overlong, 3 bytes
+      {head + "\xed\xa0\x80\"}", 28},                  // a surrogate encoded in UTF-8
+      {head + "\xf4\x90\x80\x80\"}", 28},              // above U+10FFFF
+      {head + "\xe6\x96\"}", 28},                      // cut: the payload ends inside a character
+      {head + "\u00e9\u65b0\xff\"}", 33},              // (é and 新: 2 and 3 bytes) before it
+      {head + R"j(\ud800"})j", 28},                    // a high surrogate alone
+      {head + R"j(\ud800x"})j", 28},                   // ... followed by a character
+      {head + R"j(\ud800\u0041"})j", 28},              // ... followed by another escape
+      {head + R"j(\udfff\ud800"})j", 28},              // a low one first
+      {head + R"j(\ud83d\ude00\udc00"})j", 40},        // a pair (U+1F600), then a low one alone
+      {R"({"item_id": "\ud800", "simhash": 1})", 13},  // in the item ID
+      {R"({"other\udbff": 1, "item_id": "i", "simhash": 1})", 7},  // in a key
+  };
+  for (const Case& c : cases) {
+    INFO(c.payload);
+    h.item.bad_utf8_offset = 12345;
+    CHECK(ItemRejectReasonName(h.Decode(c.payload)) == std::string("bad_utf8"));
+    CHECK(h.item.bad_utf8_offset == c.offset);
+  }
+  // Not lone: escaped backslashes, a pair, and surrogate-like text; all decode.
+  for (const std::string payload :
+       {R"({"item_id": "i", "text": "a\\ud800 b"})",
+        R"({"item_id": "i", "text": "\ud83d\ude00 x"})", R"({"item_id": "\\udc00", "simhash": 1})",
+        R"({"item_id": "i", "text": "\"\\\"ud800"})"}) {
+    INFO(payload);
+    CHECK(ItemRejectReasonName(h.Decode(payload)) == std::string("none"));
+  }
+  // Bad JSON in valid UTF-8 stays not_json.
+  CHECK(h.Decode(head + "\u00e9\"") == ItemRejectReason::kNotJson);
+  CHECK(h.Decode(head + R"j(\x"})j") == ItemRejectReason::kNotJson);
 }
 
 TEST_CASE("item decoder: a bad message does not disturb the next one", "[item]") {
