@@ -14,6 +14,7 @@
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -174,6 +175,154 @@ std::vector<std::string> ExpectedUnseen(Stack& stack, int64_t items_per_bucket,
     if (!seen) unseen.push_back(item);
   }
   return unseen;
+}
+
+// Nearly full buckets (issue 47: a reader that probed k-1 of an item's k
+// positions passed the tests above, whose few items per bucket leave far less
+// than one false positive to tell it by). A small, loose layout: 20 items per
+// bucket at a window FPR of 0.3 over 2 days (k = 3 in stage 0), and three
+// stages, which kFullItems items per user and bucket fill to their design fill
+// (about half their bits) and past the last stage's, so that a fresh candidate
+// has every position but one set in some stage of some key quite often.
+constexpr int kFullUsers = 4;
+constexpr int kFullItems = 200;       // per user and bucket (stages 0-2 hold ~140)
+constexpr int kFullCandidates = 250;  // per user: 1,000 in all
+constexpr int kFullSeenCandidates = 25;
+constexpr int kFullItemsPerBucket = 20;
+constexpr double kFullFpr = 0.3;
+constexpr int64_t kFullWindowSeconds = 2 * 86400;
+constexpr uint32_t kFullStages = 3;
+const char* const kFullFilterYaml =
+    "filter:\n  items_per_bucket: 20\n  fpr: 0.3\n  window: 2d\n  stages: 3\n";
+
+std::string FullUser(int u) { return "full-u" + std::to_string(u); }
+std::string FullItem(int u, int day, int j) {
+  return "full-u" + std::to_string(u) + "-d" + std::to_string(day) + "-" + std::to_string(j);
+}
+
+// Every user saw kFullItems items today and kFullItems yesterday, in events of
+// ten items.
+void IngestFull(Stack& stack, const std::string& config) {
+  const int64_t now = SystemClock().NowMs();
+  std::vector<TestEvent> events;
+  for (int u = 0; u < kFullUsers; ++u) {
+    for (int day = 0; day < 2; ++day) {
+      for (int j = 0; j < kFullItems; j += 10) {
+        TestEvent e{FullUser(u), {}, now - day * 86'400'000LL};
+        for (int i = j; i < j + 10; ++i) e.items.push_back(FullItem(u, day, i));
+        events.push_back(std::move(e));
+      }
+    }
+  }
+  stack.Produce(events);
+  auto daemon = stack.StartDaemon(config);
+  REQUIRE(stack.AwaitCommitted(*daemon, 60s));
+  CHECK(daemon->Stop(SIGTERM, 30s) == 0);
+}
+
+// Candidates of user u: the first of today's items, then items nobody saw.
+std::vector<std::string> FullCandidates(int u) {
+  std::vector<std::string> out;
+  for (int j = 0; j < kFullSeenCandidates; ++j) out.push_back(FullItem(u, 0, j));
+  for (int j = kFullSeenCandidates; j < kFullCandidates; ++j)
+    out.push_back("fresh-full-u" + std::to_string(u) + "-" + std::to_string(j));
+  return out;
+}
+
+// The oracle of the nearly full buckets, from the bits stored in Redis and
+// docs/FORMAT.md alone: the value (GET) of each bucket a reader reads now (rule
+// 6), the stages it holds (rule 8: stage s iff the value is longer than
+// offset_s / 8 bytes), each item's k_s positions in stage s by its bucket's rule
+// (rules 8 and 9), bits numbered as GETBIT numbers them (rule 3). Seen iff all
+// k_s positions of some stage of some value are set.
+struct FullOracle {
+  std::vector<std::string> unseen;
+  // Unseen items with, in some stage of some value, every position set but
+  // exactly one (a reader that skips that one calls them seen): any position,
+  // the stage's last one (i = k_s - 1), and per position i of stage 0.
+  size_t one_short = 0;
+  size_t one_short_last = 0;
+  std::vector<size_t> one_short_stage0;
+  // The stored values: how many, and the stages of each with fewer bits set
+  // than their fill (the writers' design fill, rule 8).
+  size_t values = 0;
+  size_t stages_below_fill = 0;
+  size_t stages_present = 0;
+};
+
+bool BitAt(const std::string& value, uint64_t p) {
+  const uint64_t byte = p >> 3;
+  return byte < value.size() && ((static_cast<unsigned char>(value[byte]) >> (7 - (p & 7))) & 1);
+}
+
+FullOracle ExpectedFull(Stack& stack, const std::string& user,
+                        const std::vector<std::string>& items) {
+  FilterConfig filter;
+  filter.items_per_bucket = kFullItemsPerBucket;
+  filter.fpr = kFullFpr;
+  filter.window_seconds = kFullWindowSeconds;
+  filter.stages = kFullStages;
+  auto configured = LayoutFromConfig(filter);
+  REQUIRE(configured.ok());
+  Layout layout;
+  bool found = false;
+  REQUIRE(ReadLayout(*stack.redis().Connect(), *configured, &layout, &found).ok());
+  REQUIRE(found);  // the daemon stored it
+  REQUIRE(layout.stage_table.size() == kFullStages);
+  FullOracle o;
+  o.one_short_stage0.assign(layout.stage_table[0].k, 0);
+  const int64_t now_s = SystemClock().NowMs() / 1000;
+  std::vector<std::pair<int64_t, std::string>> values;  // bucket start, value
+  for (int64_t bucket : ReadBuckets(now_s, layout.window_seconds, layout.bucket_seconds)) {
+    RedisReply r =
+        stack.redis().Command({"GET", MakeKey(layout.prefix, user, bucket, layout.bucket_seconds)});
+    if (r.type == RedisReply::Type::kNil) continue;
+    REQUIRE(r.type == RedisReply::Type::kString);
+    values.emplace_back(bucket, r.str);
+  }
+  o.values = values.size();
+  // How many stages each value holds, and how full they are.
+  std::vector<size_t> present;
+  for (const auto& [bucket, value] : values) {
+    size_t n = 0;
+    while (n < layout.stage_table.size() && value.size() > layout.stage_table[n].offset / 8) ++n;
+    present.push_back(n);
+    o.stages_present += n;
+    for (size_t s = 0; s < n; ++s) {
+      const Stage& st = layout.stage_table[s];
+      uint32_t set = 0;
+      for (uint64_t p = st.offset; p < st.offset + st.m; ++p) set += BitAt(value, p);
+      o.stages_below_fill += set < st.fill;
+    }
+  }
+  std::vector<uint32_t> positions;
+  for (const std::string& item : items) {
+    const Hash128 h = HashItem(item, layout.seed);
+    bool seen = false, short_any = false, short_last = false;
+    std::vector<bool> short_at(layout.stage_table[0].k, false);
+    for (size_t b = 0; b < values.size(); ++b) {
+      const auto& [bucket, value] = values[b];
+      for (size_t s = 0; s < present[b]; ++s) {
+        const Stage& st = layout.stage_table[s];
+        positions.resize(st.k);
+        ComputeStagePositions(h, st, layout.RuleFor(bucket), positions.data());
+        std::vector<uint32_t> unset;  // indices i of the positions not set
+        for (uint32_t i = 0; i < st.k; ++i)
+          if (!BitAt(value, positions[i])) unset.push_back(i);
+        seen = seen || unset.empty();
+        if (unset.size() != 1) continue;
+        short_any = true;
+        short_last = short_last || unset[0] == st.k - 1;
+        if (s == 0) short_at[unset[0]] = true;
+      }
+    }
+    if (seen) continue;
+    o.unseen.push_back(item);
+    o.one_short += short_any;
+    o.one_short_last += short_last;
+    for (size_t i = 0; i < short_at.size(); ++i) o.one_short_stage0[i] += short_at[i];
+  }
+  return o;
 }
 
 // Redis-side sockets (local port `port`) holding bytes Redis has not read.
@@ -500,6 +649,79 @@ TEST_CASE("serve: unseen items for known users (single and batch) and bad reques
   // SIGTERM: stops and exits 0 (the idle keep-alive connection does not hold it).
   CHECK(serve->Stop(SIGTERM, 20s) == 0);
   CHECK_THAT(serve->Output(), Catch::Contains("serve: stopped"));
+}
+
+// Issue 47: with nearly full buckets, every answer of serve for 1,000
+// candidates equals the oracle's, which tests all k_s positions of a stage; and
+// there are enough candidates one position short of seen that a reader probing
+// k-1 of them (whichever it skips in stage 0, or the last of each stage) answers
+// differently for more than 20.
+TEST_CASE(
+    "serve: nearly full buckets - 1,000 candidates answered as the stored bits say, all k "
+    "positions tested",
+    "[serve]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig("ef.yaml", kFullFilterYaml);
+  IngestFull(stack, config);
+
+  const int port = FreePort();
+  auto serve = StartServe(stack, config, port, {"serve.threads=2"}, "full.log");
+  INFO("serve output:\n" << serve->Output());
+  auto http = HttpClient(port);
+
+  FullOracle all;
+  size_t candidates = 0, differ = 0;
+  std::string first_differences;
+  for (int u = 0; u < kFullUsers; ++u) {
+    const std::vector<std::string> items = FullCandidates(u);
+    candidates += items.size();
+    Http r = Post(*http, "/v1/filter", FilterBody(FullUser(u), items).dump());
+    INFO("user " << FullUser(u) << ": HTTP " << r.status);
+    REQUIRE(r.status == 200);
+    const json j = json::parse(r.body);
+    CHECK_FALSE(j.contains("failed_open"));
+    const auto unseen = j["unseen"].get<std::vector<std::string>>();
+    CHECK(j["seen_count"].get<size_t>() == items.size() - unseen.size());
+    const FullOracle o = ExpectedFull(stack, FullUser(u), items);
+    // The candidates on which they differ.
+    const std::set<std::string> served_unseen(unseen.begin(), unseen.end());
+    const std::set<std::string> oracle_unseen(o.unseen.begin(), o.unseen.end());
+    for (const std::string& item : items) {
+      const bool by_serve = served_unseen.count(item) != 0;
+      if (by_serve == (oracle_unseen.count(item) != 0)) continue;
+      ++differ;
+      if (first_differences.size() < 400)
+        first_differences += " " + item + (by_serve ? " (serve: unseen)" : " (serve: seen)");
+    }
+    CHECK(unseen == o.unseen);
+    // Every user's two buckets are there, each with all three stages at fill.
+    CHECK(o.values == 2);
+    CHECK(o.stages_present == 2 * kFullStages);
+    CHECK(o.stages_below_fill == 0);
+    all.unseen.insert(all.unseen.end(), o.unseen.begin(), o.unseen.end());
+    all.one_short += o.one_short;
+    all.one_short_last += o.one_short_last;
+    all.one_short_stage0.resize(o.one_short_stage0.size());
+    for (size_t i = 0; i < o.one_short_stage0.size(); ++i)
+      all.one_short_stage0[i] += o.one_short_stage0[i];
+  }
+  INFO(candidates << " candidates, " << all.unseen.size() << " unseen by the oracle; one position "
+                  << "short of seen: " << all.one_short
+                  << ", by the last position of a stage: " << all.one_short_last
+                  << "; serve differs on " << differ << ":" << first_differences);
+  CHECK(candidates == 1000);
+  CHECK(differ == 0);
+  // Not vacuous: false positives are common, and a reader probing k-1 positions
+  // would call seen more than 20 of the unseen candidates, whichever it skips.
+  CHECK(all.unseen.size() < candidates - static_cast<size_t>(kFullUsers * kFullSeenCandidates));
+  CHECK(all.one_short > 20);
+  CHECK(all.one_short_last > 20);
+  REQUIRE(!all.one_short_stage0.empty());
+  for (size_t i = 0; i < all.one_short_stage0.size(); ++i) {
+    INFO("stage 0, position " << i << " alone unset: " << all.one_short_stage0[i]);
+    CHECK(all.one_short_stage0[i] > 20);
+  }
+  CHECK(serve->Stop(SIGTERM, 20s) == 0);
 }
 
 TEST_CASE(

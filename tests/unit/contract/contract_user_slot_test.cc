@@ -76,6 +76,7 @@ TEST_CASE("SpecSlot (test reference) reproduces the cluster spec's CRC16 test va
   CHECK(SpecSlot("foo{bar}{zap}") == Crc16Slot("bar"));
   // An empty tag: the whole key is hashed, not the "bar" of a later tag.
   CHECK(SpecSlot("foo{}{bar}") == Crc16Slot("foo{}{bar}"));
+  CHECK(SpecSlot("foo{}{bar}") == 8363);  // CLUSTER KEYSLOT foo{}{bar} (see the KeySlot test)
   CHECK(SpecSlot("foo{}{bar}") != SpecSlot("bar"));
   CHECK(SpecSlot("foo{bar}") != Crc16Slot("foo{bar}"));
 }
@@ -232,6 +233,11 @@ TEST_CASE("KeySlot follows the cluster spec: CRC16 test value, hash tags, FORMAT
   CHECK(KeySlot("ef:{}x}:20251122") == 8951);
   CHECK(KeySlot("ef:{}x}:20251123") == 13014);
   CHECK(KeySlot("ef:meta") == 15057);
+  // The cluster spec's example of an empty tag: "foo{}{bar}" hashes the whole key,
+  // not "bar" (slot 5061). 8363 is what `CLUSTER KEYSLOT foo{}{bar}` answered on
+  // redis-server 7.0.15 (cluster-enabled), and CRC16/XMODEM("foo{}{bar}") = 0xE0AB
+  // (57515, by a separate Python CRC16), 57515 mod 16384 = 8363.
+  CHECK(KeySlot("foo{}{bar}") == 8363);
   // Against the independent reference, over keys with braces anywhere.
   std::mt19937_64 rng(9);
   const std::string alphabet = "{}ab:\x80\xff";
