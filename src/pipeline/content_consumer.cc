@@ -50,7 +50,10 @@ void ContentConsumer::Take(const std::vector<Message>& messages) {
     if (metrics_) metrics_->rejected_by_reason[static_cast<size_t>(r)]->Increment();
     if (n <= kLoggedRejectsPerReason) {
       spdlog::warn(
-          "content: {}/{} offset {}: item rejected: {}{}", tp.topic, tp.partition, m.offset, name,
+          "content: {}/{} offset {}: item rejected: {}{}{}", tp.topic, tp.partition, m.offset, name,
+          r == ItemRejectReason::kBadUtf8
+              ? " at byte " + std::to_string(item.bad_utf8_offset) + " of the payload"
+              : std::string(),
           n == kLoggedRejectsPerReason ? " (further ones of this reason are only counted)" : "");
     }
   }

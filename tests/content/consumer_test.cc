@@ -61,6 +61,22 @@ std::vector<int64_t> Committed(Stack& stack, const std::string& group) {
   return out;
 }
 
+TEST_CASE("items topic: an item that is not UTF-8 is rejected as bad_utf8, its byte offset logged",
+          "[content]") {
+  Stack stack(1, "items");
+  const std::string bad = "{\"item_id\": \"u8\", \"text\": \"ab\xff\"}";
+  const size_t offset = bad.find('\xff');
+  stack.ProduceRaw({bad, Item("fine-1", MakeTexts().original)});
+  const std::string config = stack.WriteConfig("ef.yaml", "content:\n  topic: items\n");
+  const auto run = Content({"-c", config, "--exit-at-end", "--set", "content.group_id=u8"});
+  INFO(run.err);
+  REQUIRE(run.code == 0);
+  CHECK(run.err.find("item rejected: bad_utf8 at byte " + std::to_string(offset) +
+                     " of the payload") != std::string::npos);
+  CHECK(Clusters(stack, {"u8", "fine-1"}) ==
+        std::vector<std::optional<std::string>>{std::nullopt, "fine-1"});
+}
+
 TEST_CASE("items topic: re-post joins the original's cluster, bad item skipped, commits to the end",
           "[content]") {
   const Texts texts = MakeTexts();
