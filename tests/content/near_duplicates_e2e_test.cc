@@ -108,5 +108,27 @@ TEST_CASE(
   CHECK(b.at("near_duplicates") == json::parse(R"([{"item": "story-1", "cluster": "story-1"}])"));
 }
 
+// Issue 47 item 5, the review's reproducer: `SET ef:cm{X} garbage`, then events
+// for X, Y and Z. Before the fix ingestion stopped on every partition for good
+// (no bucket key 45 s later, no commit): the content index failed each lookup
+// with kInternal, and the batch was retried without end.
+TEST_CASE("near duplicates end to end: a bad content-map value holds no partition back (issue 47)",
+          "[content][near_duplicates]") {
+  Stack stack(2);
+  stack.redis().Command({"SET", "ef:cm{X}", "garbage"});
+  const std::string config = stack.WriteConfig("ef.yaml", "filter:\n  near_duplicates: true\n");
+  const int64_t now = SystemClock().NowMs();
+  stack.ProduceRaw({Exposure("u1", "X", now), Exposure("u2", "Y", now), Exposure("u3", "Z", now)});
+  auto daemon = stack.StartDaemon(config);
+  REQUIRE(stack.AwaitCommitted(*daemon, 60s));
+  REQUIRE(daemon->Stop(SIGTERM, 30s) == 0);
+  const std::string log = daemon->Output();
+  INFO(log);
+  CHECK(log.find("content map: ef:cm{X} holds no map entry") != std::string::npos);
+  CHECK(Check(config, "u1", {"X"}).at("seen") == json::array({"X"}));
+  CHECK(Check(config, "u2", {"Y"}).at("seen") == json::array({"Y"}));
+  CHECK(Check(config, "u3", {"Z"}).at("seen") == json::array({"Z"}));
+}
+
 }  // namespace
 }  // namespace ef::test
