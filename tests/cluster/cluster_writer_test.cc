@@ -22,6 +22,8 @@
 #include "bloom/layout.h"
 #include "config/config.h"
 #include "redis/cluster.h"
+#include "redis/meta.h"
+#include "support/items_key.h"
 #include "support/redis_cluster.h"
 #include "write/bit_writer.h"
 
@@ -280,6 +282,73 @@ TEST_CASE(
 
   // Nothing was lost on the way: every key holds its bits on its master.
   CheckKeysHold(cluster, keys);
+}
+
+// Issue 47 item 1 on a Redis Cluster: only the meta's master loses its data (a
+// restart without persistence; FLUSHALL here), the buckets on the other masters
+// stay. The writer, configured for version 3 and writing on a stored version 2,
+// stores the meta again as it last read it; and a program that starts then,
+// with no meta, finds the other masters' buckets and refuses.
+TEST_CASE(
+    "ClusterBitWriter: the meta's master losing its data gets the layout last read back, and a "
+    "start on the other masters' buckets refuses (issue 47)",
+    "[cluster][writer][meta]") {
+  LocalRedisCluster cluster;
+  FilterConfig f2;
+  f2.layout_version = 2;
+  auto v2 = LayoutFromConfig(f2);
+  auto v3 = LayoutFromConfig(FilterConfig{});
+  REQUIRE(v2.ok());
+  REQUIRE(v3.ok());
+  REQUIRE(v3->version() == 3);
+  ClusterRouter router(cluster.RouterOptions(10000));
+  REQUIRE(router.Discover().ok());
+  Layout stored;
+  REQUIRE(EnsureMeta(router, *v2, &stored).ok());
+  const std::string meta = MetaKey(v2->prefix);
+  const auto fields = [&] {
+    auto r = router.Command(meta, {"HGETALL", meta});
+    REQUIRE(r.ok());
+    std::map<std::string, std::string> m;
+    for (size_t i = 0; i + 1 < r->elements.size(); i += 2)
+      m[r->elements[i].str] = r->elements[i + 1].str;
+    return m;
+  };
+  const auto before = fields();
+  REQUIRE(before.at("version") == "2");
+  const int meta_master = cluster.MasterForSlot(KeySlot(meta));
+  BitWriterOptions wo;
+  wo.layout = *v3;
+  ClusterBitWriter writer(wo, cluster.RouterOptions(10000));
+  const int64_t expire_at = 4102444800;  // 2100-01-01
+  const auto batch = [&](const std::string& tag) {
+    BitBatch b;
+    for (int u = 0; u < 60; ++u)
+      b.keys.push_back(
+          test::ItemsKey(*v2, "ef:{" + tag + std::to_string(u) + "}:20261201", tag, 3, expire_at));
+    b.size = b.keys.size();
+    return b;
+  };
+  WriteStats stats;
+  REQUIRE(writer.Write(batch("a"), &stats).ok());
+  REQUIRE(cluster.Command(meta_master, {"FLUSHALL"}).str == "OK");
+  REQUIRE(fields().empty());
+  REQUIRE(writer.Write(batch("b"), &stats).ok());
+  CHECK(fields() == before);  // before the fix: version 3, v3_from 0 (the config's)
+
+  // A start with no meta, on the buckets the other masters kept.
+  REQUIRE(router.Command(meta, {"DEL", meta}).ok());
+  RedisOptions ro;
+  ro.addresses = {cluster.address(0)};
+  ro.port = cluster.port(0);
+  ro.cluster = "true";
+  Layout effective;
+  const Status st = EnsureMetaAt(ro, *v3, &effective);
+  INFO(st.message());
+  CHECK(st.code() == StatusCode::kFailedPrecondition);
+  CHECK(st.message().find("ef:meta is missing but bucket keys of the prefix exist (ef:{") !=
+        std::string::npos);
+  CHECK(fields().empty());  // nothing stored
 }
 
 }  // namespace ef
