@@ -246,13 +246,14 @@ StatusOr<std::vector<std::optional<std::string>>> ContentIndex::Lookup(
     return out;
   }
   if (items.empty()) return out;
-  // The queued bucket renewals, then each item's GET and PEXPIRE.
+  // The queued bucket renewals, then each item's GET, PTTL and PEXPIRE.
   const std::string ttl = std::to_string(options_.retention_ms);
   std::vector<SlotCommand> cmds = renewals_;
   const size_t queued = cmds.size();
   for (const std::string& item : items) {
     std::string key = MapKey(options_.key_prefix, item);
     cmds.push_back(Cmd(key, {"GET", key}));
+    cmds.push_back(Cmd(key, {"PTTL", key}));
     cmds.push_back(Cmd(key, {"PEXPIRE", key, ttl}));
   }
   auto replies = runner_->Run(cmds);
@@ -261,15 +262,21 @@ StatusOr<std::vector<std::optional<std::string>>> ContentIndex::Lookup(
   renewals_.clear();
   std::unordered_set<std::string> queued_keys;
   for (size_t i = 0; i < items.size(); ++i) {
-    const size_t at = queued + 2 * i;
+    const size_t at = queued + 3 * i;
     std::optional<MapValue> v = MapEntry((*replies)[at], cmds[at].args[1], nullptr);
     if (!v) continue;
+    out[i] = v->cluster;
+    // The buckets only when the entry had less than half its retention left:
+    // at most twice a retention per item, not at every lookup (each item has
+    // C(b, k) buckets: renewing them all at every lookup cost ~15x the lookup).
+    const RedisReply& pttl = (*replies)[at + 1];
+    if (pttl.type == RedisReply::Type::kInteger && pttl.integer >= options_.retention_ms / 2)
+      continue;
     for (int t = 0; t < scheme_.tables() && renewals_.size() < kMaxQueuedRenewals; ++t) {
       std::string bkey =
           BucketKey(options_.key_prefix, t, scheme_.key_bits(t), scheme_.Key(t, v->simhash));
       if (queued_keys.insert(bkey).second) renewals_.push_back(Cmd(bkey, {"PEXPIRE", bkey, ttl}));
     }
-    out[i] = std::move(v->cluster);
   }
   return out;
 }

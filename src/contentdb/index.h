@@ -139,9 +139,10 @@ class ContentIndex {
   // round trip (one pipeline per master). Bad items as Assign. Read only,
   // unless `renew` (the writers: an exposed item's entry lives on while it is
   // exposed): each found item's map entry gets content.retention again in the
-  // same round trip, and its buckets with the next renewing Lookup's round trip
-  // (queued: at most kMaxQueuedRenewals commands; past that, buckets are not
-  // renewed, their entries just expire earlier).
+  // same round trip, and, when it had less than half of it left, its buckets
+  // too with the next renewing Lookup's round trip (queued: at most
+  // kMaxQueuedRenewals commands; past that, buckets are not renewed, their
+  // entries just expire earlier).
   StatusOr<std::vector<std::optional<std::string>>> Lookup(const std::vector<std::string>& items,
                                                            bool renew = false);
   static constexpr size_t kMaxQueuedRenewals = 65536;
