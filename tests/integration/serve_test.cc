@@ -884,6 +884,30 @@ TEST_CASE("serve: with no layout stored yet it runs not ready, and is ready once
         return ready && ready->status == 200;
       },
       10s));
+  // Issue 47: the meta lost after serve read it: not ready, naming why, and
+  // the layout it last read stays (never the configured one); ready again when
+  // a writer stores it. Before the fix /readyz said "no layout stored" and serve
+  // answered with the configured layout.
+  REQUIRE(stack.redis().Command({"DEL", "ef:meta"}).integer == 1);
+  std::string body;
+  CHECK(WaitFor(
+      [&] {
+        auto lost = c.Get("/readyz");
+        body = lost ? lost->body : "";
+        return lost && lost->status == 503;
+      },
+      10s));
+  CHECK(body.find("not ready: ef:meta was lost") != std::string::npos);
+  auto during = c.Post("/v1/filter", R"({"user_id": "u", "items": ["a"]})", "application/json");
+  REQUIRE(during);
+  CHECK(during->status == 200);
+  REQUIRE(EnsureMeta(*conn, DefaultTestLayout(), &effective).ok());
+  CHECK(WaitFor(
+      [&] {
+        auto ready = c.Get("/readyz");
+        return ready && ready->status == 200;
+      },
+      10s));
   CHECK(serve->Running());
   CHECK(serve->Stop(SIGTERM, 30s) == 0);
   CHECK(serve->Output().find("no layout stored at ef:meta yet") != std::string::npos);
