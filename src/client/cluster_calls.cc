@@ -42,6 +42,7 @@ Status Client::Impl::PrepareRouter(ef::client::Pooled<RouterSlot>& pr, Clock::ti
       // (Create did): go on with it, and read the meta again later.
       if (st.code() != StatusCode::kUnavailable || !meta_known.load()) return st;
       slot.meta_due = true;
+      layout_read_failed.store(true, std::memory_order_relaxed);
     } else {
       meta_known.store(true);
       slot.meta_due = false;
@@ -76,8 +77,10 @@ Status Client::Impl::PrepareRouter(ef::client::Pooled<RouterSlot>& pr, Clock::ti
   }
   // A layout an upgrade may have replaced is not used once its copy is older
   // than half the smallest lead (the meta's master down for that long).
-  if (Status fresh = LayoutFresh(); !fresh.ok())
-    return ef::Unavailable("redis cluster: " + fresh.message());
+  if (layout_read_failed.load(std::memory_order_relaxed)) {
+    if (Status fresh = LayoutFresh(); !fresh.ok())
+      return ef::Unavailable("redis cluster: " + fresh.message());
+  }
   if (!SetRouterDeadline(slot.router, deadline))
     return DeadlineError(start, deadline, "connecting to Redis Cluster");
   return Status::Ok();

@@ -129,6 +129,10 @@ struct Client::Impl {
   Clock::time_point layout_checked;  // guarded by layout_mu
   // When the meta was last read successfully (RefreshLayout).
   Clock::time_point layout_read;  // guarded by layout_mu
+  // A re-read failed since the last successful one (LayoutRecheckFailed, or a
+  // router's first read): only then can the copy grow older than its period,
+  // so only then do calls pay for LayoutFresh (a lock) on Redis Cluster.
+  std::atomic<bool> layout_read_failed{false};
   // A value longer than the layout allows was read: re-read the meta now.
   std::atomic<bool> layout_stale{false};
   Clock::time_point stale_reread{};  // guarded by layout_mu: when one last did so
@@ -175,6 +179,8 @@ struct Client::Impl {
   // re-read: until the next period, other callers go on with the current layout.
   enum class Recheck { kNo, kPeriodic, kStale };
   Recheck LayoutRecheckDue();
+  // Under layout_mu: the period of re-reads now (zero: none), as above.
+  Clock::duration RecheckPeriod() const;
   // A claimed re-read failed: the next one is due kLayoutRetry later, not a whole
   // period (a layout upgrade must reach readers within half its lead).
   void LayoutRecheckFailed();

@@ -33,18 +33,20 @@ std::shared_ptr<const ef::Layout> Client::Impl::CurrentLayout() const {
   return layout;
 }
 
+Clock::duration Client::Impl::RecheckPeriod() const {
+  if (!stored && options.allow_missing_layout) return kMissingLayoutRecheck;
+  if (options.layout_recheck.count() <= 0) return Clock::duration::zero();
+  if (layout->version() < 3)
+    return std::min<Clock::duration>(options.layout_recheck, kUpgradableRecheck);
+  return options.layout_recheck;
+}
+
 Client::Impl::Recheck Client::Impl::LayoutRecheckDue() {
   const Clock::time_point now = Clock::now();
   std::lock_guard lock(layout_mu);
   const bool stale = layout_stale.exchange(false);
-  bool periodic = false;
-  if (!stored && options.allow_missing_layout)
-    periodic = now - layout_checked >= kMissingLayoutRecheck;
-  else if (options.layout_recheck.count() > 0)
-    periodic = now - layout_checked >=
-               (layout->version() < 3
-                    ? std::min<Clock::duration>(options.layout_recheck, kUpgradableRecheck)
-                    : Clock::duration(options.layout_recheck));
+  const Clock::duration period = RecheckPeriod();
+  const bool periodic = period > Clock::duration::zero() && now - layout_checked >= period;
   if (!stale && !periodic) return Recheck::kNo;
   layout_checked = now;
   return stale ? Recheck::kStale : Recheck::kPeriodic;
@@ -52,14 +54,12 @@ Client::Impl::Recheck Client::Impl::LayoutRecheckDue() {
 
 void Client::Impl::LayoutRecheckFailed() {
   const Clock::time_point now = Clock::now();
+  layout_read_failed.store(true, std::memory_order_relaxed);
   std::lock_guard lock(layout_mu);
-  const Clock::duration period =
-      !stored && options.allow_missing_layout ? Clock::duration(kMissingLayoutRecheck)
-      : layout->version() < 3
-          ? std::min<Clock::duration>(options.layout_recheck, kUpgradableRecheck)
-          : Clock::duration(options.layout_recheck);
+  const Clock::duration period = RecheckPeriod();
   // Due again kLayoutRetry from now (if the period is longer).
-  layout_checked = std::min(layout_checked, now - period + kLayoutRetry);
+  if (period > Clock::duration::zero())
+    layout_checked = std::min(layout_checked, now - period + kLayoutRetry);
 }
 
 Status Client::Impl::LayoutFresh() const {
@@ -103,6 +103,7 @@ Status Client::Impl::RefreshLayout(ef::MetaTarget conn, bool* found) {
   stored = *found;
   layout_checked = Clock::now();
   layout_read = layout_checked;
+  layout_read_failed.store(false, std::memory_order_relaxed);
   return Status::Ok();
 }
 

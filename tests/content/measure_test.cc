@@ -65,6 +65,19 @@ TEST_CASE("measure: candidates per probe and memory per item by table count", "[
   }
 }
 
+// Redis's CPU seconds so far (INFO cpu: user + sys), over `conn`.
+double RedisCpuSeconds(RedisConnection& conn) {
+  return std::stod(RedisServer::InfoField(conn, "cpu", "used_cpu_user")) +
+         std::stod(RedisServer::InfoField(conn, "cpu", "used_cpu_sys"));
+}
+
+// This process's CPU seconds so far (utime + stime).
+double OwnCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 long long UsedMemory(RedisServer& redis) {
   auto conn = redis.Connect();
   return std::stoll(RedisServer::InfoField(*conn, "memory", "used_memory"));
@@ -135,16 +148,6 @@ TEST_CASE("measure: a flood of copies, CPU per batch", "[.measure][.bench]") {
   auto made = contentdb::ContentIndex::Make(o, contentdb::SingleNodeRunner(*conn));
   REQUIRE(made.ok());
   auto& index = **made;
-  const auto redis_cpu_s = [&conn] {
-    const double user = std::stod(RedisServer::InfoField(*conn, "cpu", "used_cpu_user"));
-    const double sys = std::stod(RedisServer::InfoField(*conn, "cpu", "used_cpu_sys"));
-    return user + sys;
-  };
-  const auto own_cpu_s = [] {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-  };
   std::mt19937_64 rng(5);
   const uint64_t flood = rng();
   const int batches = static_cast<int>(Sizes("EF_CONTENT_FLOOD_BATCHES", "20")[0]);
@@ -155,12 +158,12 @@ TEST_CASE("measure: a flood of copies, CPU per batch", "[.measure][.bench]") {
       const int n = b * 1000 + i;
       batch.push_back({"item-" + std::to_string(n), i % 2 == 0 ? flood : rng()});
     }
-    const double c0 = own_cpu_s(), r0 = redis_cpu_s();
+    const double c0 = OwnCpuSeconds(), r0 = RedisCpuSeconds(*conn);
     const auto w0 = std::chrono::steady_clock::now();
     REQUIRE(index.Assign(batch).ok());
     const double wall =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
-    const double c1 = own_cpu_s(), r1 = redis_cpu_s();
+    const double c1 = OwnCpuSeconds(), r1 = RedisCpuSeconds(*conn);
     std::printf("%d %d %.1f %.1f %.1f\n", b, b * 500, (c1 - c0) * 1000, (r1 - r0) * 1000, wall);
   }
 }
@@ -184,25 +187,16 @@ TEST_CASE("measure: renewing lookups, CPU per item", "[.measure][.bench]") {
     for (size_t i = at; i < at + 1000; ++i) batch.push_back({"item-" + std::to_string(i), rng()});
     REQUIRE(index.Assign(batch).ok());
   }
-  const auto redis_cpu_s = [&conn] {
-    return std::stod(RedisServer::InfoField(*conn, "cpu", "used_cpu_user")) +
-           std::stod(RedisServer::InfoField(*conn, "cpu", "used_cpu_sys"));
-  };
-  const auto own_cpu_s = [] {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-  };
   std::printf("round mode client_us_per_item redis_us_per_item\n");
   for (int round = 0; round < 5; ++round) {
     for (const bool renew : {false, true}) {
-      const double c0 = own_cpu_s(), r0 = redis_cpu_s();
+      const double c0 = OwnCpuSeconds(), r0 = RedisCpuSeconds(*conn);
       for (size_t at = 0; at < n; at += 1000) {
         std::vector<std::string> ids;
         for (size_t i = at; i < at + 1000; ++i) ids.push_back("item-" + std::to_string(i));
         REQUIRE(index.Lookup(ids, renew).ok());
       }
-      const double c1 = own_cpu_s(), r1 = redis_cpu_s();
+      const double c1 = OwnCpuSeconds(), r1 = RedisCpuSeconds(*conn);
       std::printf("%d %s %.2f %.2f\n", round, renew ? "renew" : "read", (c1 - c0) * 1e6 / n,
                   (r1 - r0) * 1e6 / n);
     }

@@ -129,6 +129,17 @@ std::string ErrorOf(const Http& h, int status) {
   return j["error"].get<std::string>();
 }
 
+// The layout the daemon stored, read as a reader configured with `filter` reads it.
+Layout StoredLayout(Stack& stack, const FilterConfig& filter) {
+  auto configured = LayoutFromConfig(filter);
+  REQUIRE(configured.ok());
+  Layout layout;
+  bool found = false;
+  REQUIRE(ReadLayout(*stack.redis().Connect(), *configured, &layout, &found).ok());
+  REQUIRE(found);  // the daemon stored it
+  return layout;
+}
+
 // The test's oracle, independent of the client library that serve calls: each
 // live bucket of `user` read with GET, and an item seen iff all its stage-0
 // positions are set in one of them, bits numbered as GETBIT numbers them
@@ -139,12 +150,7 @@ std::vector<std::string> ExpectedUnseen(Stack& stack, int64_t items_per_bucket,
                                         const std::vector<std::string>& items) {
   FilterConfig filter;
   filter.items_per_bucket = items_per_bucket;
-  auto configured = LayoutFromConfig(filter);
-  REQUIRE(configured.ok());
-  Layout layout;
-  bool found = false;
-  REQUIRE(ReadLayout(*stack.redis().Connect(), *configured, &layout, &found).ok());
-  REQUIRE(found);  // the daemon stored it
+  const Layout layout = StoredLayout(stack, filter);
   const Stage& stage = layout.stage_table.at(0);
   const int64_t now_s = SystemClock().NowMs() / 1000;
   std::vector<std::pair<int64_t, std::string>> values;  // bucket start, value
@@ -262,12 +268,7 @@ FullOracle ExpectedFull(Stack& stack, const std::string& user,
   filter.fpr = kFullFpr;
   filter.window_seconds = kFullWindowSeconds;
   filter.stages = kFullStages;
-  auto configured = LayoutFromConfig(filter);
-  REQUIRE(configured.ok());
-  Layout layout;
-  bool found = false;
-  REQUIRE(ReadLayout(*stack.redis().Connect(), *configured, &layout, &found).ok());
-  REQUIRE(found);  // the daemon stored it
+  const Layout layout = StoredLayout(stack, filter);
   REQUIRE(layout.stage_table.size() == kFullStages);
   FullOracle o;
   o.one_short_stage0.assign(layout.stage_table[0].k, 0);
