@@ -125,8 +125,8 @@ class Judge {
       s.lag_seconds = row.lag_seconds.value_or(0);
       s.last_commit_ms = row.commit ? row.commit->commit_ms : 0;
       ev.Add(s);
-      row.status = ev.Evaluate();
-      row.reason = ev.Reason();
+      row.status = ev.Current();
+      row.reason = ev.CurrentReason();
       if (!row.lag_seconds)
         row.reason += "; lag in seconds unknown (first unwritten message not read)";
     }

@@ -68,14 +68,14 @@ int Run(const ConfigArgs& args) {
     return Fail(kafka, kExitConfig);
 
   auto registry = std::make_shared<prometheus::Registry>();
-  IngestMetrics metrics(*registry);
+  IngestMetrics metrics(*registry, config->kafka.group_id);
   RegisterBuildInfo(*registry);
   StatusRules rules;
   rules.window_samples = static_cast<size_t>(config->metrics.status_window);
   rules.freshness_target_seconds = static_cast<double>(config->metrics.freshness_target_ms) / 1000;
   rules.freshness_limit_seconds = static_cast<double>(config->metrics.freshness_limit_ms) / 1000;
   PartitionMonitor monitor(*registry, rules, rules.freshness_target_seconds,
-                           config->metrics.unassigned_grace_ms);
+                           config->metrics.unassigned_grace_ms, config->kafka.group_id);
   // Until the layout is checked in Redis, not ready; from then on the monitor
   // decides (partitions, freshness, Redis writes), refreshed every tick.
   std::atomic<bool> started{false};
@@ -141,7 +141,10 @@ int Run(const ConfigArgs& args) {
   auto clusters = EnableNearDuplicates(*config, *redis, ingest, metrics.content_map_bad_values);
   if (!clusters.ok()) return Fail(clusters.status(), ExitCodeForStart(clusters.status()));
   ingest.SetTick(config->metrics.refresh_interval_ms, [&] {
-    monitor.Update(ingest.Snapshot(), clock.NowMs(), ingest.Health());
+    const std::vector<PartitionSnapshot> parts = ingest.Snapshot();
+    // Every assigned partition's counters exist from 0 (alerts use increase()).
+    for (const auto& p : parts) metrics.EnsurePartition(p.tp.topic, p.tp.partition);
+    monitor.Update(parts, clock.NowMs(), ingest.Health());
     started = true;
   });
 

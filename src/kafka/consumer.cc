@@ -56,18 +56,19 @@ struct KafkaConsumer::Impl {
   bool paused = false;
   bool closed = false;
   bool cooperative = false;  // the group's protocol, known from the first rebalance
-  // While paused (no fetch keeps librdkafka's cached watermarks fresh), the
-  // assigned partitions' watermarks are asked by the poller, on a thread of its
-  // own: the ingest thread never waits for a broker. high_cache: the last high
+  // The assigned partitions' watermarks are asked by the poller, on a thread of
+  // its own, about every second, paused or not: the ingest thread never waits for
+  // a broker, and lag never goes stale. librdkafka's cached value (from fetch
+  // responses) stops moving while a partition is paused, and also while its
+  // fetch queue is full because a slow Redis write holds Poll (issue 48: lag read
+  // 0 for 5.5 s while 50,000 events waited). high_cache: the highest high
   // watermark known per partition.
   std::unique_ptr<kafka::WatermarkPoller> poller;
   std::mutex lost_mu;
   KafkaConsumer::LostHandler lost_handler;  // guarded by lost_mu
   std::map<TopicPartition, int64_t> high_cache;
   void WantWatermarks() {
-    if (poller)
-      poller->Want(paused ? std::vector<TopicPartition>(assigned.begin(), assigned.end())
-                          : std::vector<TopicPartition>{});
+    if (poller) poller->Want(std::vector<TopicPartition>(assigned.begin(), assigned.end()));
   }
   // A subscribed topic reported missing: since when (0: none), which, and the
   // report. librdkafka reports it once, then again only at the next metadata
@@ -460,25 +461,16 @@ std::vector<TopicPartition> KafkaConsumer::Assignment() {
 }
 
 int64_t KafkaConsumer::HighWatermark(const TopicPartition& tp) {
+  // The highest of: what the last fetch response said (fresh while fetching),
+  // the poller's last answer (at most about a second old, also while paused or
+  // while the fetch queue is full) and the highest known before. Offsets only grow.
   int64_t low = -1, high = -1;
-  rd_kafka_t* rk = impl_->rk.get();
-  if (!impl_->paused) {
-    // Fetch responses keep the cached value fresh.
-    rd_kafka_resp_err_t e =
-        rd_kafka_get_watermark_offsets(rk, tp.topic.c_str(), tp.partition, &low, &high);
-    return e == RD_KAFKA_RESP_ERR_NO_ERROR ? high : -1;
-  }
-  // A paused partition is not fetched: the poller's last answer, so lag never
-  // goes stale; while it has none, the last value known, without waiting.
-  if (impl_->poller && impl_->poller->Get(tp, &low, &high)) {
-    impl_->high_cache[tp] = high;
-    return high;
-  }
-  auto cached = impl_->high_cache.find(tp);
-  if (cached != impl_->high_cache.end()) return cached->second;
-  rd_kafka_resp_err_t e =
-      rd_kafka_get_watermark_offsets(rk, tp.topic.c_str(), tp.partition, &low, &high);
-  return e == RD_KAFKA_RESP_ERR_NO_ERROR ? high : -1;
+  int64_t& best = impl_->high_cache.try_emplace(tp, -1).first->second;
+  if (rd_kafka_get_watermark_offsets(impl_->rk.get(), tp.topic.c_str(), tp.partition, &low,
+                                     &high) == RD_KAFKA_RESP_ERR_NO_ERROR)
+    best = std::max(best, high);
+  if (impl_->poller && impl_->poller->Get(tp, &low, &high)) best = std::max(best, high);
+  return best;
 }
 
 int64_t KafkaConsumer::Position(const TopicPartition& tp) {

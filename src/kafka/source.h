@@ -79,9 +79,10 @@ class MessageSource {
   // Once every message before it is acknowledged, this is the offset to commit.
   virtual int64_t Position(const TopicPartition& /*tp*/) { return -1; }
 
-  // The partition's high watermark, at most one fetch old (a paused partition
-  // asks the broker, waiting at most 500 ms, and after a failed ask answers from
-  // its cache for 10 s); -1 when not known.
+  // The partition's high watermark, never waiting for a broker: the newest of the
+  // last fetch response and a broker answer at most about a second old (asked on
+  // another thread, also while the partition is paused or not fetched); -1 when
+  // not known.
   virtual int64_t HighWatermark(const TopicPartition& /*tp*/) { return -1; }
 
   // Leaves the group (after the final commit).

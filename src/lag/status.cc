@@ -36,6 +36,30 @@ const char* PartitionStatusName(PartitionStatus s) {
 void StatusEvaluator::Add(const LagSample& sample) {
   samples_.push_back(sample);
   while (samples_.size() > std::max<size_t>(rules_.window_samples, 1)) samples_.pop_front();
+  std::string why;
+  const PartitionStatus judged = Evaluate(&why);
+  if (judged >= current_) {
+    current_ = judged;
+    current_reason_ = std::move(why);
+    better_run_ = 0;
+    worst_in_run_ = PartitionStatus::kOk;
+    return;
+  }
+  worst_in_run_ = better_run_ == 0 ? judged : std::max(worst_in_run_, judged);
+  if (++better_run_ < std::max<size_t>(rules_.recover_samples, 1)) return;
+  current_ = worst_in_run_;
+  current_reason_ = current_ == judged
+                        ? std::move(why)
+                        : fmt::format("{} at worst over the last {} samples; now: {}",
+                                      PartitionStatusName(current_), better_run_, why);
+  better_run_ = 0;
+  worst_in_run_ = PartitionStatus::kOk;
+}
+
+std::string StatusEvaluator::CurrentReason() const {
+  if (better_run_ == 0) return current_reason_;
+  return fmt::format("{}; recovering: {} of {} samples better", current_reason_, better_run_,
+                     std::max<size_t>(rules_.recover_samples, 1));
 }
 
 PartitionStatus StatusEvaluator::Evaluate() const { return Evaluate(nullptr); }

@@ -10,6 +10,13 @@
 //         keep a live but stuck daemon at STALL.
 //   ERR   lag in seconds above the hard freshness limit (default 60 s)
 // Precedence: ERR > STOP > STALL > WARN > OK. Pure; not thread-safe.
+//
+// Hysteresis (Current): a worse status shows at once; a better one only after
+// recover_samples samples in a row judged better than the status shown, and then
+// the worst of those samples' judgements. A recovery from STALL is therefore at
+// most two transitions (STALL -> WARN -> OK), never a flap: a partition draining
+// a backlog around the freshness target stays WARN until it has been under the
+// target for recover_samples samples.
 #pragma once
 
 #include <algorithm>
@@ -37,16 +44,24 @@ struct StatusRules {
   double freshness_limit_seconds = 60;
   // No commit for this long while lagging = STOP; 0 = the window's time span.
   int64_t stop_after_ms = 0;
+  // Samples in a row judged better than the status shown before it improves.
+  size_t recover_samples = 3;
 };
 
 class StatusEvaluator {
  public:
   explicit StatusEvaluator(StatusRules rules = {}) : rules_(rules) {}
-  // Keeps the last window_samples samples.
+  // Keeps the last window_samples samples; updates Current.
   void Add(const LagSample& sample);
+  // The judgement of the samples alone, without hysteresis.
   PartitionStatus Evaluate() const;
   // One line saying why, e.g. "committed offset 120 unchanged for 10 samples (9.0 s) with lag 500".
   std::string Reason() const;
+  // The status to show and alert on: Evaluate with hysteresis (see above).
+  PartitionStatus Current() const { return current_; }
+  // Why Current is what it is: Reason, or while a better judgement waits out
+  // the hysteresis, what it was raised for and how far the recovery is.
+  std::string CurrentReason() const;
   const std::deque<LagSample>& samples() const { return samples_; }
   // The window rules (STALL, WARN by growth) need two samples at least.
   bool window_full() const { return samples_.size() >= std::max<size_t>(rules_.window_samples, 2); }
@@ -55,6 +70,10 @@ class StatusEvaluator {
   PartitionStatus Evaluate(std::string* why) const;
   StatusRules rules_;
   std::deque<LagSample> samples_;
+  PartitionStatus current_ = PartitionStatus::kOk;
+  std::string current_reason_ = "no samples yet";        // Reason when current_ was set
+  size_t better_run_ = 0;                                // samples in a row judged better
+  PartitionStatus worst_in_run_ = PartitionStatus::kOk;  // the worst of those
 };
 
 }  // namespace ef

@@ -25,7 +25,8 @@ std::vector<double> IngestMetrics::LatencyBuckets() {
           1,     1.5,    2,     3,    5,     10,   20,  30,   60,  120};
 }
 
-IngestMetrics::IngestMetrics(prometheus::Registry& r) {
+IngestMetrics::IngestMetrics(prometheus::Registry& r, std::string group)
+    : group_(std::move(group)) {
   auto& events = prometheus::BuildCounter()
                      .Name("exposure_filter_events_total")
                      .Help("Kafka messages processed, by result")
@@ -177,6 +178,14 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r) {
                      .Help("Redis acknowledgement time minus event time, per event")
                      .Register(r)
                      .Add({}, LatencyBuckets());
+  ingest_delay_seconds =
+      &prometheus::BuildHistogram()
+           .Name("exposure_filter_ingest_delay_seconds")
+           .Help(
+               "Redis acknowledgement time minus the Kafka message timestamp (LogAppendTime, or "
+               "CreateTime as the producer set it), per event: the daemon's own delay")
+           .Register(r)
+           .Add({}, LatencyBuckets());
 }
 
 prometheus::Counter& IngestMetrics::StageItems(size_t stage) {
@@ -186,9 +195,18 @@ prometheus::Counter& IngestMetrics::StageItems(size_t stage) {
   return *stage_items_[stage];
 }
 
+prometheus::Counter& IngestMetrics::Lost(const std::string& topic, int32_t partition) {
+  // Family::Add returns the existing series for the same labels.
+  return lost_family_->Add(
+      {{"group", group_}, {"topic", topic}, {"partition", std::to_string(partition)}});
+}
+
 void IngestMetrics::AddLost(const std::string& topic, int32_t partition, int64_t messages) {
-  lost_family_->Add({{"topic", topic}, {"partition", std::to_string(partition)}})
-      .Increment(static_cast<double>(messages));
+  Lost(topic, partition).Increment(static_cast<double>(messages));
+}
+
+void IngestMetrics::EnsurePartition(const std::string& topic, int32_t partition) {
+  Lost(topic, partition);
 }
 
 void IngestMetrics::AddStages(const StageStats& s) {

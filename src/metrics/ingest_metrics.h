@@ -10,6 +10,7 @@
 
 #include <array>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "bloom/stages.h"
@@ -35,7 +36,8 @@ class LocalHistogram {
 };
 
 struct IngestMetrics {
-  explicit IngestMetrics(prometheus::Registry& registry);
+  // `group`: the consumer group, a label of the per-partition series ("" for none).
+  explicit IngestMetrics(prometheus::Registry& registry, std::string group = "");
 
   prometheus::Counter* events_written;   // exposure_filter_events_total{result="written"}
   prometheus::Counter* events_rejected;  // exposure_filter_events_total{result="rejected"}
@@ -86,16 +88,25 @@ struct IngestMetrics {
   prometheus::Histogram* batch_events;   // exposure_filter_batch_events
   prometheus::Histogram* write_seconds;  // exposure_filter_redis_write_seconds
   prometheus::Histogram* e2e_seconds;    // exposure_filter_end_to_end_latency_seconds
+  // exposure_filter_ingest_delay_seconds: acknowledgement minus the Kafka
+  // message timestamp (LogAppendTime, or CreateTime as the producer set it): the
+  // daemon's own delay, which late clients do not inflate (the freshness alert's).
+  prometheus::Histogram* ingest_delay_seconds;
 
   static std::vector<double> LatencyBuckets();  // seconds, 1 ms .. 120 s
 
   // Adds a batch's stage figures (from WriteStats) to the counters above.
   void AddStages(const StageStats& s);
-  // exposure_filter_messages_lost_total{topic,partition}: messages the topic's
-  // retention deleted before the daemon read them. Thread-safe.
+  // exposure_filter_messages_lost_total{group,topic,partition}: messages the
+  // topic's retention deleted before the daemon read them. Thread-safe.
   void AddLost(const std::string& topic, int32_t partition, int64_t messages);
+  // Creates the partition's series of the counters above at 0 (once; kept after
+  // a revoke), so that `increase()` sees the first loss. Thread-safe.
+  void EnsurePartition(const std::string& topic, int32_t partition);
 
  private:
+  prometheus::Counter& Lost(const std::string& topic, int32_t partition);
+  std::string group_;
   prometheus::Family<prometheus::Counter>* stage_items_family_;
   prometheus::Family<prometheus::Counter>* lost_family_;
   std::array<prometheus::Counter*, StageStats::kTrackedStages> stage_items_{};

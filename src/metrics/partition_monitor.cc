@@ -12,10 +12,6 @@ prometheus::Family<prometheus::Gauge>& Gauge(prometheus::Registry& r, const char
   return prometheus::BuildGauge().Name(name).Help(help).Register(r);
 }
 
-prometheus::Labels LabelsOf(const TopicPartition& tp) {
-  return {{"topic", tp.topic}, {"partition", std::to_string(tp.partition)}};
-}
-
 // The age of what is behind, in seconds (see the header). The oldest event in
 // hand is exact. Otherwise what is behind was not fetched yet: it is newer than
 // the newest event written, and it arrived after the last time the partition
@@ -42,8 +38,10 @@ constexpr PartitionStatus kAllStatuses[] = {PartitionStatus::kOk, PartitionStatu
 }  // namespace
 
 PartitionMonitor::PartitionMonitor(prometheus::Registry& r, StatusRules rules,
-                                   double freshness_target_s, int64_t unassigned_grace_ms)
+                                   double freshness_target_s, int64_t unassigned_grace_ms,
+                                   std::string group)
     : rules_(rules),
+      group_(std::move(group)),
       freshness_target_s_(freshness_target_s),
       unassigned_grace_ms_(unassigned_grace_ms),
       position_(Gauge(r, "exposure_filter_partition_position", "Next offset the daemon will read")),
@@ -61,7 +59,8 @@ PartitionMonitor::PartitionMonitor(prometheus::Registry& r, StatusRules rules,
 PartitionMonitor::Series& PartitionMonitor::Get(const TopicPartition& tp) {
   auto it = series_.find(tp);
   if (it != series_.end()) return it->second;
-  auto labels = LabelsOf(tp);
+  prometheus::Labels labels{
+      {"group", group_}, {"topic", tp.topic}, {"partition", std::to_string(tp.partition)}};
   Series s{&position_.Add(labels),     &committed_.Add(labels),   &high_.Add(labels),
            &lag_messages_.Add(labels), &lag_seconds_.Add(labels), {},
            StatusEvaluator(rules_)};
@@ -121,7 +120,9 @@ void PartitionMonitor::Update(const std::vector<PartitionSnapshot>& parts, int64
                 std::to_string((now_ms - s.assigned_at_ms) / 1000) +
                 " s ago and never fetched (partition leader unreachable?)");
     }
-    const int64_t base = p.committed >= 0 ? p.committed : p.position;
+    const int64_t base = p.unwritten_from >= 0 ? p.unwritten_from
+                         : p.committed >= 0    ? p.committed
+                                               : p.position;
     const int64_t lag = p.high >= 0 && base >= 0 ? std::max<int64_t>(0, p.high - base) : 0;
     if (lag == 0) s.caught_up_ms = now_ms;
     const double lag_s = LagSeconds(p, lag, s.caught_up_ms, now_ms);
@@ -131,16 +132,17 @@ void PartitionMonitor::Update(const std::vector<PartitionSnapshot>& parts, int64
     s.lag_messages->Set(static_cast<double>(lag));
     s.lag_seconds->Set(lag_s);
     s.evaluator.Add({now_ms, p.committed, lag, lag_s, 0});
-    PartitionStatus st = s.evaluator.Evaluate();
+    PartitionStatus st = s.evaluator.Current();
     for (size_t i = 0; i < s.status.size(); ++i) s.status[i]->Set(kAllStatuses[i] == st ? 1 : 0);
     if (st != s.last) {
       auto log = st == PartitionStatus::kOk ? spdlog::level::info : spdlog::level::warn;
       spdlog::log(log, "partition {}/{}: {} -> {}: {}", p.tp.topic, p.tp.partition,
-                  PartitionStatusName(s.last), PartitionStatusName(st), s.evaluator.Reason());
+                  PartitionStatusName(s.last), PartitionStatusName(st),
+                  s.evaluator.CurrentReason());
       s.last = st;
     }
     std::string why;
-    if (st == PartitionStatus::kStall) why = s.evaluator.Reason();
+    if (st == PartitionStatus::kStall) why = s.evaluator.CurrentReason();
     if (lag_s > freshness_target_s_)
       why = "lag " + std::to_string(static_cast<int64_t>(lag_s)) + " s above the freshness target";
     if (!why.empty()) {

@@ -1,10 +1,12 @@
 // PartitionMonitor: per-partition offsets, lag and status of the running daemon,
 // sampled every metrics.refresh_interval from the ingest thread and published as
-// Prometheus gauges (labels topic, partition):
+// Prometheus gauges (labels group, topic, partition):
 //   exposure_filter_partition_position         next offset the daemon will read
 //   exposure_filter_partition_committed_offset next offset committed (acknowledged by Redis)
 //   exposure_filter_partition_high_watermark   from the consumer's fetch responses
-//   exposure_filter_partition_lag_messages     high watermark - committed, never negative
+//   exposure_filter_partition_lag_messages     high watermark - the first offset not
+//                                              written (PartitionSnapshot::unwritten_from),
+//                                              never negative
 //   exposure_filter_partition_lag_seconds      while lag > 0: now - event time of the oldest
 //                                              event fetched and not yet written, if any is;
 //                                              else the smaller of now - the newest event
@@ -43,6 +45,10 @@ struct PartitionSnapshot {
   // Event time of the oldest event fetched (decoded) and not yet acknowledged by
   // Redis; 0: none in hand (what is behind, if anything, was not fetched yet).
   int64_t oldest_pending_ms = 0;
+  // The first offset not yet written: committed, or while nothing of the
+  // partition was acknowledged, the first offset in hand (else the position).
+  // Lag in messages counts from here, never from what was merely fetched.
+  int64_t unwritten_from = -1;
 };
 
 // What readiness needs from the pipeline besides the partitions.
@@ -53,8 +59,9 @@ struct IngestHealth {
 
 class PartitionMonitor {
  public:
+  // `group`: the consumer group, the `group` label of every series.
   PartitionMonitor(prometheus::Registry& registry, StatusRules rules, double freshness_target_s,
-                   int64_t unassigned_grace_ms = 30000);
+                   int64_t unassigned_grace_ms = 30000, std::string group = "");
   // Partitions missing from `parts` (revoked) lose their series.
   void Update(const std::vector<PartitionSnapshot>& parts, int64_t now_ms,
               const IngestHealth& health = {});
@@ -78,6 +85,7 @@ class PartitionMonitor {
   void Remove(const TopicPartition& tp, Series& s);
 
   StatusRules rules_;
+  std::string group_;
   double freshness_target_s_;
   int64_t unassigned_grace_ms_;
   int64_t unassigned_since_ms_ = -1;  // -1: partitions are assigned

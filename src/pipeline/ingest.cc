@@ -19,6 +19,8 @@ namespace {
 // While a batch is written, the next one is polled in waits this short, so its
 // messages are decoded as they arrive and the write's end is noticed at once.
 constexpr int kOverlapPollMs = 2;
+// The longest a wait for a write in flight sleeps before looking at the clock again.
+constexpr int64_t kMaxWriteWaitSliceMs = 1000;
 // How long a commit waits for dead-letter copies to be delivered: none for the
 // periodic commits (the copies' offsets are simply not committed yet), a little
 // on revoke and at shutdown.
@@ -39,7 +41,8 @@ Ingest::Ingest(MessageSource& source, BitSink& sink, Decoder& decoder, const Lay
       options_(options),
       rejects_(rejects),
       batches_{Batch(layout), Batch(layout)},
-      e2e_(IngestMetrics::LatencyBuckets()) {
+      e2e_(IngestMetrics::LatencyBuckets()),
+      delay_(IngestMetrics::LatencyBuckets()) {
   source_.SetRevokeHandler(
       [this](const std::vector<TopicPartition>& tps, bool lost) { OnRevoke(tps, lost); });
   last_commit_ms_ = SteadyNowMs();
@@ -50,6 +53,7 @@ Ingest::Ingest(MessageSource& source, BitSink& sink, Decoder& decoder, const Lay
 void Ingest::Batch::Clear() {
   coalescer.Clear();
   event_ts_ms.clear();
+  append_ts_ms.clear();
   items = 0;
   positions = 0;
   messages = 0;
@@ -103,6 +107,7 @@ void Ingest::DecodeMessages(bool all) {
       last_topic = m.topic;
       last_partition = m.partition;
     }
+    if (part->first < 0) part->first = m.offset;
     part->next = std::max(part->next, m.offset + 1);
     RejectReason r = decoder_.Decode(m.payload, m.len, m.timestamp_ms, now_ms, &event_);
     if (r != RejectReason::kNone) {
@@ -121,6 +126,7 @@ void Ingest::DecodeMessages(bool all) {
     batch.positions += (event_.items.size() - exposed_items) * k_;  // the tokens'
     event_.items.resize(exposed_items);
     batch.event_ts_ms.push_back(event_.ts_ms);
+    if (m.timestamp_ms > 0) batch.append_ts_ms.push_back(m.timestamp_ms);
     part->newest_event_ms = std::max(part->newest_event_ms, event_.ts_ms);
     if (part->oldest_event_ms == 0 || event_.ts_ms < part->oldest_event_ms)
       part->oldest_event_ms = event_.ts_ms;
@@ -239,6 +245,8 @@ void Ingest::RecordWritten(const Batch& batch, const WriteStats& stats, int64_t 
   if (!metrics_) return;
   for (int64_t ts : batch.event_ts_ms) e2e_.Observe(static_cast<double>(ack_ms - ts) / 1000.0);
   e2e_.FlushTo(*metrics_->e2e_seconds);
+  for (int64_t ts : batch.append_ts_ms) delay_.Observe(static_cast<double>(ack_ms - ts) / 1000.0);
+  delay_.FlushTo(*metrics_->ingest_delay_seconds);
   metrics_->events_written->Increment(static_cast<double>(batch.event_ts_ms.size()));
   metrics_->items_written->Increment(static_cast<double>(batch.items));
   metrics_->bits_written->Increment(static_cast<double>(stats.bits));
@@ -270,12 +278,30 @@ void Ingest::ReportStallIfDue(const Batch& batch) {
       batch.coalescer.batch().size, static_cast<double>(now - write_sent_ms_) / 1000.0);
 }
 
+void Ingest::SendWrite(const Batch& batch) {
+  sink_.Send(batch.coalescer.batch());
+  write_sent_ms_ = SteadyNowMs();
+  stall_report_at_ms_ = write_sent_ms_ + options_.stall_warn_ms;
+}
+
+void Ingest::WaitForWrite(const Batch& batch) {
+  for (;;) {
+    // Wake for whichever is due first: the tick, the commit heartbeat, the
+    // stall report.
+    const int64_t now = SteadyNowMs();
+    int64_t wait =
+        std::min(last_tick_ms_ + tick_interval_ms_, last_commit_ms_ + options_.commit_interval_ms) -
+        now;
+    if (options_.stall_warn_ms > 0) wait = std::min(wait, stall_report_at_ms_ - now);
+    if (sink_.WaitReady(std::clamp<int64_t>(wait, 1, kMaxWriteWaitSliceMs))) return;
+    ReportStallIfDue(batch);
+    CommitIfDue();  // the heartbeat commit (earlier batches' offsets) and the tick
+  }
+}
+
 Status Ingest::AwaitWrite(Batch& batch, const std::atomic<bool>& stop) {
   const int64_t start_ms = clock_.NowMs();
-  while (options_.stall_warn_ms > 0 &&
-         !sink_.WaitReady(std::max<int64_t>(1, stall_report_at_ms_ - SteadyNowMs()))) {
-    ReportStallIfDue(batch);
-  }
+  WaitForWrite(batch);
   WriteStats stats;
   Status st = sink_.Await(&stats);
   if (st.ok()) {
@@ -364,7 +390,11 @@ Status Ingest::RetryWrite(Batch& batch, Status st, const std::atomic<bool>& stop
     st = ResolveClusters(batch);
     if (st.ok()) {
       batch.coalescer.Seal();  // again: resolved tokens may have joined
-      st = sink_.Write(batch.coalescer.batch(), &stats);
+      // Sent and awaited like a first write, so that the tick goes on while
+      // Redis holds the write (e.g. CLIENT PAUSE: up to redis.command_timeout).
+      SendWrite(batch);
+      WaitForWrite(batch);
+      st = sink_.Await(&stats);
     }
     if (st.ok()) {
       spdlog::info("redis: writes succeed again after {:.1f} s and {} retries; resuming",
@@ -498,9 +528,7 @@ Status Ingest::WriteBuilding(const std::atomic<bool>& stop, bool overlap, size_t
   }
   if (!batch.coalescer.empty()) {
     batch.coalescer.Seal();
-    sink_.Send(batch.coalescer.batch());
-    write_sent_ms_ = SteadyNowMs();
-    stall_report_at_ms_ = write_sent_ms_ + options_.stall_warn_ms;
+    SendWrite(batch);
     // While Redis works: decode what the consumer has fetched, and what arrives
     // until the write is done, into the next batch (up to a full batch), which
     // the next Step writes.
@@ -557,10 +585,12 @@ std::vector<PartitionSnapshot> Ingest::Snapshot() {
     if (a != acked_.end()) s.committed = a->second;
     if (s.committed >= 0) s.committed = CommitOffset(tp, s.committed);
     s.position = s.committed;
+    int64_t first_pending = -1;
     for (const Batch& b : batches_) {
       auto p = b.partitions.find(tp);
       if (p == b.partitions.end()) continue;
       s.position = std::max(s.position, p->second.next);
+      if (first_pending < 0 || p->second.first < first_pending) first_pending = p->second.first;
       const int64_t oldest = p->second.oldest_event_ms;
       if (oldest > 0 && (s.oldest_pending_ms == 0 || oldest < s.oldest_pending_ms))
         s.oldest_pending_ms = oldest;
@@ -568,6 +598,11 @@ std::vector<PartitionSnapshot> Ingest::Snapshot() {
     // Nothing in flight: the consumer's position also covers partitions idle
     // since they were assigned, and what the log skips.
     if (!Pending(tp)) s.position = std::max(s.position, source_.Position(tp));
+    // Nothing acknowledged yet: what is not written starts at the first offset
+    // in hand, else (nothing in hand) at the consumer's position.
+    s.unwritten_from = s.committed >= 0     ? s.committed
+                       : first_pending >= 0 ? first_pending
+                                            : s.position;
     auto e = acked_event_ms_.find(tp);
     if (e != acked_event_ms_.end()) s.newest_event_ms = e->second;
     s.high = source_.HighWatermark(tp);

@@ -178,6 +178,7 @@ class Ingest {
 
  private:
   struct PendingPartition {
+    int64_t first = -1;           // first offset in the batch (-1: none yet)
     int64_t next = 0;             // next offset covered by the batch
     int64_t newest_event_ms = 0;  // newest event time in it
     int64_t oldest_event_ms = 0;  // oldest event time in it (0: no good event)
@@ -187,6 +188,9 @@ class Ingest {
     explicit Batch(const Layout& layout) : coalescer(layout) {}
     Coalescer coalescer;
     std::vector<int64_t> event_ts_ms;  // event times, for the latency histogram
+    // Kafka timestamps of the same events (those that have one), for the ingest
+    // delay histogram.
+    std::vector<int64_t> append_ts_ms;
     uint64_t items = 0;
     uint64_t positions = 0;  // items × k, before de-duplication
     size_t messages = 0;     // consumed into it, bad ones included
@@ -227,6 +231,12 @@ class Ingest {
   // step_over_gaps = false on revoke: the consumer's position may be past
   // messages the revoke dropped from the Poll under way (never written).
   int64_t CommitOffset(const TopicPartition& tp, int64_t acked, bool step_over_gaps = true);
+  // Sends the sealed `batch` to the sink; the stall clock starts.
+  void SendWrite(const Batch& batch);
+  // Until the write in flight is Ready: the tick and the commit heartbeat go on
+  // when due (so lag and status stay true while Redis holds a write), and a
+  // stall is reported when due.
+  void WaitForWrite(const Batch& batch);
   // Awaits the write of `batch` (sent to the sink), retrying until it is
   // acknowledged or given up.
   Status AwaitWrite(Batch& batch, const std::atomic<bool>& stop);
@@ -278,6 +288,7 @@ class Ingest {
   bool rejects_paused_ = false;     // see the invariants above
   int64_t rejects_full_since_ = 0;  // steady ms when rejects_paused_ was set
   LocalHistogram e2e_;
+  LocalHistogram delay_;  // exposure_filter_ingest_delay_seconds
   IngestTotals totals_;
   ClusterSource* clusters_ = nullptr;  // null: near_duplicates off
   std::unique_ptr<ClusterCache> cluster_cache_;

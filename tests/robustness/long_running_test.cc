@@ -1,17 +1,19 @@
 // What goes wrong over days of operation (issue 26): shutdown while everything
 // outside the process is down.
-#include <httplib.h>
 #include <signal.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
 #include "common/clock.h"
 #include "support/process.h"
+#include "support/promtool.h"
+#include "support/scrape.h"
 #include "support/stack.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
@@ -40,19 +42,6 @@ std::vector<std::string> BigEvents(int n, int64_t ts_ms) {
                   R"(],"ts":)" + std::to_string(ts_ms) + "}");
   }
   return out;
-}
-
-// The value of a metric line `name{labels...} value` whose labels contain `label`.
-double Scrape(int port, const std::string& name, const std::string& label) {
-  httplib::Client c("127.0.0.1", port);
-  auto r = c.Get("/metrics");
-  if (!r || r->status != 200) return -1;
-  std::istringstream in(r->body);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name + "{", 0) == 0 && Contains(line, label))
-      return std::stod(line.substr(line.rfind(' ') + 1));
-  }
-  return -1;
 }
 
 }  // namespace
@@ -101,19 +90,29 @@ TEST_CASE("shutdown: SIGTERM with Redis and Kafka both down exits within the sto
 // the low watermark, and nothing said that the messages before it were gone.
 // The development broker keeps 5 MiB per partition: the daemon is stopped, 7 MB
 // arrive, the oldest are trimmed before it reads them.
+// Issue 48 item 3: the loss counter existed only after the first loss, so
+// `increase()` never saw it rise and ExposureFilterMessagesLost could not fire;
+// its promtool test passed on a series the daemon never emitted. Now the alert
+// is tested on series made from this daemon's own scrapes.
 TEST_CASE(
     "retention: messages deleted before the daemon read them are counted as lost, by the "
-    "daemon and by lag",
+    "daemon and by lag, and the loss alert fires on the daemon's own scrapes",
     "[robustness][retention]") {
   Stack stack(1);
   const int64_t now = SystemClock().NowMs();
   stack.Produce(MakeEvents("kept", 20, 5, 1, now, 73));
+  const char* kLost = "exposure_filter_messages_lost_total";
+  const std::string group_label = "group=\"" + stack.group() + "\"";
+  std::string scrape_before;
   const int port = FreePort();
   const std::string config = stack.WriteConfig(
       "ef.yaml", "metrics:\n  listen: \"127.0.0.1:" + std::to_string(port) + "\"\n");
   {
     auto daemon = stack.StartDaemon(config, "first.log");
     REQUIRE(stack.AwaitCommitted(*daemon, 60s));
+    // The counter exists at 0 within a refresh interval of the assignment.
+    REQUIRE(WaitFor([&] { return MetricSum(ScrapeText(port), kLost, {group_label}) == 0; }, 10s));
+    scrape_before = ScrapeText(port);
     REQUIRE(daemon->Stop(SIGTERM, 30s) == 0);
   }
   const int64_t committed = stack.TotalCommitted();
@@ -137,11 +136,55 @@ TEST_CASE(
 
   auto daemon = stack.StartDaemon(config, "second.log");
   REQUIRE(stack.AwaitCommitted(*daemon, 120s));
-  const double lost = Scrape(port, "exposure_filter_messages_lost_total", "partition=\"0\"");
+  const std::string scrape_after = ScrapeText(port);
+  const double lost = MetricSum(scrape_after, kLost, {"partition=\"0\"", group_label});
   INFO("daemon log:\n" << daemon->Output());
   CHECK(lost == static_cast<double>(low - committed));
   CHECK(Contains(daemon->Output(), std::to_string(low - committed) + " message"));
   REQUIRE(daemon->Stop(SIGTERM, 30s) == 0);
+
+  // ExposureFilterMessagesLost on what Prometheus would have stored: ef-1 is
+  // this daemon, scraped every 15 s before (0) and after the restart that found
+  // the loss; ef-2 a daemon that found the loss as the partition was assigned,
+  // before any scrape saw its 0.
+  const std::string rules = stack.dir().File("lost_alert_test.yml");
+  const std::string alert_labels =
+      "alertname=\"ExposureFilterMessagesLost\",alertstate=\"firing\"," + group_label +
+      ",partition=\"0\",severity=\"critical\",topic=\"" + stack.topic() + "\"";
+  {
+    std::ofstream out(rules);
+    out << "rule_files: [" << EF_SOURCE_DIR << "/config/alerts.yml]\n"
+        << "evaluation_interval: 15s\ntests:\n  - interval: 15s\n    input_series:\n"
+        << PromtoolInputSeries({scrape_before, scrape_after}, "exposure-filter", "ef-1:9464", 20)
+        << PromtoolInputSeries({scrape_after}, "exposure-filter", "ef-2:9464", 20, 20)
+        << "    promql_expr_test:\n"
+        << "      - expr: ALERTS{alertname=\"ExposureFilterMessagesLost\",alertstate=\"firing\"}\n"
+        << "        eval_time: 6m\n        exp_samples:\n";
+    for (const char* instance : {"ef-1:9464", "ef-2:9464"})
+      out << "          - labels: 'ALERTS{" << alert_labels << ",instance=\"" << instance
+          << "\"}'\n            value: 1\n";
+  }
+  const PromtoolResult promtool = PromtoolTestRules(rules);
+  INFO("promtool test rules " << rules << ":\n" << promtool.out);
+  CHECK(promtool.code == 0);
+
+  // The hand-written alert tests (tests/promtool/alerts_test.yml) use series of
+  // the shape this daemon exposes: the same label names for each metric.
+  std::ifstream in(std::string(EF_SOURCE_DIR) + "/tests/promtool/alerts_test.yml");
+  const std::string tests((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const LabelShapes real = ScrapeShapes(scrape_after, {});
+  for (const auto& [name, shapes] : PromtoolShapes(tests, {"job", "instance"})) {
+    if (name.rfind("exposure_filter_", 0) != 0 || name.rfind("exposure_filter_serve_", 0) == 0)
+      continue;  // `up` is Prometheus'; serve's metrics are checked by serve's tests
+    INFO("alerts_test.yml uses " << name);
+    REQUIRE(real.count(name) == 1);
+    for (const auto& labels : shapes) {
+      std::string list;
+      for (const auto& l : labels) list += l + " ";
+      INFO("with the labels " << list);
+      CHECK(real.at(name).count(labels) == 1);
+    }
+  }
 }
 
 }  // namespace ef::test

@@ -241,4 +241,55 @@ TEST_CASE("the window keeps the last window_samples samples", "[lag]") {
   }
 }
 
+// Issue 48: after a Redis outage the status flapped OK <-> WARN 35 times while a
+// backlog drained around the freshness target.
+TEST_CASE("hysteresis: worse at once, better only after recover_samples better samples", "[lag]") {
+  StatusEvaluator ev(Window(3));  // recover_samples 3 (the default)
+  // Stuck: STALL once the window is full.
+  ev.Add(At(0, 120, 500, 1, kT0));
+  ev.Add(At(1000, 120, 500, 2, kT0 + 1000));
+  CHECK(ev.Current() == PartitionStatus::kOk);
+  ev.Add(At(2000, 120, 500, 3, kT0 + 2000));
+  CHECK(ev.Current() == PartitionStatus::kStall);
+  // Recovered: the committed offset moves, the backlog is older than the target.
+  ev.Add(At(3000, 200, 420, 14, kT0 + 3000));
+  CHECK(ev.Evaluate() == PartitionStatus::kWarn);
+  CHECK(ev.Current() == PartitionStatus::kStall);  // held
+  CHECK(Contains(ev.CurrentReason(), "recovering: 1 of 3 samples better"));
+  ev.Add(At(4000, 300, 320, 11, kT0 + 4000));
+  CHECK(ev.Current() == PartitionStatus::kStall);
+  ev.Add(At(5000, 400, 220, 9, kT0 + 5000));  // under the target now: OK alone
+  CHECK(ev.Evaluate() == PartitionStatus::kOk);
+  CHECK(ev.Current() == PartitionStatus::kWarn);  // the worst of the three better samples
+  CHECK(ev.CurrentReason() ==
+        "WARN at worst over the last 3 samples; now: lag 220 messages, 9.0s");
+  // Around the target: WARN stays until three samples in a row are OK.
+  ev.Add(At(6000, 500, 120, 9, kT0 + 6000));
+  ev.Add(At(7000, 600, 20, 8, kT0 + 7000));
+  CHECK(ev.Current() == PartitionStatus::kWarn);
+  ev.Add(At(8000, 620, 0, 0, kT0 + 8000));
+  CHECK(ev.Current() == PartitionStatus::kOk);
+  CHECK(ev.CurrentReason() == "caught up");
+}
+
+TEST_CASE("hysteresis: a worse judgement inside a recovery restarts it", "[lag]") {
+  StatusRules rules;
+  rules.recover_samples = 2;
+  StatusEvaluator ev(rules);  // target 10 s
+  ev.Add(At(0, 10, 3, 12));
+  CHECK(ev.Current() == PartitionStatus::kWarn);
+  ev.Add(At(1000, 20, 3, 5));   // better
+  ev.Add(At(2000, 30, 3, 12));  // WARN again: the run restarts
+  ev.Add(At(3000, 40, 3, 5));
+  CHECK(ev.Current() == PartitionStatus::kWarn);
+  ev.Add(At(4000, 50, 3, 5));
+  CHECK(ev.Current() == PartitionStatus::kOk);
+  // recover_samples 1: no hysteresis.
+  rules.recover_samples = 1;
+  StatusEvaluator none(rules);
+  none.Add(At(0, 10, 3, 12));
+  none.Add(At(1000, 20, 3, 5));
+  CHECK(none.Current() == PartitionStatus::kOk);
+}
+
 }  // namespace ef

@@ -905,6 +905,37 @@ TEST_CASE("Ingest: internal sink errors are retried too", "[pipeline]") {
   h.CheckSinkHoldsEverySentEvent();
 }
 
+// Issue 48: a partition with nothing acknowledged yet counted its lag from the
+// last offset fetched: 50,000 events held by a Redis pause read as lag 37,066.
+TEST_CASE(
+    "Ingest: lag counts from the first offset not written, also before anything of the "
+    "partition was acknowledged",
+    "[pipeline][lag]") {
+  Harness h;
+  h.Start();
+  for (int i = 0; i < 3; ++i) h.Good(0, "u" + std::to_string(i), "i", kNowMs);
+  std::vector<PartitionSnapshot> during;
+  h.sink.on_write = [&](uint64_t attempt) {
+    if (attempt == 2) during = h.ingest->Snapshot();  // the first retry: nothing written
+  };
+  h.sink.FailNextWrites(2);
+  h.StepOk();
+  auto p0 = std::find_if(during.begin(), during.end(),
+                         [](const PartitionSnapshot& p) { return p.tp.partition == 0; });
+  REQUIRE(p0 != during.end());
+  CHECK(p0->committed == -1);
+  CHECK(p0->unwritten_from == 0);
+  prometheus::Registry monitor_registry;
+  PartitionMonitor monitor(monitor_registry, StatusRules{}, 10.0, 30000);
+  monitor.Update(during, kNowMs);
+  CHECK(MetricValue(monitor_registry, "exposure_filter_partition_lag_messages",
+                    {{"group", ""}, {"topic", "exposures"}, {"partition", "0"}}) == 3);
+  // Written: nothing is behind.
+  monitor.Update(h.ingest->Snapshot(), kNowMs);
+  CHECK(MetricValue(monitor_registry, "exposure_filter_partition_lag_messages",
+                    {{"group", ""}, {"topic", "exposures"}, {"partition", "0"}}) == 0);
+}
+
 // Issue 26 item 9: a quiet partition whose last event was written 50 s ago, then
 // one new event that Redis does not take: its lag is the new event's age (5 s),
 // not the time since the last event written (55 s: a false ERR, /readyz 503).
@@ -929,7 +960,7 @@ TEST_CASE(
   REQUIRE_FALSE(during.empty());
   monitor.Update(during, kNowMs);
   const double lag_s = MetricValue(monitor_registry, "exposure_filter_partition_lag_seconds",
-                                   {{"topic", "exposures"}, {"partition", "0"}});
+                                   {{"group", ""}, {"topic", "exposures"}, {"partition", "0"}});
   CHECK(lag_s == Approx(5.0).margin(0.01));
   CHECK(monitor.Ready().ready);
 }
