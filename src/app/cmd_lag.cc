@@ -97,18 +97,24 @@ StatusOr<Refresh> Sample(KafkaConfig kafka, const std::string& group, int timeou
   if (!offsets.ok()) return offsets.status();
   Refresh r;
   r.group = group;
-  std::set<std::string> committed_topics;
-  for (const auto& po : *offsets)
-    if (po.committed >= 0) committed_topics.insert(po.tp.topic);
+  // Without commits: no committed offset on any partition of the topic while
+  // it holds messages. A topic with nothing retained has nothing to be behind
+  // on: judged as usual (caught up).
+  std::set<std::string> committed, holding;
+  for (const auto& po : *offsets) {
+    if (po.committed >= 0) committed.insert(po.tp.topic);
+    if (po.LagMessages() > 0) holding.insert(po.tp.topic);
+  }
   for (const auto& topic : kafka.topics)
-    if (!committed_topics.count(topic)) r.without_commits.push_back(topic);
+    if (!committed.count(topic) && holding.count(topic)) r.without_commits.push_back(topic);
   std::vector<PartitionOffset> probe;
   std::vector<size_t> probe_rows;
   for (auto& po : *offsets) {
     Row row;
     row.offsets = std::move(po);
     row.lag_messages = row.offsets.LagMessages();
-    row.no_commits = !committed_topics.count(row.offsets.tp.topic);
+    row.no_commits = std::find(r.without_commits.begin(), r.without_commits.end(),
+                               row.offsets.tp.topic) != r.without_commits.end();
     if (row.no_commits) {
       row.reason = "not judged: the group has no committed offset on " + row.offsets.tp.topic;
     } else if (row.lag_messages > 0) {
@@ -374,6 +380,12 @@ std::string ListError(const char* option, const KafkaConfig& kafka, const Status
       option, kafka.bootstrap_servers, why);
 }
 
+bool HasCommits(const Refresh& r) {
+  for (const auto& row : r.rows)
+    if (row.offsets.committed >= 0) return true;
+  return false;
+}
+
 struct GroupRead {
   std::string group;
   StatusOr<Refresh> refresh;
@@ -398,7 +410,7 @@ StatusOr<std::vector<GroupRead>> ReadGroups(const LagArgs& a, const KafkaConfig&
   if (!listed.ok()) return listed.status();
   for (const auto& g : *listed) {
     GroupRead read{g, Sample(kafka, g, timeout_ms)};
-    if (read.refresh.ok() && read.refresh->without_commits.size() == kafka.topics.size()) continue;
+    if (read.refresh.ok() && !HasCommits(*read.refresh)) continue;
     out.push_back(std::move(read));
   }
   return out;
