@@ -676,7 +676,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("lag: options that do not go together and bad values are usage errors in one line",
+TEST_CASE("lag: usage errors in one line and no commits on an empty topic is no problem",
           "[integration][lag][cli]") {
   Stack stack(1);
   const std::string config = stack.WriteConfig();
