@@ -844,6 +844,7 @@ TEST_CASE("lag --serve exports two groups with the daemon's metric names and a g
       },
       30s));
   CHECK(Value(m, "exposure_filter_partition_lag_messages", labels("group-b", 1)) == 2);
+  CHECK(serve.Output().find("lag: cannot read group '") != std::string::npos);  // one line each
   REQUIRE(stack.kafka().SetBrokerUp(-1).ok());
   REQUIRE(WaitFor([&] { return Get(port, "/readyz").status == 200; }, 60s));
 
