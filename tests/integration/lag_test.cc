@@ -760,7 +760,9 @@ TEST_CASE("lag --serve exports two groups with the daemon's metric names and a g
                  "--freshness-target",
                  "60s",
                  "--freshness-limit",
-                 "10m"},
+                 "10m",
+                 "--samples",  // a window that never fills here: no STALL while it runs
+                 "1000"},
                 stack.dir().File("lag-serve.log"));
   REQUIRE(WaitFor([&] { return ServePort(serve) > 0; }, 30s));
   const int port = ServePort(serve);
