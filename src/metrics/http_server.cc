@@ -25,8 +25,8 @@ struct HttpServer::Impl {
 
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     const std::string& listen, std::shared_ptr<prometheus::Registry> registry,
-    ReadinessFn readiness) {
-  auto address = net::ParseListen("metrics.listen", listen);
+    ReadinessFn readiness, const std::string& option) {
+  auto address = net::ParseListen(option, listen);
   if (!address.ok()) return address.status();
   const std::string& host = address->host;
   const int port = address->port;
@@ -51,8 +51,7 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   });
   int bound = port == 0 ? srv.bind_to_any_port(host.c_str())
                         : (srv.bind_to_port(host.c_str(), port) ? port : -1);
-  if (bound < 0)
-    return InvalidArgument("metrics.listen " + listen + ": " + net::ListenError(*address));
+  if (bound < 0) return InvalidArgument(option + " " + listen + ": " + net::ListenError(*address));
   s->port_ = bound;
   Impl* impl = s->impl_.get();
   impl->thread = std::thread([impl] {

@@ -24,12 +24,14 @@ struct Readiness {
 class HttpServer {
  public:
   using ReadinessFn = std::function<Readiness()>;
-  // listen "host:port" (port 0 = any free port). Errors name metrics.listen and
-  // why, e.g. "metrics.listen 127.0.0.1:9100: address already in use" (another
-  // process holds it: no SO_REUSEPORT, net/listen_address.h).
+  // listen "host:port" (port 0 = any free port). Errors name `option` (the
+  // setting the address came from) and why, e.g. "metrics.listen 127.0.0.1:9100:
+  // address already in use" (another process holds it: no SO_REUSEPORT,
+  // net/listen_address.h).
   static StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& listen,
                                                      std::shared_ptr<prometheus::Registry> registry,
-                                                     ReadinessFn readiness);
+                                                     ReadinessFn readiness,
+                                                     const std::string& option = "metrics.listen");
   ~HttpServer();
   int port() const { return port_; }
 

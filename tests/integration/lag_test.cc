@@ -1,7 +1,9 @@
 // `exposure-filter lag` on real parts (librdkafka mock cluster over TCP,
 // redis-server, the daemon as a child process): exact lag in seconds from the
 // timestamp of the first uncommitted message, the status rules seen from
-// outside, and the daemon being killed while events keep arriving.
+// outside, the daemon being killed while events keep arriving, several groups,
+// a group without commits, and the Prometheus exporter (--serve).
+#include <httplib.h>
 #include <signal.h>
 
 #include <catch2/catch.hpp>
@@ -10,6 +12,8 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +21,7 @@
 #include "common/clock.h"
 #include "kafka/commit_metadata.h"
 #include "kafka/producer.h"
+#include "support/group_commit.h"
 #include "support/process.h"
 #include "support/stack.h"
 #include "support/temp_dir.h"
@@ -111,6 +116,71 @@ std::vector<json> Documents(const Process& p) {
   return out;
 }
 
+struct Http {
+  int status = 0;
+  std::string body;
+};
+
+Http Get(int port, const std::string& path) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(2);
+  c.set_read_timeout(5);
+  auto r = c.Get(path.c_str());
+  if (!r) return {};
+  return {r->status, r->body};
+}
+
+// One sample of a Prometheus text exposition: name{labels} value.
+struct PromSample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+std::vector<PromSample> ParseProm(const std::string& text) {
+  static const std::regex kLine(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$)");
+  static const std::regex kLabel(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)")re");
+  std::vector<PromSample> out;
+  for (const auto& line : Lines(text)) {
+    if (line[0] == '#') continue;
+    std::smatch m;
+    if (!std::regex_match(line, m, kLine)) continue;
+    PromSample s;
+    s.name = m[1];
+    const std::string labels = m[3];
+    for (std::sregex_iterator it(labels.begin(), labels.end(), kLabel), end; it != end; ++it)
+      s.labels[(*it)[1]] = (*it)[2];
+    s.value = std::stod(m[4]);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// The value of the sample with exactly these labels, if there is one.
+std::optional<double> Value(const std::vector<PromSample>& samples, const std::string& name,
+                            const std::map<std::string, std::string>& labels = {}) {
+  for (const auto& s : samples)
+    if (s.name == name && s.labels == labels) return s.value;
+  return std::nullopt;
+}
+
+// Samples of `name` with `group`'s label.
+size_t CountFor(const std::vector<PromSample>& samples, const std::string& name,
+                const std::string& group) {
+  size_t n = 0;
+  for (const auto& s : samples)
+    n += s.name == name && s.labels.count("group") && s.labels.at("group") == group;
+  return n;
+}
+
+// The port a `lag --serve ...:0` child says it listens on, or 0 before it has.
+int ServePort(const Process& p) {
+  std::smatch m;
+  const std::string out = p.Output();
+  static const std::regex kListening("listening on port ([0-9]+)");
+  return std::regex_search(out, m, kListening) ? std::stoi(m[1]) : 0;
+}
+
 }  // namespace
 
 TEST_CASE("lag without a daemon: messages from the watermarks, seconds from the first message",
@@ -135,6 +205,8 @@ TEST_CASE("lag without a daemon: messages from the watermarks, seconds from the 
   producer.Send(2, now);
   const std::map<int, int64_t> produced = {{0, 5}, {1, 3}, {2, 2}, {3, 0}};
   const std::map<int, std::string> status = {{0, "WARN"}, {1, "OK"}, {2, "ERR"}, {3, "OK"}};
+  // The group has committed the start of every partition: all of it is lag.
+  Commit(stack, stack.group(), {{0, 0}, {1, 0}, {2, 0}, {3, 0}});
 
   LagRead r = ReadLag(config, wide);
   INFO(r.doc.dump(2));
@@ -147,7 +219,7 @@ TEST_CASE("lag without a daemon: messages from the watermarks, seconds from the 
   for (const auto& [partition, n] : produced) {
     const json& p = PartitionOf(r.doc, partition);
     CHECK(p.at("topic") == stack.topic());
-    CHECK(p.at("committed_offset").is_null());  // the group never committed
+    CHECK(p.at("committed_offset") == 0);
     CHECK(p.at("high_watermark") == n);
     CHECK(p.at("lag_messages") == n);
     CHECK(p.at("status") == status.at(partition));
@@ -166,7 +238,7 @@ TEST_CASE("lag without a daemon: messages from the watermarks, seconds from the 
           Approx(static_cast<double>(r.doc.at("time_ms").get<int64_t>() - ts)).margin(1));
   }
 
-  {  // The table shows the same, '-' for the missing commit.
+  {  // The table shows the same.
     std::vector<std::string> args = {"lag", "-c", config};
     args.insert(args.end(), wide.begin(), wide.end());
     auto t = Ef(args);
@@ -182,10 +254,10 @@ TEST_CASE("lag without a daemon: messages from the watermarks, seconds from the 
       REQUIRE(w.size() >= 9);
       CHECK(w[0] == stack.topic());
       CHECK(w[1] == std::to_string(partition));
-      CHECK(w[2] == "-");
+      CHECK(w[2] == "0");
       CHECK(w[3] == std::to_string(produced.at(partition)));
       CHECK(w[4] == std::to_string(produced.at(partition)));
-      CHECK(w[5] == "0");  // no commit: nothing can have been lost
+      CHECK(w[5] == "0");  // committed at the low watermark: nothing lost
       CHECK(w[7] == "-");
       CHECK(w[8] == status.at(partition));
       // Right-aligned numbers: every LAG_S cell ends where its header does.
@@ -421,6 +493,364 @@ TEST_CASE("lag --check --watch stopped by a signal exits 130, --watch alone 0",
     CHECK(watch.Running());
     CHECK(watch.Stop(SIGTERM, 10s) == (check ? 130 : 0));
   }
+}
+
+TEST_CASE("lag --group twice and -b: one JSON document and one table section per group",
+          "[integration][lag]") {
+  Stack stack(2);
+  const std::string servers = stack.kafka().bootstrap_servers();
+  // The config names brokers nobody listens on: -b/--brokers must win over them.
+  const std::string wrong = "127.0.0.1:" + std::to_string(FreePort());
+  const std::string config =
+      stack.WriteConfig("ef.yaml", "kafka:\n  bootstrap_servers: \"" + wrong + "\"\n");
+  PartitionProducer producer(stack);
+  for (int i = 0; i < 5; ++i) producer.Send(0, NowMs());
+  for (int i = 0; i < 3; ++i) producer.Send(1, NowMs());
+  Commit(stack, "group-a", {{0, 1}, {1, 3}});  // lag 4 and 0
+  Commit(stack, "group-b", {{0, 5}, {1, 0}});  // lag 0 and 3
+  const std::map<std::string, std::map<int, int64_t>> lag = {{"group-a", {{0, 4}, {1, 0}}},
+                                                             {"group-b", {{0, 0}, {1, 3}}}};
+  const std::map<std::string, std::map<int, int64_t>> committed = {{"group-a", {{0, 1}, {1, 3}}},
+                                                                   {"group-b", {{0, 5}, {1, 0}}}};
+
+  // A group named twice is read once.
+  auto r = Ef({"lag", "-c", config, "-b", servers, "--group", "group-a", "--group", "group-b",
+               "--group", "group-a", "--json", "--freshness-target", "60s"});
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.empty());
+  auto lines = Lines(r.out);
+  REQUIRE(lines.size() == 2);
+  const std::vector<std::string> order = {"group-a", "group-b"};
+  for (size_t i = 0; i < 2; ++i) {
+    const json doc = json::parse(lines[i]);
+    const std::string group = order[i];
+    CHECK(doc.at("group") == group);
+    CHECK(doc.at("bootstrap_servers") == servers);
+    CHECK(doc.at("status") == "OK");
+    CHECK(doc.at("no_committed_offsets").empty());
+    for (int p = 0; p < 2; ++p) {
+      CHECK(PartitionOf(doc, p).at("lag_messages") == lag.at(group).at(p));
+      CHECK(PartitionOf(doc, p).at("committed_offset") == committed.at(group).at(p));
+    }
+  }
+
+  // The table: one section per group (title, header, rows, total), a blank line
+  // between them; --brokers is -b.
+  auto t = Ef({"lag", "-c", config, "--brokers", servers, "--group", "group-a", "--group",
+               "group-b", "--freshness-target", "60s"});
+  INFO(t.out << t.err);
+  CHECK(t.code == 0);
+  CHECK(t.out.find("\n\ngroup group-b at " + servers) != std::string::npos);
+  auto tl = Lines(t.out);
+  REQUIRE(tl.size() == 10);
+  for (size_t section = 0; section < 2; ++section) {
+    const std::string group = order[section];
+    const size_t at = section * 5;
+    CHECK(tl[at].rfind("group " + group + " at " + servers + "  ", 0) == 0);
+    CHECK(tl[at + 1].rfind("TOPIC", 0) == 0);
+    for (int p = 0; p < 2; ++p) {
+      auto w = Words(tl[at + 2 + p]);
+      REQUIRE(w.size() >= 9);
+      CHECK(w[1] == std::to_string(p));
+      CHECK(w[2] == std::to_string(committed.at(group).at(p)));
+      CHECK(w[4] == std::to_string(lag.at(group).at(p)));
+      CHECK(w[8] == "OK");
+    }
+    CHECK(tl[at + 4].rfind("total lag " + std::to_string(section == 0 ? 4 : 3), 0) == 0);
+  }
+
+  // Without -b the config's brokers are used: nobody answers there.
+  auto unreachable = Ef({"lag", "-c", config, "--group", "group-a", "--timeout", "2s"});
+  CHECK(unreachable.code == 6);  // app::kExitUnreachable
+  CHECK(unreachable.err.find(wrong) != std::string::npos);
+}
+
+TEST_CASE("lag of a group without committed offsets says so in one line and judges nothing",
+          "[integration][lag]") {
+  Stack stack(2);
+  const std::string config = stack.WriteConfig();
+  PartitionProducer producer(stack);
+  producer.Send(0, NowMs() - 1200000);  // 20 minutes old: ERR for a group that lags
+  producer.Send(1, NowMs());
+  const std::string line =
+      "group 'exposure-filtr' has no committed offsets on " + stack.topic() + ":";
+
+  LagRead r = ReadLag(config, {"--group", "exposure-filtr"});
+  INFO(r.doc.dump(2));
+  CHECK(r.run.code == 0);
+  CHECK(r.doc.at("group") == "exposure-filtr");
+  CHECK(r.doc.at("status") == "NONE");
+  CHECK(r.doc.at("no_committed_offsets") == json::array({stack.topic()}));
+  CHECK(r.doc.at("message").get<std::string>().rfind(line, 0) == 0);
+  CHECK(r.doc.at("lag_messages") == 0);  // not judged, not counted
+  for (int p = 0; p < 2; ++p) {
+    const json& part = PartitionOf(r.doc, p);
+    CHECK(part.at("status") == "NONE");
+    CHECK(part.at("committed_offset").is_null());
+    CHECK(part.at("lag_seconds").is_null());
+    CHECK(part.at("lag_messages") == 1);  // from the low watermark, as a new group would read
+  }
+
+  // The table: rows with STATUS NONE, no total, the line under it; no ERR anywhere.
+  auto t = Ef({"lag", "-c", config, "--group", "exposure-filtr"});
+  INFO(t.out << t.err);
+  CHECK(t.code == 0);
+  auto lines = Lines(t.out);
+  REQUIRE(lines.size() == 5);  // title, header, 2 partitions, the line
+  for (int p = 0; p < 2; ++p) {
+    auto w = Words(lines[2 + p]);
+    REQUIRE(w.size() >= 9);
+    CHECK(w[2] == "-");
+    CHECK(w[6] == "-");
+    CHECK(w[8] == "NONE");
+  }
+  CHECK(lines[4].rfind(line, 0) == 0);
+  CHECK(t.out.find("ERR") == std::string::npos);
+
+  // --check fails on it, also beside a group that is fine.
+  Commit(stack, stack.group(), {{0, 1}, {1, 1}});
+  auto check =
+      Ef({"lag", "-c", config, "--check", "--group", stack.group(), "--group", "exposure-filtr"});
+  INFO(check.out << check.err);
+  CHECK(check.code == 7);                                // app::kExitData
+  CHECK(check.out.find("all OK") != std::string::npos);  // the configured group's section
+  CHECK(check.out.find(line) != std::string::npos);
+  CHECK(Ef({"lag", "-c", config, "--check"}).code == 0);  // the configured group alone
+}
+
+TEST_CASE("lag takes its thresholds and window from the config's metrics section and flags win",
+          "[integration][lag]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig(
+      "ef.yaml", "metrics:\n  freshness_target: 5s\n  freshness_limit: 30s\n  status_window: 4\n");
+  PartitionProducer producer(stack);
+  producer.Send(0, NowMs() - 45000);  // above the config's 30 s limit
+  Commit(stack, stack.group(), {{0, 0}});
+
+  LagRead r = ReadLag(config);
+  INFO(r.doc.dump(2));
+  CHECK(r.doc.at("freshness_target_seconds") == 5);
+  CHECK(r.doc.at("freshness_limit_seconds") == 30);
+  CHECK(r.doc.at("window_samples") == 4);
+  CHECK(r.doc.at("stop_after_seconds") == 8);  // 4 samples x 2 s
+  CHECK(PartitionOf(r.doc, 0).at("status") == "ERR");
+
+  LagRead flags =
+      ReadLag(config, {"--freshness-target", "7s", "--freshness-limit", "10m", "--samples", "3"});
+  INFO(flags.doc.dump(2));
+  CHECK(flags.doc.at("freshness_target_seconds") == 7);
+  CHECK(flags.doc.at("freshness_limit_seconds") == 600);
+  CHECK(flags.doc.at("window_samples") == 3);
+  CHECK(PartitionOf(flags.doc, 0).at("status") == "WARN");
+
+  auto t = Ef({"lag", "-c", config});
+  CHECK(t.out.find("(single read; STOP after 8s without a commit)") != std::string::npos);
+}
+
+TEST_CASE(
+    "lag --all-groups and --list-groups against the mock broker: one line saying it "
+    "cannot list groups",
+    "[integration][lag]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig();
+  const std::vector<std::vector<std::string>> cases = {
+      {"--all-groups"},
+      {"--all-groups", "--json"},
+      {"--list-groups"},
+      {"--all-groups", "--serve", "127.0.0.1:0"},
+  };
+  for (const auto& extra : cases) {
+    std::vector<std::string> args = {"lag", "-c", config, "--timeout", "5s"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = Ef(args);
+    INFO("lag " << extra.front() << " " << extra.size() << ": stdout " << r.out << "\nstderr "
+                << r.err);
+    CHECK(r.code == 3);  // app::kExitDenied: refused for good
+    CHECK(r.out.empty());
+    auto lines = Lines(r.err);
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].find("the brokers at " + stack.kafka().bootstrap_servers() +
+                        " cannot list consumer groups") != std::string::npos);
+    CHECK(lines[0].find("name the groups with --group NAME") != std::string::npos);
+  }
+}
+
+TEST_CASE("lag: usage errors in one line and no commits on an empty topic is no problem",
+          "[integration][lag][cli]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig();
+  const std::string kafka_port =
+      stack.kafka().bootstrap_servers().substr(stack.kafka().bootstrap_servers().rfind(':') + 1);
+  // The arguments, and a word the one line must contain.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--serve", "127.0.0.1:0", "--watch"}, "--watch"},
+      {{"--serve", "127.0.0.1:0", "--check"}, "--check"},
+      {{"--serve", "127.0.0.1:0", "--json"}, "--json"},
+      {{"--all-groups", "--group", "g"}, "--group"},
+      {{"--list-groups", "--watch"}, "--list-groups"},
+      {{"--interval", "1s"}, "--interval"},
+      {{"--watch", "1s", "--interval", "2s"}, "give the refresh interval once"},
+      {{"--watch", "--interval", "50ms"}, "--interval 50ms: must be 100ms .. 1h"},
+      {{"--serve", "127.0.0.1:0", "--interval", "0"}, "--interval"},
+      {{"--serve", "nonsense"}, "--serve"},
+      {{"--serve", "127.0.0.1:" + kafka_port},
+       "--serve 127.0.0.1:" + kafka_port +
+           ": address "
+           "already in use"},
+      {{"--freshness-limit", "soon"}, "--freshness-limit"},
+  };
+  for (const auto& [extra, word] : cases) {
+    std::vector<std::string> args = {"lag", "-c", config};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = Ef(args, {}, "", 30s);
+    INFO(extra.front() << " " << extra.back() << ": stdout " << r.out << "\nstderr " << r.err);
+    CHECK(r.code == 2);  // app::kExitUsage
+    CHECK(r.out.empty());
+    auto lines = Lines(r.err);
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].rfind("exposure-filter: ", 0) == 0);
+    CHECK(lines[0].find(word) != std::string::npos);
+  }
+  {  // An empty topic: nothing to be behind on, so no commits is no problem.
+    LagRead r = ReadLag(config, {"--group", "nobody", "--check"});
+    INFO(r.doc.dump(2));
+    CHECK(r.run.code == 0);
+    CHECK(r.doc.at("status") == "OK");
+    CHECK(r.doc.at("no_committed_offsets").empty());
+  }
+  auto h = Ef({"lag", "--help"});
+  CHECK(h.code == 0);
+  for (const char* word : {"-b,--brokers", "--group", "--all-groups", "--list-groups", "--serve",
+                           "--interval", "metrics.freshness_target", "metrics.freshness_limit",
+                           "metrics.status_window", "NONE", "/metrics"})
+    CHECK(h.out.find(word) != std::string::npos);
+}
+
+TEST_CASE("lag --serve exports two groups with the daemon's metric names and a group label",
+          "[integration][lag]") {
+  Stack stack(2);
+  const std::string config = stack.WriteConfig();
+  const std::string topic = stack.topic();
+  PartitionProducer producer(stack);
+  producer.Send(0, NowMs());
+  // group-a's first uncommitted message: 2 minutes old, WARN above a 60 s target.
+  const int64_t oldest = producer.Send(0, NowMs() - 120000);
+  for (int i = 0; i < 3; ++i) producer.Send(0, NowMs());
+  for (int i = 0; i < 2; ++i) producer.Send(1, NowMs());
+  Commit(stack, "group-a", {{0, 1}, {1, 2}});  // lag 4 and 0
+  Commit(stack, "group-b", {{0, 5}, {1, 0}});  // lag 0 and 2
+
+  Process serve({EF_BINARY,
+                 "lag",
+                 "-c",
+                 config,
+                 "--group",
+                 "group-a",
+                 "--group",
+                 "group-b",
+                 "--group",
+                 "nobody",
+                 "--serve",
+                 "127.0.0.1:0",
+                 "--interval",
+                 "200ms",
+                 "--timeout",
+                 "2s",
+                 "--freshness-target",
+                 "60s",
+                 "--freshness-limit",
+                 "10m",
+                 "--samples",  // a window that never fills here: no STALL while it runs
+                 "1000"},
+                stack.dir().File("lag-serve.log"));
+  REQUIRE(WaitFor([&] { return ServePort(serve) > 0; }, 30s));
+  const int port = ServePort(serve);
+  INFO(serve.Output());
+  std::vector<PromSample> m;
+  auto scrape = [&] {
+    Http h = Get(port, "/metrics");
+    m = ParseProm(h.body);
+    return h.status == 200;
+  };
+  auto labels = [&](const std::string& group, int partition) {
+    return std::map<std::string, std::string>{
+        {"group", group}, {"topic", topic}, {"partition", std::to_string(partition)}};
+  };
+  const std::string refreshed = "exposure_filter_lag_last_refresh_timestamp_seconds";
+  REQUIRE(WaitFor(
+      [&] {
+        return scrape() && Value(m, refreshed, {{"group", "group-a"}}) &&
+               Value(m, refreshed, {{"group", "group-b"}}) &&
+               Value(m, refreshed, {{"group", "nobody"}});
+      },
+      30s));
+
+  const std::map<std::string, std::map<int, int64_t>> lag = {{"group-a", {{0, 4}, {1, 0}}},
+                                                             {"group-b", {{0, 0}, {1, 2}}}};
+  const std::map<std::string, std::map<int, int64_t>> committed = {{"group-a", {{0, 1}, {1, 2}}},
+                                                                   {"group-b", {{0, 5}, {1, 0}}}};
+  const std::map<int, int64_t> high = {{0, 5}, {1, 2}};
+  for (const auto& [group, by_partition] : lag) {
+    for (const auto& [p, n] : by_partition) {
+      INFO(group << " partition " << p);
+      CHECK(Value(m, "exposure_filter_partition_lag_messages", labels(group, p)) == n);
+      CHECK(Value(m, "exposure_filter_partition_committed_offset", labels(group, p)) ==
+            committed.at(group).at(p));
+      CHECK(Value(m, "exposure_filter_partition_high_watermark", labels(group, p)) == high.at(p));
+      const bool warn = group == "group-a" && p == 0;
+      for (const char* st : {"OK", "WARN", "STALL", "STOP", "ERR"}) {
+        auto l = labels(group, p);
+        l["status"] = st;
+        CHECK(Value(m, "exposure_filter_partition_status", l) ==
+              (std::string(st) == (warn ? "WARN" : "OK") ? 1 : 0));
+      }
+      if (n == 0) CHECK(Value(m, "exposure_filter_partition_lag_seconds", labels(group, p)) == 0);
+    }
+    CHECK(Value(m, "exposure_filter_lag_group_without_commits",
+                {{"group", group}, {"topic", topic}}) == 0);
+  }
+  // The exact age of group-a's first uncommitted message at its refresh.
+  auto lag_s = Value(m, "exposure_filter_partition_lag_seconds", labels("group-a", 0));
+  REQUIRE(lag_s.has_value());
+  CHECK(*lag_s * 1000 ==
+        Approx(*Value(m, refreshed, {{"group", "group-a"}}) * 1000 - static_cast<double>(oldest))
+            .margin(2));
+  // A group without commits: said by its gauge, and no partition series.
+  CHECK(Value(m, "exposure_filter_lag_group_without_commits",
+              {{"group", "nobody"}, {"topic", topic}}) == 1);
+  CHECK(CountFor(m, "exposure_filter_partition_lag_messages", "nobody") == 0);
+  CHECK(CountFor(m, "exposure_filter_partition_status", "nobody") == 0);
+  CHECK(Value(m, "exposure_filter_lag_refresh_errors_total") == 0);
+  CHECK(Get(port, "/healthz").status == 200);
+  CHECK(Get(port, "/readyz").status == 200);
+
+  // group-a catches up: the next refreshes say so.
+  Commit(stack, "group-a", {{0, 5}});
+  REQUIRE(WaitFor(
+      [&] {
+        auto ok = labels("group-a", 0);
+        ok["status"] = "OK";
+        return scrape() &&
+               Value(m, "exposure_filter_partition_lag_messages", labels("group-a", 0)) == 0 &&
+               Value(m, "exposure_filter_partition_status", ok) == 1;
+      },
+      30s));
+
+  // Kafka gone: errors are counted, /readyz is 503, the series keep their values.
+  REQUIRE(stack.kafka().SetBrokerDown(-1).ok());
+  REQUIRE(WaitFor(
+      [&] {
+        return scrape() && Value(m, "exposure_filter_lag_refresh_errors_total") >= 1 &&
+               Get(port, "/readyz").status == 503;
+      },
+      30s));
+  CHECK(Value(m, "exposure_filter_partition_lag_messages", labels("group-b", 1)) == 2);
+  CHECK(serve.Output().find("lag: cannot read group '") != std::string::npos);  // one line each
+  REQUIRE(stack.kafka().SetBrokerUp(-1).ok());
+  REQUIRE(WaitFor([&] { return Get(port, "/readyz").status == 200; }, 60s));
+
+  CHECK(serve.Stop(SIGTERM, 10s) == 0);
 }
 
 }  // namespace ef::test
