@@ -29,7 +29,7 @@
 #include "kafka/group_list.h"
 #include "kafka/group_offsets.h"
 #include "kafka/message_time.h"
-#include "lag/exporter.h"
+#include "metrics/lag_exporter.h"
 #include "lag/status.h"
 #include "metrics/build_info.h"
 #include "metrics/http_server.h"

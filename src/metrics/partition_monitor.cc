@@ -7,11 +7,6 @@
 namespace ef {
 namespace {
 
-prometheus::Family<prometheus::Gauge>& Gauge(prometheus::Registry& r, const char* name,
-                                             const char* help) {
-  return prometheus::BuildGauge().Name(name).Help(help).Register(r);
-}
-
 // The age of what is behind, in seconds (see the header). The oldest event in
 // hand is exact. Otherwise what is behind was not fetched yet: it is newer than
 // the newest event written, and it arrived after the last time the partition
@@ -31,10 +26,6 @@ double LagSeconds(const PartitionSnapshot& p, int64_t lag, int64_t caught_up_ms,
   return std::max(0.0, static_cast<double>(now_ms - since_ms) / 1000.0);
 }
 
-constexpr PartitionStatus kAllStatuses[] = {PartitionStatus::kOk, PartitionStatus::kWarn,
-                                            PartitionStatus::kStall, PartitionStatus::kStop,
-                                            PartitionStatus::kErr};
-
 }  // namespace
 
 PartitionMonitor::PartitionMonitor(prometheus::Registry& r, StatusRules rules,
@@ -44,42 +35,26 @@ PartitionMonitor::PartitionMonitor(prometheus::Registry& r, StatusRules rules,
       group_(std::move(group)),
       freshness_target_s_(freshness_target_s),
       unassigned_grace_ms_(unassigned_grace_ms),
-      position_(Gauge(r, "exposure_filter_partition_position", "Next offset the daemon will read")),
-      committed_(Gauge(r, "exposure_filter_partition_committed_offset",
-                       "Next offset committed after Redis acknowledged everything before it")),
-      high_(Gauge(r, "exposure_filter_partition_high_watermark", "Partition high watermark")),
-      lag_messages_(Gauge(r, "exposure_filter_partition_lag_messages",
-                          "High watermark minus committed offset")),
-      lag_seconds_(Gauge(r, "exposure_filter_partition_lag_seconds",
-                         "While lagging: now minus the event time of the oldest event not "
-                         "written (or an upper bound of it when it was not fetched yet)")),
-      status_(Gauge(r, "exposure_filter_partition_status",
-                    "1 for the partition's current status (OK, WARN, STALL, STOP, ERR)")) {}
+      position_(prometheus::BuildGauge()
+                    .Name("exposure_filter_partition_position")
+                    .Help("Next offset the daemon will read")
+                    .Register(r)),
+      gauges_(r, {"Next offset committed after Redis acknowledged everything before it",
+                  "High watermark minus the first offset not yet written",
+                  "While lagging: now minus the event time of the oldest event not written (or "
+                  "an upper bound of it when it was not fetched yet)"}) {}
 
 PartitionMonitor::Series& PartitionMonitor::Get(const TopicPartition& tp) {
   auto it = series_.find(tp);
   if (it != series_.end()) return it->second;
-  prometheus::Labels labels{
-      {"group", group_}, {"topic", tp.topic}, {"partition", std::to_string(tp.partition)}};
-  Series s{&position_.Add(labels),     &committed_.Add(labels),   &high_.Add(labels),
-           &lag_messages_.Add(labels), &lag_seconds_.Add(labels), {},
+  Series s{&position_.Add(PartitionGauges::Labels(group_, tp)), gauges_.Add(group_, tp),
            StatusEvaluator(rules_)};
-  for (PartitionStatus st : kAllStatuses) {
-    auto l = labels;
-    l["status"] = PartitionStatusName(st);
-    s.status.push_back(&status_.Add(l));
-  }
   return series_.emplace(tp, std::move(s)).first->second;
 }
 
-void PartitionMonitor::Remove(const TopicPartition& tp, Series& s) {
+void PartitionMonitor::Remove(Series& s) {
   position_.Remove(s.position);
-  committed_.Remove(s.committed);
-  high_.Remove(s.high);
-  lag_messages_.Remove(s.lag_messages);
-  lag_seconds_.Remove(s.lag_seconds);
-  for (auto* g : s.status) status_.Remove(g);
-  (void)tp;
+  gauges_.Remove(s.gauges);
 }
 
 void PartitionMonitor::Update(const std::vector<PartitionSnapshot>& parts, int64_t now_ms,
@@ -90,7 +65,7 @@ void PartitionMonitor::Update(const std::vector<PartitionSnapshot>& parts, int64
     if (kept) {
       ++it;
     } else {
-      Remove(it->first, it->second);
+      Remove(it->second);
       it = series_.erase(it);
     }
   }
@@ -127,13 +102,13 @@ void PartitionMonitor::Update(const std::vector<PartitionSnapshot>& parts, int64
     if (lag == 0) s.caught_up_ms = now_ms;
     const double lag_s = LagSeconds(p, lag, s.caught_up_ms, now_ms);
     s.position->Set(static_cast<double>(p.position));
-    s.committed->Set(static_cast<double>(p.committed));
-    s.high->Set(static_cast<double>(p.high));
-    s.lag_messages->Set(static_cast<double>(lag));
-    s.lag_seconds->Set(lag_s);
+    s.gauges.committed->Set(static_cast<double>(p.committed));
+    s.gauges.high->Set(static_cast<double>(p.high));
+    s.gauges.lag_messages->Set(static_cast<double>(lag));
+    s.gauges.lag_seconds->Set(lag_s);
     s.evaluator.Add({now_ms, p.committed, lag, lag_s, 0});
     PartitionStatus st = s.evaluator.Current();
-    for (size_t i = 0; i < s.status.size(); ++i) s.status[i]->Set(kAllStatuses[i] == st ? 1 : 0);
+    PartitionGauges::SetStatus(s.gauges, st);
     if (st != s.last) {
       auto log = st == PartitionStatus::kOk ? spdlog::level::info : spdlog::level::warn;
       spdlog::log(log, "partition {}/{}: {} -> {}: {}", p.tp.topic, p.tp.partition,

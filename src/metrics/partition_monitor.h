@@ -33,6 +33,7 @@
 #include "kafka/source.h"
 #include "lag/status.h"
 #include "metrics/http_server.h"
+#include "metrics/partition_gauges.h"
 
 namespace ef {
 
@@ -70,11 +71,7 @@ class PartitionMonitor {
  private:
   struct Series {
     prometheus::Gauge* position;
-    prometheus::Gauge* committed;
-    prometheus::Gauge* high;
-    prometheus::Gauge* lag_messages;
-    prometheus::Gauge* lag_seconds;
-    std::vector<prometheus::Gauge*> status;  // one per PartitionStatus
+    PartitionGauges::Series gauges;
     StatusEvaluator evaluator;
     PartitionStatus last = PartitionStatus::kOk;
     double last_lag_seconds = 0;
@@ -82,7 +79,7 @@ class PartitionMonitor {
     int64_t caught_up_ms = -1;   // last Update with lag 0 (-1: none since assigned)
   };
   Series& Get(const TopicPartition& tp);
-  void Remove(const TopicPartition& tp, Series& s);
+  void Remove(Series& s);
 
   StatusRules rules_;
   std::string group_;
@@ -90,11 +87,7 @@ class PartitionMonitor {
   int64_t unassigned_grace_ms_;
   int64_t unassigned_since_ms_ = -1;  // -1: partitions are assigned
   prometheus::Family<prometheus::Gauge>& position_;
-  prometheus::Family<prometheus::Gauge>& committed_;
-  prometheus::Family<prometheus::Gauge>& high_;
-  prometheus::Family<prometheus::Gauge>& lag_messages_;
-  prometheus::Family<prometheus::Gauge>& lag_seconds_;
-  prometheus::Family<prometheus::Gauge>& status_;
+  PartitionGauges gauges_;
   std::map<TopicPartition, Series> series_;
   mutable std::mutex mu_;
   Readiness readiness_;

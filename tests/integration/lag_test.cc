@@ -23,6 +23,7 @@
 #include "kafka/producer.h"
 #include "support/group_commit.h"
 #include "support/process.h"
+#include "support/scrape.h"
 #include "support/stack.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
@@ -113,46 +114,6 @@ std::vector<json> Documents(const Process& p) {
   std::vector<json> out;
   for (const auto& line : Lines(text))
     if (line.front() == '{') out.push_back(json::parse(line));
-  return out;
-}
-
-struct Http {
-  int status = 0;
-  std::string body;
-};
-
-Http Get(int port, const std::string& path) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_connection_timeout(2);
-  c.set_read_timeout(5);
-  auto r = c.Get(path.c_str());
-  if (!r) return {};
-  return {r->status, r->body};
-}
-
-// One sample of a Prometheus text exposition: name{labels} value.
-struct PromSample {
-  std::string name;
-  std::map<std::string, std::string> labels;
-  double value = 0;
-};
-
-std::vector<PromSample> ParseProm(const std::string& text) {
-  static const std::regex kLine(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$)");
-  static const std::regex kLabel(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)")re");
-  std::vector<PromSample> out;
-  for (const auto& line : Lines(text)) {
-    if (line[0] == '#') continue;
-    std::smatch m;
-    if (!std::regex_match(line, m, kLine)) continue;
-    PromSample s;
-    s.name = m[1];
-    const std::string labels = m[3];
-    for (std::sregex_iterator it(labels.begin(), labels.end(), kLabel), end; it != end; ++it)
-      s.labels[(*it)[1]] = (*it)[2];
-    s.value = std::stod(m[4]);
-    out.push_back(std::move(s));
-  }
   return out;
 }
 
@@ -769,7 +730,7 @@ TEST_CASE("lag --serve exports two groups with the daemon's metric names and a g
   INFO(serve.Output());
   std::vector<PromSample> m;
   auto scrape = [&] {
-    Http h = Get(port, "/metrics");
+    HttpReply h = HttpGet(port, "/metrics");
     m = ParseProm(h.body);
     return h.status == 200;
   };
@@ -822,8 +783,8 @@ TEST_CASE("lag --serve exports two groups with the daemon's metric names and a g
   CHECK(CountFor(m, "exposure_filter_partition_lag_messages", "nobody") == 0);
   CHECK(CountFor(m, "exposure_filter_partition_status", "nobody") == 0);
   CHECK(Value(m, "exposure_filter_lag_refresh_errors_total") == 0);
-  CHECK(Get(port, "/healthz").status == 200);
-  CHECK(Get(port, "/readyz").status == 200);
+  CHECK(HttpGet(port, "/healthz").status == 200);
+  CHECK(HttpGet(port, "/readyz").status == 200);
 
   // group-a catches up: the next refreshes say so.
   Commit(stack, "group-a", {{0, 5}});
@@ -842,13 +803,13 @@ TEST_CASE("lag --serve exports two groups with the daemon's metric names and a g
   REQUIRE(WaitFor(
       [&] {
         return scrape() && Value(m, "exposure_filter_lag_refresh_errors_total") >= 1 &&
-               Get(port, "/readyz").status == 503;
+               HttpGet(port, "/readyz").status == 503;
       },
       30s));
   CHECK(Value(m, "exposure_filter_partition_lag_messages", labels("group-b", 1)) == 2);
   CHECK(serve.Output().find("lag: cannot read group '") != std::string::npos);  // one line each
   REQUIRE(stack.kafka().SetBrokerUp(-1).ok());
-  REQUIRE(WaitFor([&] { return Get(port, "/readyz").status == 200; }, 60s));
+  REQUIRE(WaitFor([&] { return HttpGet(port, "/readyz").status == 200; }, 60s));
 
   CHECK(serve.Stop(SIGTERM, 10s) == 0);
 }

@@ -12,6 +12,7 @@
 #include "bloom/layout.h"
 #include "common/clock.h"
 #include "read/bloom_reader.h"
+#include "support/scrape.h"
 #include "support/stack.h"
 #include "support/wait.h"
 
@@ -20,19 +21,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct Http {
-  int status = 0;
-  std::string body;
-};
-
-Http Get(int port, const std::string& path) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_connection_timeout(2);
-  c.set_read_timeout(5);
-  auto r = c.Get(path.c_str());
-  if (!r) return {};
-  return {r->status, r->body};
-}
+using Http = HttpReply;
+Http Get(int port, const std::string& path) { return HttpGet(port, path); }
 
 // Sum of a metric's samples whose line contains every fragment.
 double Metric(const std::string& text, const std::string& name,

@@ -147,6 +147,8 @@ TEST_CASE(
   };
   const bool stalled =
       WaitFor([&] { return sampler.FirstWhen(all_stall) >= 0; }, std::chrono::milliseconds(40000));
+  // Not ready while STALL (the status shown, hysteresis included).
+  const HttpReply readyz = HttpGet(port, "/readyz");
   // A few seconds of STALL, then the pause ends.
   std::this_thread::sleep_for(3s);
   const size_t log_at_recovery = daemon->Output().size();
@@ -195,6 +197,8 @@ TEST_CASE(
   REQUIRE(full_lag_s >= 0);
   CHECK(full_lag_s - produced_s <= 2 * interval_s);
   REQUIRE(stalled);
+  CHECK(readyz.status == 503);
+  CHECK(readyz.body.find("STALL") != std::string::npos);
   // The first write waits from the moment the first event arrives (the pause
   // began just before): STALL within the window, plus one interval.
   CHECK(stall_s <= window * interval_s + interval_s + 1);

@@ -4,34 +4,12 @@
 #include <sstream>
 
 #include "support/process.h"
+#include "support/scrape.h"
 
 namespace ef::test {
 namespace {
 
-struct Sample {
-  std::string name;
-  std::map<std::string, std::string> labels;
-  std::string value;
-};
-
-// `name{a="x",b="y"} value` (values of ours never hold '"' or ','); false for
-// comments and blank lines.
-bool ParseSample(const std::string& line, Sample* s) {
-  static const std::regex sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+))");
-  static const std::regex label(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)")re");
-  std::smatch m;
-  if (!std::regex_search(line, m, sample)) return false;
-  s->name = m[1].str();
-  s->value = m[4].str();
-  s->labels.clear();
-  const std::string inner = m[3].str();
-  for (auto it = std::sregex_iterator(inner.begin(), inner.end(), label);
-       it != std::sregex_iterator(); ++it)
-    s->labels[(*it)[1].str()] = (*it)[2].str();
-  return true;
-}
-
-std::string SeriesKey(const Sample& s) {
+std::string SeriesKey(const PromSample& s) {
   std::string key = s.name + "{";
   bool first = true;
   for (const auto& [k, v] : s.labels) {
@@ -43,7 +21,7 @@ std::string SeriesKey(const Sample& s) {
   return key + "}";
 }
 
-void AddShape(const Sample& s, const std::set<std::string>& ignore, LabelShapes* out) {
+void AddShape(const PromSample& s, const std::set<std::string>& ignore, LabelShapes* out) {
   std::set<std::string> names;
   for (const auto& [k, v] : s.labels)
     if (!v.empty() && !ignore.count(k)) names.insert(k);
@@ -57,15 +35,12 @@ std::string PromtoolInputSeries(const std::vector<std::string>& scrapes, const s
   // series key -> its value in each scrape ("" = absent)
   std::map<std::string, std::vector<std::string>> values;
   for (size_t i = 0; i < scrapes.size(); ++i) {
-    std::istringstream in(scrapes[i]);
-    Sample s;
-    for (std::string line; std::getline(in, line);) {
-      if (line.empty() || line[0] == '#' || !ParseSample(line, &s)) continue;
+    for (PromSample s : ParseProm(scrapes[i])) {
       s.labels["job"] = job;
       s.labels["instance"] = instance;
       auto& v = values[SeriesKey(s)];
       v.resize(scrapes.size());
-      v[i] = s.value == "+Inf" ? "Inf" : s.value == "-Inf" ? "-Inf" : s.value;
+      v[i] = s.value_text == "+Inf" ? "Inf" : s.value_text;
     }
   }
   std::string out;
@@ -84,20 +59,16 @@ std::string PromtoolInputSeries(const std::vector<std::string>& scrapes, const s
 
 LabelShapes ScrapeShapes(const std::string& text, const std::set<std::string>& ignore) {
   LabelShapes out;
-  std::istringstream in(text);
-  Sample s;
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty() && line[0] != '#' && ParseSample(line, &s)) AddShape(s, ignore, &out);
+  for (const PromSample& s : ParseProm(text)) AddShape(s, ignore, &out);
   return out;
 }
 
 LabelShapes PromtoolShapes(const std::string& yaml, const std::set<std::string>& ignore) {
   LabelShapes out;
   static const std::regex series(R"(series:\s*'([^']*)')");
-  Sample s;
   for (auto it = std::sregex_iterator(yaml.begin(), yaml.end(), series);
        it != std::sregex_iterator(); ++it)
-    if (ParseSample((*it)[1].str() + " 0", &s)) AddShape(s, ignore, &out);
+    for (const PromSample& s : ParseProm((*it)[1].str() + " 0")) AddShape(s, ignore, &out);
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <regex>
 #include <sstream>
 
 namespace ef::test {
@@ -15,13 +16,39 @@ bool IsSampleOf(const std::string& line, const std::string& name) {
 
 }  // namespace
 
-std::string ScrapeText(int port) {
+HttpReply HttpGet(int port, const std::string& path) {
   httplib::Client c("127.0.0.1", port);
   c.set_connection_timeout(2);
   c.set_read_timeout(5);
-  auto r = c.Get("/metrics");
-  if (!r || r->status != 200) return "";
-  return r->body;
+  auto r = c.Get(path.c_str());
+  if (!r) return {};
+  return {r->status, r->body};
+}
+
+std::string ScrapeText(int port) {
+  HttpReply r = HttpGet(port, "/metrics");
+  return r.status == 200 ? r.body : "";
+}
+
+std::vector<PromSample> ParseProm(const std::string& text) {
+  static const std::regex kLine(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$)");
+  static const std::regex kLabel(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)")re");
+  std::vector<PromSample> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::smatch m;
+    if (!std::regex_match(line, m, kLine)) continue;
+    PromSample s;
+    s.name = m[1];
+    const std::string labels = m[3];
+    for (std::sregex_iterator it(labels.begin(), labels.end(), kLabel), end; it != end; ++it)
+      s.labels[(*it)[1]] = (*it)[2];
+    s.value_text = m[4];
+    s.value = std::stod(s.value_text);
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 double MetricSum(const std::string& text, const std::string& name,

@@ -1,7 +1,7 @@
 // LagExporter: what `exposure-filter lag --serve` publishes on /metrics, for
 // consumer groups read from Kafka alone (docs/LAG.md "lag --serve"). The
-// per-partition names are the daemon's (metrics/partition_monitor.h), with a
-// `group` label added, so one dashboard or alert serves both:
+// per-partition series are the daemon's (metrics/partition_gauges.h), so one
+// dashboard or alert serves both:
 //   exposure_filter_partition_committed_offset{group,topic,partition}  -1: no commit
 //   exposure_filter_partition_high_watermark{group,topic,partition}
 //   exposure_filter_partition_lag_messages{group,topic,partition}
@@ -36,6 +36,7 @@
 
 #include "kafka/source.h"
 #include "lag/status.h"
+#include "metrics/partition_gauges.h"
 
 namespace ef {
 
@@ -70,26 +71,12 @@ class LagExporter {
   std::set<std::string> groups() const;
 
  private:
-  struct Series {
-    prometheus::Gauge* committed;
-    prometheus::Gauge* high;
-    prometheus::Gauge* lag_messages;
-    prometheus::Gauge* lag_seconds;
-    std::vector<prometheus::Gauge*> status;  // one per PartitionStatus
-  };
   struct GroupSeries {
-    std::map<TopicPartition, Series> partitions;
+    std::map<TopicPartition, PartitionGauges::Series> partitions;
     std::map<std::string, prometheus::Gauge*> without_commits;  // by topic
     prometheus::Gauge* last_refresh = nullptr;
   };
-  Series& Get(GroupSeries& g, const std::string& group, const TopicPartition& tp);
-  void Remove(Series& s);
-
-  prometheus::Family<prometheus::Gauge>& committed_;
-  prometheus::Family<prometheus::Gauge>& high_;
-  prometheus::Family<prometheus::Gauge>& lag_messages_;
-  prometheus::Family<prometheus::Gauge>& lag_seconds_;
-  prometheus::Family<prometheus::Gauge>& status_;
+  PartitionGauges gauges_;
   prometheus::Family<prometheus::Gauge>& without_commits_;
   prometheus::Family<prometheus::Gauge>& last_refresh_;
   prometheus::Counter& errors_;
