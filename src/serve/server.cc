@@ -102,6 +102,10 @@ struct Metrics {
                                                     0.5,    1,       2.5,    10};
     for (int e = 0; e < kEndpointCount; ++e)
       latency[e] = &family.Add({{"endpoint", kEndpointNames[e]}}, bounds);
+    // The series the alerts' ratios read (config/alerts.yml ExposureFilterServeErrors)
+    // exist from 0: a series born at 1 hides its first increase from rate().
+    for (Endpoint e : {kFilter, kBatch, kServed})
+      for (int status : {200, 400, 500, 503}) RequestCounter(e, status);
     RegisterBuildInfo(r);
   }
 

@@ -515,6 +515,11 @@ TEST_CASE("serve: unseen items for known users (single and batch) and bad reques
   CHECK(SampleValue(m.body, "exposure_filter_serve_failed_open_total") == 0);
   CHECK(SampleValue(m.body, "exposure_filter_serve_redis_errors_total") == 0);
   CHECK(SampleValue(m.body, "exposure_filter_serve_ready") == 1);
+  // Issue 48: the 5xx series the error-ratio alert reads exist before any 5xx.
+  for (const char* endpoint : {"filter", "filter_batch", "served"})
+    for (const char* code : {"500", "503"})
+      CHECK(SampleValue(m.body, std::string("exposure_filter_serve_requests_total{code=\"") + code +
+                                    "\",endpoint=\"" + endpoint + "\"}") == 0);
 
   // A chunked body (no Content-Length) is refused from its headers with a 411,
   // before any of it is read: cpp-httplib 0.11 reads a chunked body whole,
