@@ -38,6 +38,7 @@ int Serve(const ConfigArgs& args) {
   so.limits.served_items = static_cast<size_t>(sc.served_items);
   so.threads = static_cast<int>(sc.threads);
   so.timeout = std::chrono::milliseconds(sc.timeout_ms);
+  so.fail_closed = sc.fail_closed;
   auto server = serve::Server::Start(so, client.get());
   if (!server.ok()) return Fail(server.status(), kExitConfig);  // e.g. address in use
   const exposure_filter::LayoutInfo layout = client->layout();

@@ -453,6 +453,15 @@ struct Server::Impl {
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       std::vector<pm::MetricFamily> families = registry->Collect();
       AppendClientFamilies(*client, &families);
+      pm::MetricFamily degraded;
+      degraded.name = "exposure_filter_serve_degraded";
+      degraded.help =
+          "1 while a fail-open serve answers without Redis (the most recent call or health check "
+          "did not reach it): ready, but every candidate is answered unseen";
+      degraded.type = pm::MetricType::Gauge;
+      degraded.metric.emplace_back();
+      degraded.metric.back().gauge.value = !options.fail_closed && !client->Ready() ? 1 : 0;
+      families.push_back(std::move(degraded));
       AppendProcessFamilies(&families);
       res.set_content(pm::TextSerializer().Serialize(families),
                       "text/plain; version=0.0.4; charset=utf-8");
@@ -464,18 +473,26 @@ struct Server::Impl {
       // A PING also looks for a layout not stored yet (at most once a second).
       const bool reached = client->Ping(options.timeout);
       const exposure_filter::LayoutInfo layout = client->layout();
-      res.status = reached && layout.stored ? 200 : 503;
-      res.set_content(
-          !reached      ? "not ready: Redis did not answer PING within serve.timeout\n"
-          : layout.lost ? "not ready: " + layout.prefix +
-                              "meta was lost (DEL, FLUSHALL?): answering with the layout last "
-                              "stored (version " +
-                              std::to_string(layout.version) + ") until a writer stores it again\n"
-          : !layout.stored ? "not ready: no layout stored at " + layout.prefix +
-                                 "meta yet (nothing written with this key prefix: the daemon "
-                                 "stores it with its first write)\n"
-                           : std::string("ready\n"),
-          "text/plain");
+      std::string body;
+      if (layout.lost) {
+        body = "not ready: " + layout.prefix +
+               "meta was lost (DEL, FLUSHALL?): answering with the layout last stored (version " +
+               std::to_string(layout.version) + ") until a writer stores it again\n";
+      } else if (reached && !layout.stored) {
+        body = "not ready: no layout stored at " + layout.prefix +
+               "meta yet (nothing written with this key prefix: the daemon stores it with its "
+               "first write)\n";
+      } else if (!reached && options.fail_closed) {
+        body =
+            "not ready: Redis did not answer PING within serve.timeout (serve.fail_closed: "
+            "requests get 503)\n";
+      }
+      res.status = body.empty() ? 200 : 503;
+      if (body.empty())
+        body = reached ? "ready\n"
+                       : "ready, degraded: Redis did not answer PING within serve.timeout; every "
+                         "candidate is answered unseen (serve.fail_closed is false)\n";
+      res.set_content(body, "text/plain");
     });
     // The other methods on known paths: 405 with Allow (with a body: WithBody).
     for (const char* path :

@@ -44,6 +44,11 @@ struct ServerOptions {
   // else 408 and the connection is closed (the HTTP read timeout; not a config
   // key).
   std::chrono::milliseconds request_timeout{5000};
+  // serve.fail_closed. Decides readiness while Redis does not answer: a
+  // fail-open serve stays ready (it answers every candidate unseen; /readyz 200
+  // "ready, degraded: ..." and exposure_filter_serve_degraded 1), a fail-closed
+  // one is not ready (503), so that it leaves a load balancer's rotation.
+  bool fail_closed = false;
 };
 
 class Server {

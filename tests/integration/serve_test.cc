@@ -515,6 +515,7 @@ TEST_CASE("serve: unseen items for known users (single and batch) and bad reques
   CHECK(SampleValue(m.body, "exposure_filter_serve_failed_open_total") == 0);
   CHECK(SampleValue(m.body, "exposure_filter_serve_redis_errors_total") == 0);
   CHECK(SampleValue(m.body, "exposure_filter_serve_ready") == 1);
+  CHECK(SampleValue(m.body, "exposure_filter_serve_degraded") == 0);
   // Issue 48: the 5xx series the error-ratio alert reads exist before any 5xx.
   for (const char* endpoint : {"filter", "filter_batch", "served"})
     for (const char* code : {"500", "503"})
@@ -805,7 +806,9 @@ TEST_CASE(
                      json{{"requests", {FilterBody(User(0), items)}}}.dump()),
                 503) != "");
 
-  // Redis down (stopped): still fail open, /readyz 503, counted.
+  // Redis down (stopped): still fail open, counted. Issue 49: the fail-open serve
+  // stays ready (degraded: every pod leaving the Service would refuse the
+  // callers instead), the fail-closed one is not ready. Before, both said 503.
   REQUIRE(kill(redis_pid, SIGCONT) == 0);
   stack.redis().Stop();
   json batch = {{"requests", {FilterBody(User(0), items), FilterBody(User(1), {"x"})}}};
@@ -816,15 +819,22 @@ TEST_CASE(
   CHECK(bj["results"][0]["failed_open"] == true);
   CHECK(bj["results"][1] ==
         json::parse(R"({"unseen": ["x"], "seen_count": 0, "failed_open": true})"));
-  CHECK(Get(*open_http, "/readyz").status == 503);
+  const Http open_ready = Get(*open_http, "/readyz");
+  CHECK(open_ready.status == 200);
+  CHECK(open_ready.body.rfind("ready, degraded: Redis did not answer PING", 0) == 0);
+  const Http closed_ready = Get(*closed_http, "/readyz");
+  CHECK(closed_ready.status == 503);
+  CHECK(closed_ready.body.rfind("not ready: Redis did not answer PING", 0) == 0);
   CHECK(Get(*open_http, "/healthz").status == 200);
   Http m = Get(*open_http, "/metrics");
   INFO(m.body);
+  CHECK(SampleValue(m.body, "exposure_filter_serve_degraded") == 1);
   CHECK(SampleValue(m.body, "exposure_filter_serve_failed_open_total") == 3);
   CHECK(SampleValue(m.body, "exposure_filter_serve_redis_errors_total") >= 2);
   CHECK(SampleValue(m.body, "exposure_filter_serve_ready") == 0);
   Http cm = Get(*closed_http, "/metrics");
   CHECK(SampleValue(cm.body, "exposure_filter_serve_failed_closed_total") == 2);
+  CHECK(SampleValue(cm.body, "exposure_filter_serve_degraded") == 0);
 
   CHECK(open->Stop(SIGTERM, 20s) == 0);
   CHECK(closed->Stop(SIGTERM, 20s) == 0);
