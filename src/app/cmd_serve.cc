@@ -9,6 +9,19 @@
 namespace ef::app {
 namespace {
 
+// How often serve tries to connect while Redis has not answered since the start.
+constexpr int64_t kConnectRetryMs = 1000;
+
+void LogLayout(const exposure_filter::Client& client) {
+  const exposure_filter::LayoutInfo layout = client.layout();
+  spdlog::info("serve: layout v{} at prefix {}", layout.version, layout.prefix);
+  if (!layout.stored)
+    spdlog::warn(
+        "serve: no layout stored at {}meta yet: every candidate is unseen and /readyz answers "
+        "503 until the daemon stores it (with its first write)",
+        layout.prefix);
+}
+
 int Serve(const ConfigArgs& args) {
   auto config = LoadOrReport(args);
   if (!config.ok()) return kExitConfig;
@@ -29,7 +42,12 @@ int Serve(const ConfigArgs& args) {
   std::string error;
   exposure_filter::ErrorCode code = exposure_filter::ErrorCode::kOk;
   auto client = exposure_filter::Client::Create(options, &error, &code);
-  if (!client) return Fail(Unavailable(error), ExitCodeForClientError(code));
+  // Redis not answering at start (an incident, or serve started first) is no
+  // reason to exit into a restart loop: serve starts without it, answering per
+  // serve.fail_closed, and connects once Redis answers. Anything else (a
+  // layout that disagrees, refused credentials, a bad config) is final.
+  if (!client && code != exposure_filter::ErrorCode::kUnavailable)
+    return Fail(Unavailable(error), ExitCodeForClientError(code));
 
   serve::ServerOptions so;
   so.listen = sc.listen;
@@ -41,22 +59,38 @@ int Serve(const ConfigArgs& args) {
   so.fail_closed = sc.fail_closed;
   auto server = serve::Server::Start(so, client.get());
   if (!server.ok()) return Fail(server.status(), kExitConfig);  // e.g. address in use
-  const exposure_filter::LayoutInfo layout = client->layout();
   // The port line is what scripts and tests wait for (port 0 = a free one).
-  spdlog::info(
-      "serve: listening on port {} ({}; {} threads, timeout {}ms, fail {}); layout v{} at "
-      "prefix {}",
-      (*server)->port(), sc.listen, sc.threads, sc.timeout_ms, sc.fail_closed ? "closed" : "open",
-      layout.version, layout.prefix);
-  if (!layout.stored)
-    spdlog::warn(
-        "serve: no layout stored at {}meta yet: every candidate is unseen and /readyz answers "
-        "503 until the daemon stores it (with its first write)",
-        layout.prefix);
+  spdlog::info("serve: listening on port {} ({}; {} threads, timeout {}ms, fail {})",
+               (*server)->port(), sc.listen, sc.threads, sc.timeout_ms,
+               sc.fail_closed ? "closed" : "open");
+  if (client) {
+    LogLayout(*client);
+  } else {
+    spdlog::error(
+        "serve: {}; serving without Redis until it answers ({}), connecting again every {} ms",
+        error,
+        sc.fail_closed ? "not ready, queries answered 503"
+                       : "ready but degraded, every candidate answered unseen",
+        kConnectRetryMs);
+  }
+  while (!StopRequested()) {
+    SleepUnlessStopped(client ? 1000 : kConnectRetryMs);
+    if (client || StopRequested()) continue;
+    client = exposure_filter::Client::Create(options, &error, &code);
+    if (!client && code != exposure_filter::ErrorCode::kUnavailable) {
+      (*server)->Stop();
+      return Fail(Unavailable(error), ExitCodeForClientError(code));
+    }
+    if (!client) continue;
+    (*server)->SetClient(client.get());
+    spdlog::info("serve: Redis answers: connected");
+    LogLayout(*client);
+  }
   while (!StopRequested()) SleepUnlessStopped(1000);
   spdlog::info("serve: stopping: no new connections, finishing requests in flight");
   (*server)->Stop();
-  const exposure_filter::ClientStats stats = client->stats();
+  const exposure_filter::ClientStats stats =
+      client ? client->stats() : exposure_filter::ClientStats{};
   spdlog::info("serve: stopped after {} user queries, {} candidates, {} failed open", stats.users,
                stats.candidates, stats.failed_open);
   return kExitOk;
@@ -76,8 +110,9 @@ Action AddServeCommand(CLI::App& app) {
       "serve.max_body_bytes, serve.fail_closed, serve.served_ttl, serve.served_items,\n"
       "serve.served_fpr (docs/CONFIG.md); filter.* and redis.* as for\n"
       "`run`. Exits 4 on a bad config or a serve.listen it cannot bind, 5 when the stored\n"
-      "layout disagrees, 6 when Redis does not answer at start, 3 when it refuses the\n"
-      "credentials (docs/CLI.md#exit-codes). Example:\n"
+      "layout disagrees, 3 when Redis refuses the credentials (docs/CLI.md#exit-codes).\n"
+      "A Redis that does not answer is waited for: serve starts without it (ready but\n"
+      "degraded when fail open, not ready when fail closed; docs/HTTP.md). Example:\n"
       "  exposure-filter serve -c config/exposure-filter.yaml --set serve.listen=0.0.0.0:8090\n"
       "  curl -s localhost:8090/v1/filter -d '{\"user_id\": \"u1\", \"items\": [\"i1\", \"i2\"]}'\n"
       "Paged feeds: add \"mark_served\": 10 to mark the first 10 unseen items served, so that\n"

@@ -278,9 +278,24 @@ thread_local bool t_request_started = false;
 
 }  // namespace
 
+// What a query gets while serve has no client (Redis did not answer at start):
+// what the client answers when Redis fails (include/exposure_filter/client.h).
+Result NotConnected(size_t items, bool fail_closed) {
+  Result r;
+  r.ok = !fail_closed;
+  r.failed_open = !fail_closed;
+  r.code = ErrorCode::kUnavailable;
+  r.error = "not connected to Redis yet (it did not answer when serve started; retrying)";
+  r.seen.assign(items, false);
+  r.served.assign(items, false);
+  r.near_duplicate.assign(items, false);
+  return r;
+}
+
 struct Server::Impl {
   ServerOptions options;
-  Client* client = nullptr;
+  // Null until Redis answered (Server::Start's contract); set once.
+  std::atomic<Client*> client{nullptr};
   std::shared_ptr<pm::Registry> registry = std::make_shared<pm::Registry>();
   Metrics metrics{*registry};
   HttpServer http;
@@ -294,7 +309,12 @@ struct Server::Impl {
       return SetError(res, err.status, err.message);
     Answer answer;
     Result r;
-    if (q.mark_served > 0) {
+    Client* client = this->client.load(std::memory_order_acquire);
+    if (client == nullptr) {
+      r = NotConnected(q.items.size(), options.fail_closed);
+      answer.marking = q.mark_served > 0;
+      answer.mark_failed = q.mark_served > 0;
+    } else if (q.mark_served > 0) {
       exposure_filter::CallOptions call;
       call.deadline = options.timeout;
       r = client->FilterAndMarkWithClusters(q.user, q.items, q.clusters, q.mark_served, call);
@@ -328,7 +348,17 @@ struct Server::Impl {
       return SetError(res, err.status, err.message);
     exposure_filter::CallOptions call;
     call.deadline = options.timeout;
-    const exposure_filter::MarkResult m = client->MarkServedViews(q.user, q.items, call);
+    Client* client = this->client.load(std::memory_order_acquire);
+    exposure_filter::MarkResult m;
+    if (client != nullptr) {
+      m = client->MarkServedViews(q.user, q.items, call);
+    } else {
+      const Result r = NotConnected(0, options.fail_closed);
+      m.ok = r.ok;
+      m.failed_open = r.failed_open;
+      m.code = r.code;
+      m.error = r.error;
+    }
     if (!m.ok) {
       if (m.code == ErrorCode::kInvalidArgument) return SetError(res, 400, m.error);
       metrics.WarnMark(m.error, "answered 503");
@@ -349,7 +379,14 @@ struct Server::Impl {
     std::vector<exposure_filter::QueryView> queries(parsed.size());
     for (size_t i = 0; i < parsed.size(); ++i)
       queries[i] = {parsed[i].user, parsed[i].items, parsed[i].clusters};
-    std::vector<Result> results = client->SeenBatchViews(queries, options.timeout);
+    Client* client = this->client.load(std::memory_order_acquire);
+    std::vector<Result> results;
+    if (client != nullptr) {
+      results = client->SeenBatchViews(queries, options.timeout);
+    } else {
+      for (const auto& p : parsed)
+        results.push_back(NotConnected(p.items.size(), options.fail_closed));
+    }
     std::vector<Answer> answers(parsed.size());
     const Result* failed = nullptr;
     for (size_t i = 0; i < parsed.size(); ++i) {
@@ -452,7 +489,8 @@ struct Server::Impl {
     http.Delete(".*", with_body);
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       std::vector<pm::MetricFamily> families = registry->Collect();
-      AppendClientFamilies(*client, &families);
+      Client* client = this->client.load(std::memory_order_acquire);
+      if (client != nullptr) AppendClientFamilies(*client, &families);
       pm::MetricFamily degraded;
       degraded.name = "exposure_filter_serve_degraded";
       degraded.help =
@@ -460,7 +498,8 @@ struct Server::Impl {
           "did not reach it): ready, but every candidate is answered unseen";
       degraded.type = pm::MetricType::Gauge;
       degraded.metric.emplace_back();
-      degraded.metric.back().gauge.value = !options.fail_closed && !client->Ready() ? 1 : 0;
+      degraded.metric.back().gauge.value =
+          !options.fail_closed && (client == nullptr || !client->Ready()) ? 1 : 0;
       families.push_back(std::move(degraded));
       AppendProcessFamilies(&families);
       res.set_content(pm::TextSerializer().Serialize(families),
@@ -470,6 +509,18 @@ struct Server::Impl {
       res.set_content("ok\n", "text/plain");
     });
     http.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+      Client* client = this->client.load(std::memory_order_acquire);
+      if (client == nullptr) {
+        res.status = options.fail_closed ? 503 : 200;
+        res.set_content(options.fail_closed
+                            ? "not ready: not connected to Redis yet (it did not answer when "
+                              "serve started; retrying)\n"
+                            : "ready, degraded: not connected to Redis yet (it did not answer "
+                              "when serve started; retrying); every candidate is answered unseen "
+                              "(serve.fail_closed is false)\n",
+                        "text/plain");
+        return;
+      }
       // A PING also looks for a layout not stored yet (at most once a second).
       const bool reached = client->Ping(options.timeout);
       const exposure_filter::LayoutInfo layout = client->layout();
@@ -551,7 +602,7 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Cl
   s->impl_ = std::make_unique<Impl>();
   Impl& impl = *s->impl_;
   impl.options = options;
-  impl.client = client;
+  impl.client.store(client, std::memory_order_release);
   const int threads = std::max(1, options.threads);
   impl.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl.http.set_keep_alive_max_count(1'000'000);
@@ -569,6 +620,8 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Cl
 }
 
 int Server::port() const { return impl_->port; }
+
+void Server::SetClient(Client* client) { impl_->client.store(client, std::memory_order_release); }
 
 void Server::Stop() {
   if (impl_) impl_->http.StopListening();

@@ -54,7 +54,10 @@ struct ServerOptions {
 class Server {
  public:
   // Binds `options.listen` and starts serving on background threads. `client`
-  // must outlive the Server. Errors name serve.listen and why, e.g.
+  // must outlive the Server; null = not connected to Redis yet (Redis did not
+  // answer at start): every query is answered as if Redis failed (fail open:
+  // every candidate unseen, "failed_open": true; fail closed: 503), /readyz as
+  // for a Redis that does not answer, until SetClient. Errors name serve.listen and why, e.g.
   // "serve.listen 127.0.0.1:8090: address already in use" (another process
   // holds it: no SO_REUSEPORT, net/listen_address.h).
   static StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options,
@@ -62,6 +65,9 @@ class Server {
   // Stop() then destroy.
   ~Server();
   int port() const;
+  // The client once Redis answered (after a Start with none). Once only; the
+  // client must outlive the Server. Thread-safe.
+  void SetClient(exposure_filter::Client* client);
   // Stops accepting connections, lets in-flight requests finish (an idle
   // keep-alive connection is closed within 10 ms), joins the threads. Idempotent.
   void Stop();

@@ -159,7 +159,8 @@ TEST_CASE("exit codes: every row of the table from the real binary", "[integrati
     Stack stack(1);
     const std::string config = stack.WriteConfig();
     const std::string nowhere = "127.0.0.1:" + std::to_string(FreePort());
-    for (const char* name : {"check", "serve", "layout show"}) {
+    // Not serve: it starts without Redis and waits for it (issue 49; serve_test.cc).
+    for (const char* name : {"check", "layout show"}) {
       const auto start = Clock::now();
       Expect(
           "unreachable redis", Find(all, name),

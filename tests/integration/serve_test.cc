@@ -930,3 +930,66 @@ TEST_CASE("serve: with no layout stored yet it runs not ready, and is ready once
 }
 
 }  // namespace ef::test
+
+namespace ef::test {
+
+// Issue 49: serve exited 6 when Redis did not answer at its start, so new pods
+// crash-looped through a Redis incident. It starts without Redis, answers per
+// serve.fail_closed, and connects once Redis answers.
+TEST_CASE(
+    "serve: started while Redis is down it answers per serve.fail_closed and connects once "
+    "Redis answers",
+    "[integration][serve]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig();
+  {
+    auto conn = stack.redis().Connect();
+    Layout effective;
+    REQUIRE(EnsureMeta(*conn, DefaultTestLayout(), &effective).ok());
+  }
+  stack.redis().Stop();
+  const int open_port = FreePort(), closed_port = FreePort();
+  auto open = StartServe(stack, config, open_port, {"redis.connect_timeout=200ms"}, "open.log");
+  auto closed = StartServe(stack, config, closed_port,
+                           {"serve.fail_closed=true", "redis.connect_timeout=200ms"}, "closed.log");
+  auto open_http = HttpClient(open_port);
+  auto closed_http = HttpClient(closed_port);
+  const std::string body = FilterBody(User(0), {"a", "b"}).dump();
+
+  const Http open_ready = Get(*open_http, "/readyz");
+  CHECK(open_ready.status == 200);
+  CHECK(open_ready.body.rfind("ready, degraded: not connected to Redis yet", 0) == 0);
+  const Http open_answer = Post(*open_http, "/v1/filter", body);
+  REQUIRE(open_answer.status == 200);
+  CHECK(json::parse(open_answer.body) ==
+        json::parse(R"({"unseen": ["a", "b"], "seen_count": 0, "failed_open": true})"));
+  const Http open_metrics = Get(*open_http, "/metrics");
+  CHECK(SampleValue(open_metrics.body, "exposure_filter_serve_degraded") == 1);
+  CHECK(SampleValue(open_metrics.body, "exposure_filter_serve_failed_open_total") == 1);
+
+  const Http closed_ready = Get(*closed_http, "/readyz");
+  CHECK(closed_ready.status == 503);
+  CHECK(closed_ready.body.rfind("not ready: not connected to Redis yet", 0) == 0);
+  CHECK_FALSE(ErrorOf(Post(*closed_http, "/v1/filter", body), 503).empty());
+  CHECK(SampleValue(Get(*closed_http, "/metrics").body, "exposure_filter_serve_degraded") == 0);
+
+  // Redis back: both connect and answer from Redis.
+  stack.redis().Start();
+  for (auto* http : {open_http.get(), closed_http.get()}) {
+    CHECK(WaitFor(
+        [&] {
+          const Http r = Get(*http, "/readyz");
+          return r.status == 200 && r.body == "ready\n";
+        },
+        20s));
+    const Http answer = Post(*http, "/v1/filter", body);
+    REQUIRE(answer.status == 200);
+    CHECK(json::parse(answer.body) == json::parse(R"({"unseen": ["a", "b"], "seen_count": 0})"));
+  }
+  CHECK(open->Output().find("serving without Redis until it answers") != std::string::npos);
+  CHECK(open->Output().find("serve: Redis answers: connected") != std::string::npos);
+  CHECK(open->Stop(SIGTERM, 20s) == 0);
+  CHECK(closed->Stop(SIGTERM, 20s) == 0);
+}
+
+}  // namespace ef::test
