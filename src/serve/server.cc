@@ -185,48 +185,41 @@ struct Metrics {
 };
 
 // Families computed from the client at scrape time.
+constexpr char kReadyHelp[] = "1 when the most recent call or health check reached Redis, else 0";
+
+// One unlabelled sample computed at scrape time.
+void AppendSample(std::vector<pm::MetricFamily>* out, const char* name, const char* help,
+                  pm::MetricType type, double value) {
+  pm::MetricFamily f;
+  f.name = name;
+  f.help = help;
+  f.type = type;
+  f.metric.emplace_back();
+  if (type == pm::MetricType::Counter) {
+    f.metric.back().counter.value = value;
+  } else {
+    f.metric.back().gauge.value = value;
+  }
+  out->push_back(std::move(f));
+}
+
 void AppendClientFamilies(const Client& client, std::vector<pm::MetricFamily>* out) {
   const exposure_filter::ClientStats stats = client.stats();
-  pm::MetricFamily errors;
-  errors.name = "exposure_filter_serve_redis_errors_total";
-  errors.help = "Redis failures seen by the client (connect, I/O, timeout, error reply, layout)";
-  errors.type = pm::MetricType::Counter;
-  errors.metric.emplace_back();
-  errors.metric.back().counter.value = static_cast<double>(stats.redis_errors);
-  out->push_back(std::move(errors));
-  pm::MetricFamily ready;
-  ready.name = "exposure_filter_serve_ready";
-  ready.help = "1 when the most recent call or health check reached Redis, else 0";
-  ready.type = pm::MetricType::Gauge;
-  ready.metric.emplace_back();
-  ready.metric.back().gauge.value = client.Ready() ? 1 : 0;
-  out->push_back(std::move(ready));
-  pm::MetricFamily marked;
-  marked.name = "exposure_filter_serve_items_marked_total";
-  marked.help = "Items marked served (mark_served on /v1/filter, and /v1/served)";
-  marked.type = pm::MetricType::Counter;
-  marked.metric.emplace_back();
-  marked.metric.back().counter.value = static_cast<double>(stats.marked);
-  out->push_back(std::move(marked));
-  pm::MetricFamily mark_errors;
-  mark_errors.name = "exposure_filter_serve_mark_errors_total";
-  mark_errors.help =
-      "Marks of served items that failed (Redis; also counted in "
-      "exposure_filter_serve_redis_errors_total)";
-  mark_errors.type = pm::MetricType::Counter;
-  mark_errors.metric.emplace_back();
-  mark_errors.metric.back().counter.value = static_cast<double>(stats.mark_errors);
-  out->push_back(std::move(mark_errors));
-  // filter.near_duplicates: the content map's answers (docs/CONTENT.md rule 5).
   auto counter = [&](const char* name, const char* help, uint64_t value) {
-    pm::MetricFamily f;
-    f.name = name;
-    f.help = help;
-    f.type = pm::MetricType::Counter;
-    f.metric.emplace_back();
-    f.metric.back().counter.value = static_cast<double>(value);
-    out->push_back(std::move(f));
+    AppendSample(out, name, help, pm::MetricType::Counter, static_cast<double>(value));
   };
+  counter("exposure_filter_serve_redis_errors_total",
+          "Redis failures seen by the client (connect, I/O, timeout, error reply, layout)",
+          stats.redis_errors);
+  AppendSample(out, "exposure_filter_serve_ready", kReadyHelp, pm::MetricType::Gauge,
+               client.Ready() ? 1 : 0);
+  counter("exposure_filter_serve_items_marked_total",
+          "Items marked served (mark_served on /v1/filter, and /v1/served)", stats.marked);
+  counter("exposure_filter_serve_mark_errors_total",
+          "Marks of served items that failed (Redis; also counted in "
+          "exposure_filter_serve_redis_errors_total)",
+          stats.mark_errors);
+  // filter.near_duplicates: the content map's answers (docs/CONTENT.md rule 5).
   counter("exposure_filter_serve_cluster_lookups_total",
           "Candidates whose near-duplicate cluster was read from the content map "
           "(filter.near_duplicates, no cluster in the request)",
@@ -490,17 +483,17 @@ struct Server::Impl {
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       std::vector<pm::MetricFamily> families = registry->Collect();
       Client* client = this->client.load(std::memory_order_acquire);
-      if (client != nullptr) AppendClientFamilies(*client, &families);
-      pm::MetricFamily degraded;
-      degraded.name = "exposure_filter_serve_degraded";
-      degraded.help =
-          "1 while a fail-open serve answers without Redis (the most recent call or health check "
-          "did not reach it): ready, but every candidate is answered unseen";
-      degraded.type = pm::MetricType::Gauge;
-      degraded.metric.emplace_back();
-      degraded.metric.back().gauge.value =
-          !options.fail_closed && (client == nullptr || !client->Ready()) ? 1 : 0;
-      families.push_back(std::move(degraded));
+      if (client != nullptr) {
+        AppendClientFamilies(*client, &families);
+      } else {  // not connected yet (Server::Start)
+        AppendSample(&families, "exposure_filter_serve_ready", kReadyHelp, pm::MetricType::Gauge,
+                     0);
+      }
+      AppendSample(&families, "exposure_filter_serve_degraded",
+                   "1 while a fail-open serve answers without Redis (the most recent call or "
+                   "health check did not reach it): ready, but every candidate is answered unseen",
+                   pm::MetricType::Gauge,
+                   !options.fail_closed && (client == nullptr || !client->Ready()) ? 1 : 0);
       AppendProcessFamilies(&families);
       res.set_content(pm::TextSerializer().Serialize(families),
                       "text/plain; version=0.0.4; charset=utf-8");

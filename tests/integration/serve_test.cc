@@ -965,6 +965,7 @@ TEST_CASE(
         json::parse(R"({"unseen": ["a", "b"], "seen_count": 0, "failed_open": true})"));
   const Http open_metrics = Get(*open_http, "/metrics");
   CHECK(SampleValue(open_metrics.body, "exposure_filter_serve_degraded") == 1);
+  CHECK(SampleValue(open_metrics.body, "exposure_filter_serve_ready") == 0);
   CHECK(SampleValue(open_metrics.body, "exposure_filter_serve_failed_open_total") == 1);
 
   const Http closed_ready = Get(*closed_http, "/readyz");
