@@ -11,24 +11,12 @@
 #include <sstream>
 #include <string>
 
+#include "metrics/scrape_sample.h"
+
 namespace ef {
 namespace {
 
 namespace pm = prometheus;
-
-void Add(std::vector<pm::MetricFamily>* out, const char* name, const char* help,
-         pm::MetricType type, double value) {
-  pm::MetricFamily f;
-  f.name = name;
-  f.help = help;
-  f.type = type;
-  f.metric.emplace_back();
-  if (type == pm::MetricType::Counter)
-    f.metric.back().counter.value = value;
-  else
-    f.metric.back().gauge.value = value;
-  out->push_back(std::move(f));
-}
 
 // The fields of /proc/self/stat after the command name, from field 3 (state)
 // on: fields[i] is field i + 3 of proc(5). Empty if unreadable.
@@ -86,22 +74,25 @@ void AppendProcessFamilies(std::vector<pm::MetricFamily>* out) {
   // proc(5): 14 utime, 15 stime, 22 starttime (clock ticks), 23 vsize (bytes),
   // 24 rss (pages).
   if (ticks > 0 && StatField(stat, 14, &utime) && StatField(stat, 15, &stime))
-    Add(out, "process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-        pm::MetricType::Counter, (utime + stime) / ticks);
+    AppendSample(out, "process_cpu_seconds_total",
+                 "Total user and system CPU time spent in seconds.", pm::MetricType::Counter,
+                 (utime + stime) / ticks);
   if (page > 0 && StatField(stat, 24, &rss))
-    Add(out, "process_resident_memory_bytes", "Resident memory size in bytes.",
-        pm::MetricType::Gauge, rss * page);
+    AppendSample(out, "process_resident_memory_bytes", "Resident memory size in bytes.",
+                 pm::MetricType::Gauge, rss * page);
   if (StatField(stat, 23, &vsize))
-    Add(out, "process_virtual_memory_bytes", "Virtual memory size in bytes.", pm::MetricType::Gauge,
-        vsize);
+    AppendSample(out, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                 pm::MetricType::Gauge, vsize);
   if (const double fds = OpenFds(); fds >= 0)
-    Add(out, "process_open_fds", "Number of open file descriptors.", pm::MetricType::Gauge, fds);
+    AppendSample(out, "process_open_fds", "Number of open file descriptors.", pm::MetricType::Gauge,
+                 fds);
   if (rlimit lim{}; getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
-    Add(out, "process_max_fds", "Maximum number of open file descriptors.", pm::MetricType::Gauge,
-        static_cast<double>(lim.rlim_cur));
+    AppendSample(out, "process_max_fds", "Maximum number of open file descriptors.",
+                 pm::MetricType::Gauge, static_cast<double>(lim.rlim_cur));
   if (const double boot = BootTime(); ticks > 0 && boot >= 0 && StatField(stat, 22, &start))
-    Add(out, "process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
-        pm::MetricType::Gauge, boot + start / ticks);
+    AppendSample(out, "process_start_time_seconds",
+                 "Start time of the process since unix epoch in seconds.", pm::MetricType::Gauge,
+                 boot + start / ticks);
 }
 
 }  // namespace ef

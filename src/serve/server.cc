@@ -17,6 +17,7 @@
 #include "exposure_filter/client.h"
 #include "metrics/build_info.h"
 #include "metrics/process_metrics.h"
+#include "metrics/scrape_sample.h"
 #include "net/listen_address.h"
 #include "serve/connection_stream.h"
 
@@ -186,22 +187,6 @@ struct Metrics {
 
 // Families computed from the client at scrape time.
 constexpr char kReadyHelp[] = "1 when the most recent call or health check reached Redis, else 0";
-
-// One unlabelled sample computed at scrape time.
-void AppendSample(std::vector<pm::MetricFamily>* out, const char* name, const char* help,
-                  pm::MetricType type, double value) {
-  pm::MetricFamily f;
-  f.name = name;
-  f.help = help;
-  f.type = type;
-  f.metric.emplace_back();
-  if (type == pm::MetricType::Counter) {
-    f.metric.back().counter.value = value;
-  } else {
-    f.metric.back().gauge.value = value;
-  }
-  out->push_back(std::move(f));
-}
 
 void AppendClientFamilies(const Client& client, std::vector<pm::MetricFamily>* out) {
   const exposure_filter::ClientStats stats = client.stats();

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -83,6 +84,18 @@ long long UsedMemory(RedisServer& redis) {
   return std::stoll(RedisServer::InfoField(*conn, "memory", "used_memory"));
 }
 
+// A content index over a fresh redis-server without persistence (the benchmarks').
+struct BenchIndex {
+  explicit BenchIndex(const contentdb::ContentIndexOptions& options = {}) {
+    auto made = contentdb::ContentIndex::Make(options, contentdb::SingleNodeRunner(*conn));
+    REQUIRE(made.ok());
+    index = std::move(*made);
+  }
+  RedisServer redis{{"--appendonly", "no", "--save", ""}};
+  std::unique_ptr<RedisConnection> conn = redis.Connect();
+  std::unique_ptr<contentdb::ContentIndex> index;
+};
+
 // Fills a redis-server (no persistence) with EF_CONTENT_BENCH_ITEMS random items
 // through Assign (batches of 1,000), reports used_memory per item, then times
 // batches of 100 new items (half near-duplicates of stored ones): the wall time
@@ -90,13 +103,11 @@ long long UsedMemory(RedisServer& redis) {
 TEST_CASE("measure: Redis memory per item and Assign latency per item", "[.measure][.bench]") {
   const size_t n = Sizes("EF_CONTENT_BENCH_ITEMS", "1000000")[0];
   const int blocks = static_cast<int>(Sizes("EF_CONTENT_BENCH_BLOCKS", "5")[0]);
-  RedisServer redis({"--appendonly", "no", "--save", ""});
-  auto conn = redis.Connect();
   contentdb::ContentIndexOptions o;
   o.index_blocks = blocks;
-  auto made = contentdb::ContentIndex::Make(o, contentdb::SingleNodeRunner(*conn));
-  REQUIRE(made.ok());
-  auto& index = **made;
+  BenchIndex bench(o);
+  RedisServer& redis = bench.redis;
+  contentdb::ContentIndex& index = *bench.index;
   std::mt19937_64 rng(42);
   const long long before = UsedMemory(redis);
   std::vector<uint64_t> stored;
@@ -142,12 +153,9 @@ TEST_CASE("measure: Redis memory per item and Assign latency per item", "[.measu
 // batches of 1,000 (half copies; EF_CONTENT_FLOOD_BATCHES batches, default 20): the CPU time per
 // batch, the client's (this process) and Redis's (INFO cpu), must stay flat as copies accumulate.
 TEST_CASE("measure: a flood of copies, CPU per batch", "[.measure][.bench]") {
-  RedisServer redis({"--appendonly", "no", "--save", ""});
-  auto conn = redis.Connect();
-  contentdb::ContentIndexOptions o;
-  auto made = contentdb::ContentIndex::Make(o, contentdb::SingleNodeRunner(*conn));
-  REQUIRE(made.ok());
-  auto& index = **made;
+  BenchIndex bench;
+  RedisConnection& conn = *bench.conn;
+  contentdb::ContentIndex& index = *bench.index;
   std::mt19937_64 rng(5);
   const uint64_t flood = rng();
   const int batches = static_cast<int>(Sizes("EF_CONTENT_FLOOD_BATCHES", "20")[0]);
@@ -158,12 +166,12 @@ TEST_CASE("measure: a flood of copies, CPU per batch", "[.measure][.bench]") {
       const int n = b * 1000 + i;
       batch.push_back({"item-" + std::to_string(n), i % 2 == 0 ? flood : rng()});
     }
-    const double c0 = OwnCpuSeconds(), r0 = RedisCpuSeconds(*conn);
+    const double c0 = OwnCpuSeconds(), r0 = RedisCpuSeconds(conn);
     const auto w0 = std::chrono::steady_clock::now();
     REQUIRE(index.Assign(batch).ok());
     const double wall =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count();
-    const double c1 = OwnCpuSeconds(), r1 = RedisCpuSeconds(*conn);
+    const double c1 = OwnCpuSeconds(), r1 = RedisCpuSeconds(conn);
     std::printf("%d %d %.1f %.1f %.1f\n", b, b * 500, (c1 - c0) * 1000, (r1 - r0) * 1000, wall);
   }
 }
@@ -174,12 +182,9 @@ TEST_CASE("measure: a flood of copies, CPU per batch", "[.measure][.bench]") {
 // lookup before the change), alternated five times over 100,000 indexed items
 // in batches of 1,000: the client's CPU and Redis's (INFO cpu), microseconds.
 TEST_CASE("measure: renewing lookups, CPU per item", "[.measure][.bench]") {
-  RedisServer redis({"--appendonly", "no", "--save", ""});
-  auto conn = redis.Connect();
-  contentdb::ContentIndexOptions o;
-  auto made = contentdb::ContentIndex::Make(o, contentdb::SingleNodeRunner(*conn));
-  REQUIRE(made.ok());
-  auto& index = **made;
+  BenchIndex bench;
+  RedisConnection& conn = *bench.conn;
+  contentdb::ContentIndex& index = *bench.index;
   std::mt19937_64 rng(9);
   const size_t n = 100000;
   for (size_t at = 0; at < n; at += 1000) {
@@ -190,13 +195,13 @@ TEST_CASE("measure: renewing lookups, CPU per item", "[.measure][.bench]") {
   std::printf("round mode client_us_per_item redis_us_per_item\n");
   for (int round = 0; round < 5; ++round) {
     for (const bool renew : {false, true}) {
-      const double c0 = OwnCpuSeconds(), r0 = RedisCpuSeconds(*conn);
+      const double c0 = OwnCpuSeconds(), r0 = RedisCpuSeconds(conn);
       for (size_t at = 0; at < n; at += 1000) {
         std::vector<std::string> ids;
         for (size_t i = at; i < at + 1000; ++i) ids.push_back("item-" + std::to_string(i));
         REQUIRE(index.Lookup(ids, renew).ok());
       }
-      const double c1 = OwnCpuSeconds(), r1 = RedisCpuSeconds(*conn);
+      const double c1 = OwnCpuSeconds(), r1 = RedisCpuSeconds(conn);
       std::printf("%d %s %.2f %.2f\n", round, renew ? "renew" : "read", (c1 - c0) * 1e6 / n,
                   (r1 - r0) * 1e6 / n);
     }
