@@ -676,7 +676,7 @@ TEST_CASE("DumpConfig round-trips every key", "[config]") {
       YAML::Node node = root[std::string(field.section())];
       std::string_view name = field.name();
       for (size_t dot; (dot = name.find('.')) != std::string_view::npos;) {
-        node = node[std::string(name.substr(0, dot))];
+        node.reset(node[std::string(name.substr(0, dot))]);  // (= would assign into the tree)
         name.remove_prefix(dot + 1);
       }
       CHECK(node[std::string(name)].IsDefined());
@@ -847,7 +847,7 @@ TEST_CASE("the shipped config file loads to the defaults and has every key", "[c
       YAML::Node node = root[std::string(field.section())];
       std::string_view name = field.name();
       for (size_t dot; (dot = name.find('.')) != std::string_view::npos;) {
-        node = node[std::string(name.substr(0, dot))];
+        node.reset(node[std::string(name.substr(0, dot))]);  // (= would assign into the tree)
         name.remove_prefix(dot + 1);
       }
       CHECK(node[std::string(name)].IsDefined());
