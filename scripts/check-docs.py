@@ -79,14 +79,23 @@ def check_links():
 
 def dumped_config(binary):
     out = subprocess.run([binary, "config", "check"], capture_output=True, text=True, check=True)
-    values, section = {}, None
+    values, section, block = {}, None, None
     for line in out.stdout.split("\n"):
         m = re.match(r"^(\w+):\s*$", line)
         if m:
-            section = m.group(1)
+            section, block = m.group(1), None
+            continue
+        m = re.match(r"^  (\w+):\s*$", line)  # a block of keys (redis.tls)
+        if m and section:
+            block = f"{section}.{m.group(1)}"
+            continue
+        m = re.match(r"^    (\w+):\s*(.*)$", line)
+        if m and block:
+            values[f"{block}.{m.group(1)}"] = m.group(2).strip('"')
             continue
         m = re.match(r"^  (\w+):\s*(.*)$", line)
         if m and section:
+            block = None
             values[f"{section}.{m.group(1)}"] = m.group(2).strip('"')
     return values
 
@@ -95,7 +104,7 @@ def check_config(binary):
     dumped = dumped_config(binary)
     for doc in ("docs/CONFIG.md", "docs/EVENTS.md"):
         for n, line in enumerate(read(doc).split("\n"), 1):
-            m = re.match(r"^\|\s*`(\w+\.\w+)`\s*\|(.*)$", line)
+            m = re.match(r"^\|\s*`(\w+(?:\.\w+)+)`\s*\|(.*)$", line)
             if not m:
                 continue
             key = m.group(1)

@@ -18,7 +18,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "src")
-THIRD_PARTY = {"librdkafka/": "kafka", "hiredis/": "redis", "yaml-cpp/": "config",
+THIRD_PARTY = {"librdkafka/": "kafka", "hiredis/": "redis", "openssl/": "redis", "yaml-cpp/": "config",
                "CLI/": "app", "xxhash.h": "content", "unicode/": "content"}
 
 

@@ -25,7 +25,7 @@ BUILD=(
 # Debian; listed so the list is complete).
 RUNTIME=(
   librdkafka1 libhiredis0.14 libmurmurhash2 libcpp-httplib0.11 libsimdjson14
-  libyaml-cpp0.7 libspdlog1.10 libfmt9 libprometheus-cpp-core1.0 libxxhash0 libicu72
+  libyaml-cpp0.7 libspdlog1.10 libfmt9 libprometheus-cpp-core1.0 libxxhash0 libicu72 libssl3
   libstdc++6 libgcc-s1 libc6 ca-certificates
 )
 # What scripts/quickstart.sh runs besides the binary, on top of BUILD (bash,

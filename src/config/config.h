@@ -29,21 +29,30 @@ struct KafkaConfig {
 };
 
 struct RedisConfig {
-  std::string address = "127.0.0.1:6379";  // redis.address host:port[,host:port...]
-  std::string cluster = "auto";            // redis.cluster: auto|true|false
-  std::string username;                    // redis.username ("" = default user)
-  std::string password;                    // redis.password; env EXPOSURE_FILTER_REDIS_PASSWORD
-  int db = 0;                              // redis.db
-  int64_t connect_timeout_ms = 2000;       // redis.connect_timeout (duration)
-  int64_t command_timeout_ms = 5000;       // redis.command_timeout (duration)
-  int64_t retry_backoff_min_ms = 100;      // redis.retry_backoff_min (duration)
-  int64_t retry_backoff_max_ms = 5000;     // redis.retry_backoff_max (duration)
-  std::string write_mode = "auto";         // redis.write_mode: auto|module|bitfield|bitop|setbit
-  int64_t bitop_threshold = 24;            // redis.bitop_threshold: bitop mode, positions per key
-  int64_t expire_cache_keys = 1000000;     // redis.expire_cache_keys (0 = off)
-  int64_t expire_refresh_ms = 600000;      // redis.expire_refresh (duration)
-  int64_t wait_replicas = 0;               // redis.wait_replicas: WAIT for n replicas per write
-  int64_t wait_timeout_ms = 1000;          // redis.wait_timeout (duration)
+  // redis.address: host:port[,host:port...]; an entry rediss://host:port turns TLS on.
+  std::string address = "127.0.0.1:6379";
+  std::string cluster = "auto";         // redis.cluster: auto|true|false
+  std::string username;                 // redis.username ("" = default user)
+  std::string password;                 // redis.password; env EXPOSURE_FILTER_REDIS_PASSWORD
+  int db = 0;                           // redis.db
+  int64_t connect_timeout_ms = 2000;    // redis.connect_timeout (duration)
+  int64_t command_timeout_ms = 5000;    // redis.command_timeout (duration)
+  int64_t retry_backoff_min_ms = 100;   // redis.retry_backoff_min (duration)
+  int64_t retry_backoff_max_ms = 5000;  // redis.retry_backoff_max (duration)
+  std::string write_mode = "auto";      // redis.write_mode: auto|module|bitfield|bitop|setbit
+  int64_t bitop_threshold = 24;         // redis.bitop_threshold: bitop mode, positions per key
+  int64_t expire_cache_keys = 1000000;  // redis.expire_cache_keys (0 = off)
+  int64_t expire_refresh_ms = 600000;   // redis.expire_refresh (duration)
+  int64_t wait_replicas = 0;            // redis.wait_replicas: WAIT for n replicas per write
+  int64_t wait_timeout_ms = 1000;       // redis.wait_timeout (duration)
+  // redis.tls.*: TLS under every Redis connection (docs/CONFIG.md "Redis over TLS").
+  bool tls_enabled = false;     // redis.tls.enabled (also --set redis.tls=true)
+  std::string tls_ca_file;      // redis.tls.ca_file: PEM CA bundle ("" = system store)
+  std::string tls_ca_dir;       // redis.tls.ca_dir: hashed CA directory
+  std::string tls_cert_file;    // redis.tls.cert_file: client certificate (mutual TLS)
+  std::string tls_key_file;     // redis.tls.key_file: its key; with cert_file
+  std::string tls_server_name;  // redis.tls.server_name: SNI + name verified ("" = host)
+  bool tls_verify = true;       // redis.tls.verify: verify the server's certificate
 };
 
 struct FilterConfig {
@@ -67,19 +76,19 @@ struct FilterConfig {
 };
 
 struct EventsConfig {
-  std::string format = "json";          // events.format: json (only json for now)
-  std::string user_field = "user_id";   // events.user_field
-  std::string item_field = "item_id";   // events.item_field
-  std::string items_field = "items";    // events.items_field
-  std::string time_field = "ts";        // events.time_field
-  std::string time_unit = "ms";         // events.time_unit: ms|s
+  std::string format = "json";         // events.format: json (only json for now)
+  std::string user_field = "user_id";  // events.user_field
+  std::string item_field = "item_id";  // events.item_field
+  std::string items_field = "items";   // events.items_field
+  std::string time_field = "ts";       // events.time_field
+  std::string time_unit = "ms";        // events.time_unit: ms|s
   // filter.near_duplicates: the exposed item's content cluster, from the event
   // (docs/CONTENT.md rule 5); absent fields are looked up in the content map.
   std::string cluster_field = "cluster_id";  // events.cluster_field
   std::string simhash_field = "simhash";     // events.simhash_field
-  int64_t max_id_bytes = 256;           // events.max_id_bytes
-  int64_t max_items_per_event = 1000;   // events.max_items_per_event
-  int64_t max_future_ms = 3600 * 1000;  // events.max_future (duration): later ts is rejected
+  int64_t max_id_bytes = 256;                // events.max_id_bytes
+  int64_t max_items_per_event = 1000;        // events.max_items_per_event
+  int64_t max_future_ms = 3600 * 1000;       // events.max_future (duration): later ts is rejected
 };
 
 struct PipelineConfig {
@@ -125,7 +134,7 @@ struct ContentConfig {
   // renewed when an item is assigned again; longer than filter.window.
   int64_t retention_ms = int64_t{60} * 86400 * 1000;
   // `exposure-filter content`: the items topic it consumes and its group.
-  std::string topic = "items";                      // content.topic
+  std::string topic = "items";                       // content.topic
   std::string group_id = "exposure-filter-content";  // content.group_id
   // filter.near_duplicates: items whose cluster the daemon keeps in memory
   // (content.cache_items; about 100 bytes each).

@@ -108,10 +108,23 @@ Rule HostPort(bool allow_empty) {
   };
 }
 
-// redis.address: one host:port, or a comma-separated list of them (Redis Cluster
+// One entry of redis.address: host:port, or rediss://host:port (TLS).
+Status RedisEntry(const std::string& s) {
+  constexpr std::string_view kTls = "rediss://";
+  if (s.compare(0, kTls.size(), kTls) == 0) {
+    Status st = HostPort(false)(s.substr(kTls.size()));
+    if (!st.ok()) return InvalidArgument("after rediss://: " + std::string(st.message()));
+    return st;
+  }
+  if (s.find("://") != std::string::npos)
+    return InvalidArgument("must be host:port or rediss://host:port (TLS), got " + Quote(s));
+  return HostPort(false)(s);
+}
+
+// redis.address: one entry, or a comma-separated list of them (Redis Cluster
 // seed nodes; spaces around entries ignored).
 Status HostPortList(const std::string& s) {
-  if (s.find(',') == std::string::npos) return HostPort(false)(s);
+  if (s.find(',') == std::string::npos) return RedisEntry(s);
   size_t start = 0, n = 0;
   while (true) {
     const size_t comma = s.find(',', start);
@@ -120,11 +133,22 @@ Status HostPortList(const std::string& s) {
     while (!entry.empty() && entry.front() == ' ') entry.erase(entry.begin());
     while (!entry.empty() && entry.back() == ' ') entry.pop_back();
     ++n;
-    if (Status st = HostPort(false)(entry); !st.ok())
+    if (Status st = RedisEntry(entry); !st.ok())
       return InvalidArgument("entry " + std::to_string(n) + " of the list: " + st.message());
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
+  return Status::Ok();
+}
+
+// redis.tls.server_name: "" or a host name / IP address (no spaces, no port).
+Status ServerName(const std::string& s) {
+  const bool bad = std::any_of(s.begin(), s.end(), [](char c) {
+    return c == ' ' || c == '/' || IsControlByte(static_cast<unsigned char>(c));
+  });
+  if (bad || s.size() > 253)
+    return InvalidArgument("must be a host name or IP address (at most 253 characters), got " +
+                           Quote(s));
   return Status::Ok();
 }
 
@@ -335,6 +359,30 @@ std::vector<Field> BuildFields() {
   t.push_back(IntField("redis.wait_replicas", &C::redis, &RedisConfig::wait_replicas, 0, 16));
   t.push_back(DurationField("redis.wait_timeout", &C::redis, &RedisConfig::wait_timeout_ms, 1, 1,
                             10 * kMinute));
+  {
+    // Load-only alias: `--set redis.tls=true`, `tls: true` under redis:.
+    Field f = Row("redis.tls", FieldType::kBool, &C::redis, &RedisConfig::tls_enabled);
+    f.check = [](const Value&) { return Status::Ok(); };
+    f.canonical = false;
+    t.push_back(std::move(f));
+  }
+  {
+    Field f = Row("redis.tls.enabled", FieldType::kBool, &C::redis, &RedisConfig::tls_enabled);
+    f.check = [](const Value&) { return Status::Ok(); };
+    t.push_back(std::move(f));
+  }
+  t.push_back(StringField("redis.tls.ca_file", &C::redis, &RedisConfig::tls_ca_file, AnyString));
+  t.push_back(StringField("redis.tls.ca_dir", &C::redis, &RedisConfig::tls_ca_dir, AnyString));
+  t.push_back(
+      StringField("redis.tls.cert_file", &C::redis, &RedisConfig::tls_cert_file, AnyString));
+  t.push_back(StringField("redis.tls.key_file", &C::redis, &RedisConfig::tls_key_file, AnyString));
+  t.push_back(
+      StringField("redis.tls.server_name", &C::redis, &RedisConfig::tls_server_name, ServerName));
+  {
+    Field f = Row("redis.tls.verify", FieldType::kBool, &C::redis, &RedisConfig::tls_verify);
+    f.check = [](const Value&) { return Status::Ok(); };
+    t.push_back(std::move(f));
+  }
 
   // filter
   t.push_back(

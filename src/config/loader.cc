@@ -43,6 +43,16 @@ const char* ConflictingKey(std::string_view key) {
   return nullptr;
 }
 
+// True if some key starts with `prefix` + "." (redis.tls: redis.tls.enabled, ...).
+bool HasSubKeys(const std::string& prefix) {
+  for (const Field& f : config_internal::Fields()) {
+    if (f.key.size() > prefix.size() + 1 && f.key.compare(0, prefix.size(), prefix) == 0 &&
+        f.key[prefix.size()] == '.')
+      return true;
+  }
+  return false;
+}
+
 Status ApplySection(const std::string& section, const YAML::Node& map, const std::string& origin,
                     Config* config) {
   std::map<std::string, int> seen;  // key -> 0-based line
@@ -55,6 +65,17 @@ Status ApplySection(const std::string& section, const YAML::Node& map, const std
                              config_internal::DescribeNode(key_node));
     }
     const std::string key = section + "." + key_node.Scalar();
+    // A block of keys under the section (redis.tls.*): its keys are read as
+    // those of a section named "redis.tls".
+    if (value.IsMap() && HasSubKeys(key)) {
+      if (auto first = seen.find(key); first != seen.end()) {
+        return InvalidArgument(At(origin, key_line) + ": duplicate key '" + key +
+                               "' (first at line " + std::to_string(first->second + 1) + ")");
+      }
+      seen[key] = key_line;
+      EF_RETURN_IF_ERROR(ApplySection(key, value, origin, config));
+      continue;
+    }
     const Field* field = config_internal::FindField(key);
     if (field == nullptr) return UnknownKey(key).Prefixed(At(origin, key_line));
     if (auto first = seen.find(key); first != seen.end()) {
@@ -180,6 +201,9 @@ Status ApplyEnvironment(Config* config) {
 Status Finish(const std::vector<std::string>& overrides, Config* config) {
   EF_RETURN_IF_ERROR(ApplyOverrides(overrides, config));
   EF_RETURN_IF_ERROR(ApplyEnvironment(config));
+  // rediss:// turns TLS on: the effective config (DumpConfig) says so.
+  if (config->redis.address.find("rediss://") != std::string::npos)
+    config->redis.tls_enabled = true;
   return Validate(*config);
 }
 
@@ -344,6 +368,31 @@ Status Validate(const Config& config) {
                            FormatDurationMs(r.command_timeout_ms) +
                            ") when redis.wait_replicas > 0: WAIT answers within it");
   }
+  if (r.tls_cert_file.empty() != r.tls_key_file.empty()) {
+    return InvalidArgument(
+        std::string(r.tls_cert_file.empty() ? "redis.tls.key_file" : "redis.tls.cert_file") +
+        " is set without " +
+        (r.tls_cert_file.empty() ? "redis.tls.cert_file" : "redis.tls.key_file") +
+        ": mutual TLS needs both (or neither)");
+  }
+  // TLS settings with TLS off are a mistake that would connect in plain text.
+  const bool rediss = r.address.find("rediss://") != std::string::npos;
+  if (!r.tls_enabled && !rediss) {
+    const std::pair<const char*, bool> set[] = {
+        {"redis.tls.ca_file", !r.tls_ca_file.empty()},
+        {"redis.tls.ca_dir", !r.tls_ca_dir.empty()},
+        {"redis.tls.cert_file", !r.tls_cert_file.empty()},
+        {"redis.tls.server_name", !r.tls_server_name.empty()},
+        {"redis.tls.verify", !r.tls_verify},
+    };
+    for (const auto& [key, is_set] : set) {
+      if (is_set) {
+        return InvalidArgument(std::string(key) +
+                               " is set but TLS is off: set redis.tls.enabled to true (or write "
+                               "redis.address as rediss://host:port)");
+      }
+    }
+  }
   const bool many = r.address.find(',') != std::string::npos;
   if (many && r.cluster == "false") {
     return InvalidArgument("redis.address lists several nodes (" + r.address +
@@ -391,11 +440,24 @@ std::string DumpConfig(const Config& config) {
   out << YAML::BeginMap;
   for (const std::string& section : config_internal::Sections()) {
     out << YAML::Key << section << YAML::Value << YAML::BeginMap;
+    // Keys of a block (redis.tls.enabled) are nested under its name (tls:); a
+    // block's keys are consecutive in the table.
+    std::string block;
     for (const Field& field : config_internal::Fields()) {
       if (!field.canonical || field.section() != section) continue;
-      out << YAML::Key << std::string(field.name()) << YAML::Value;
+      std::string_view name = field.name();
+      const size_t dot = name.find('.');
+      const std::string field_block(dot == std::string_view::npos ? std::string_view()
+                                                                  : name.substr(0, dot));
+      if (field_block != block) {
+        if (!block.empty()) out << YAML::EndMap;
+        block = field_block;
+        if (!block.empty()) out << YAML::Key << block << YAML::Value << YAML::BeginMap;
+      }
+      out << YAML::Key << std::string(block.empty() ? name : name.substr(dot + 1)) << YAML::Value;
       EmitField(field, config, &out);
     }
+    if (!block.empty()) out << YAML::EndMap;
     out << YAML::EndMap;
   }
   out << YAML::EndMap;

@@ -1,5 +1,6 @@
-// YAML → Config. Every key is checked: unknown keys, wrong types and out-of-range
-// values fail with one line naming the key and the YAML line, e.g.
+// YAML → Config. Keys of a block (redis.tls.enabled) are written nested under
+// their section (redis: tls: enabled:) or dotted in --set. Every key is checked: unknown keys,
+// wrong types and out-of-range values fail with one line naming the key and the YAML line, e.g.
 //   "config/x.yaml:12: filter.fpr: must be in (0, 1), got 1.5"
 // Overrides ("key=value", as from --set) are applied after the file and named
 // "--set filter.fpr" in errors. Environment secrets applied last:

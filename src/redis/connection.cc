@@ -1,8 +1,8 @@
 #include "redis/connection.h"
 
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <sys/time.h>
 
 #include <algorithm>
@@ -14,15 +14,34 @@
 #include <cstring>
 
 #include "redis/reply_scanner.h"
+#include "redis/tls.h"
+#include "redis/transport.h"
 
 namespace ef {
 
 struct RedisConnection::Impl {
+  // hiredis connects the socket (name resolution, connect timeout, TCP_NODELAY,
+  // keep-alive) and owns it; every byte after that goes through `transport`.
   redisContext* ctx = nullptr;
+  std::unique_ptr<Transport> transport;
   ReplyScanner scanner;                     // the write pipeline's reply reader
   std::vector<ReplyScanner::Array> arrays;  // ReadArrays: the replies' element offsets
+  // Command/Commands: hiredis' parser alone, fed what the transport reads.
+  redisReader* reader = nullptr;
+  std::unique_ptr<char[]> chunk;  // what one read of Commands brings
+  std::string out;                // the commands of Commands in RESP
   ~Impl() {
+    transport.reset();  // before the socket closes
+    if (reader) redisReaderFree(reader);
     if (ctx) redisFree(ctx);
+  }
+  void ResetReader() {
+    if (reader) redisReaderFree(reader);
+    reader = redisReaderCreate();
+    // Keep the read buffer between replies: by default hiredis frees it once
+    // empty if it grew past 16 KiB, so every large reply (a reader's MGET of a
+    // user's buckets) allocated, page-faulted and copied it anew.
+    if (reader) reader->maxbuf = 0;
   }
 };
 
@@ -34,6 +53,8 @@ timeval ToTimeval(int64_t ms) {
   tv.tv_usec = (ms % 1000) * 1000;
   return tv;
 }
+
+constexpr size_t kCommandsChunk = 64 * 1024;
 
 // Converts into *out, reusing the capacity of its strings and elements (a
 // caller that keeps its replies between calls allocates nothing in steady state).
@@ -68,12 +89,6 @@ void ConvertInto(const redisReply* r, RedisReply* out) {
   for (size_t i = 0; i < n; ++i) ConvertInto(r->element[i], &out->elements[i]);
 }
 
-RedisReply Convert(const redisReply* r) {
-  RedisReply out;
-  ConvertInto(r, &out);
-  return out;
-}
-
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 using SteadyClock = std::chrono::steady_clock;
@@ -90,6 +105,51 @@ std::string Waited(SteadyClock::time_point start) {
 std::string NoAnswer(const std::string& name, int64_t ms, SteadyClock::time_point start) {
   return "no answer within " + name + " (" + std::to_string(ms) + " ms); waited " + Waited(start);
 }
+
+// Commands' replies: hiredis' parser on what the transport reads.
+struct ReaderSink {
+  redisReader*& reader;
+  char* chunk;
+  std::vector<RedisReply>* replies;
+  size_t done = 0;  // replies converted
+  std::string protocol_error;
+
+  size_t ChunkSize() const { return kCommandsChunk; }
+  char* Prepare(size_t) { return chunk; }
+  void Commit(size_t n) { redisReaderFeed(reader, chunk, n); }
+  size_t Buffered() const { return reader->len - reader->pos; }
+  void Reset() {
+    redisReaderFree(reader);
+    reader = redisReaderCreate();
+    if (reader) reader->maxbuf = 0;
+  }
+  ReplyScanner::Result Next(size_t i) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader, &raw) != REDIS_OK) {
+      protocol_error = reader->errstr;
+      return ReplyScanner::Result::kProtocolError;
+    }
+    if (!raw) return ReplyScanner::Result::kIncomplete;
+    ConvertInto(static_cast<redisReply*>(raw), &(*replies)[i]);
+    freeReplyObject(raw);
+    done = i + 1;
+    return ReplyScanner::Result::kReply;
+  }
+};
+
+// Pipeline's and ReadArrays' replies: scanned (ReplyScanner), not materialised.
+template <typename NextFn>
+struct ScannerSink {
+  ReplyScanner& scanner;
+  NextFn next;
+  static constexpr size_t kReadChunk = 256 * 1024;
+  size_t ChunkSize() const { return kReadChunk; }
+  char* Prepare(size_t n) { return scanner.PrepareWrite(n); }
+  void Commit(size_t n) { scanner.Commit(n); }
+  size_t Buffered() const { return scanner.buffered(); }
+  void Reset() { scanner.Reset(); }
+  ReplyScanner::Result Next(size_t i) { return next(i); }
+};
 
 }  // namespace
 
@@ -153,46 +213,70 @@ std::string RedisConnection::address() const {
   return options_.host + ":" + std::to_string(options_.port);
 }
 
-Status RedisConnection::ConnectionError(const std::string& what, SteadyClock::time_point start) {
-  redisContext* c = impl_->ctx;
-  int err = c ? c->err : REDIS_ERR_OTHER;
-  std::string text = c ? c->errstr : "cannot allocate context";
-  if (err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT)) {
-    last_error_ = RedisErrorKind::kTimeout;
-    text = NoAnswer(options_.command_timeout_name, options_.command_timeout_ms, start);
-  } else if (err == REDIS_ERR_PROTOCOL) {
-    last_error_ = RedisErrorKind::kProtocol;
-  } else {
-    last_error_ = RedisErrorKind::kIo;
-  }
-  if (err == REDIS_ERR_EOF) text = "connection closed by server";
-  if (last_error_ == RedisErrorKind::kProtocol)
-    return Internal("redis " + address() + ": " + what + ": protocol error: " + text);
-  return Unavailable("redis " + address() + ": " + what + ": " + text);
-}
-
 StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(const RedisOptions& options) {
   std::unique_ptr<RedisConnection> conn(new RedisConnection(options));
+  Impl& impl = *conn->impl_;
   const SteadyClock::time_point start = SteadyClock::now();
   errno = 0;
-  conn->impl_->ctx = redisConnectWithTimeout(options.host.c_str(), options.port,
-                                             ToTimeval(options.connect_timeout_ms));
-  if (!conn->impl_->ctx || conn->impl_->ctx->err) {
+  impl.ctx = redisConnectWithTimeout(options.host.c_str(), options.port,
+                                     ToTimeval(options.connect_timeout_ms));
+  if (!impl.ctx || impl.ctx->err) {
     conn->last_error_ = RedisErrorKind::kConnect;
-    std::string why = conn->impl_->ctx ? conn->impl_->ctx->errstr : "out of memory";
+    std::string why = impl.ctx ? impl.ctx->errstr : "out of memory";
     // hiredis 0.14 reports its connect timeout as ETIMEDOUT ("Connection timed out").
     if (errno == ETIMEDOUT || why == std::strerror(ETIMEDOUT))
       why = "no connection within " + options.connect_timeout_name + " (" +
             std::to_string(options.connect_timeout_ms) + " ms); waited " + Waited(start);
     return Unavailable("redis " + conn->address() + ": cannot connect: " + why);
   }
-  redisSetTimeout(conn->impl_->ctx, ToTimeval(options.command_timeout_ms));
-  redisEnableKeepAlive(conn->impl_->ctx);
-  // Keep the read buffer between replies: by default hiredis frees it once empty
-  // if it grew past 16 KiB, so every large reply (a reader's MGET of a user's
-  // buckets) allocated, page-faulted and copied it anew.
-  conn->impl_->ctx->reader->maxbuf = 0;
-  EF_RETURN_IF_ERROR(conn->Handshake());
+  redisEnableKeepAlive(impl.ctx);
+  const int fd = impl.ctx->fd;
+  if (const int flags = fcntl(fd, F_GETFL);
+      flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    conn->last_error_ = RedisErrorKind::kConnect;
+    return Unavailable("redis " + conn->address() +
+                       ": cannot connect: fcntl: " + std::strerror(errno));
+  }
+  impl.ResetReader();
+  if (!impl.reader) return Internal("redis " + conn->address() + ": out of memory");
+  if (options.tls.enabled) {
+    auto transport = TlsConnect(
+        fd, options.host, options.tls,
+        start + std::chrono::milliseconds(options.connect_timeout_ms),
+        [&] { return NoAnswer(options.connect_timeout_name, options.connect_timeout_ms, start); });
+    if (!transport.ok()) {
+      conn->last_error_ = RedisErrorKind::kConnect;
+      return transport.status().Prefixed("redis " + conn->address());
+    }
+    impl.transport = std::move(*transport);
+  } else {
+    impl.transport = PlainTransport(fd);
+  }
+  if (Status st = conn->Handshake(); !st.ok()) {
+    // TLS 1.3: the server checks our certificate after our side of the
+    // handshake is done, so its refusal (an alert) comes instead of the first
+    // reply, or is overtaken by the reset of the connection it closed while our
+    // first command was on its way: then the alert may still be there to read.
+    Transport& transport = *impl.transport;
+    if (options.tls.enabled && !transport.tls_refused()) {
+      char buf[512];
+      (void)transport.Read(buf, sizeof buf);
+    }
+    const std::string& error = transport.error();
+    std::string why;
+    if (transport.tls_refused() && error.rfind("TLS: ", 0) == 0) why = error.substr(5);
+    if (transport.client_cert_missing()) {
+      why += std::string(why.empty() ? "" : " ") +
+             "(the server asks for a certificate: redis.tls.cert_file)";
+    }
+    // (Without a TLS error, only a connection the server closed is its refusal:
+    // a timeout is not.)
+    if (!why.empty() && (transport.tls_refused() || conn->last_error_ == RedisErrorKind::kIo)) {
+      conn->last_error_ = RedisErrorKind::kConnect;
+      return PermissionDenied("redis " + conn->address() + ": TLS handshake failed: " + why);
+    }
+    return st;
+  }
   return conn;
 }
 
@@ -225,90 +309,89 @@ Status RedisConnection::Handshake() {
 
 void RedisConnection::SetCommandTimeout(int64_t ms, const std::string& name) {
   if (!name.empty()) options_.command_timeout_name = name;
-  ms = std::max<int64_t>(ms, 1);
-  if (ms == options_.command_timeout_ms) return;
-  options_.command_timeout_ms = ms;
-  redisSetTimeout(impl_->ctx, ToTimeval(ms));
+  options_.command_timeout_ms = std::max<int64_t>(ms, 1);
 }
 
 StatusOr<RedisReply> RedisConnection::Command(const std::vector<std::string>& args) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  argv.reserve(args.size());
-  lens.reserve(args.size());
-  for (const auto& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  const SteadyClock::time_point start = SteadyClock::now();
-  void* raw = redisCommandArgv(impl_->ctx, static_cast<int>(args.size()), argv.data(), lens.data());
-  if (!raw) return ConnectionError(args.empty() ? "command" : args[0], start);
-  RedisReply out = Convert(static_cast<redisReply*>(raw));
-  freeReplyObject(raw);
-  return out;
+  std::string& out = impl_->out;
+  out.clear();
+  AppendRespArrayHeader(args.size(), &out);
+  for (const auto& a : args) AppendRespBulk(std::string_view(a), &out);
+  std::vector<RedisReply> replies;
+  EF_RETURN_IF_ERROR(SendAndRead(
+      1, &replies, [&](size_t) -> std::string { return args.empty() ? "command" : args[0]; }));
+  return std::move(replies[0]);
 }
 
 Status RedisConnection::Commands(const std::vector<std::vector<std::string>>& commands,
                                  std::vector<RedisReply>* replies) {
-  const SteadyClock::time_point start = SteadyClock::now();
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
+  std::string& out = impl_->out;
+  out.clear();
   for (const auto& args : commands) {
-    argv.clear();
-    lens.clear();
-    for (const auto& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    if (redisAppendCommandArgv(impl_->ctx, static_cast<int>(args.size()), argv.data(),
-                               lens.data()) != REDIS_OK)
-      return ConnectionError(args.empty() ? "command" : args[0], start);
+    AppendRespArrayHeader(args.size(), &out);
+    for (const auto& a : args) AppendRespBulk(std::string_view(a), &out);
   }
-  replies->resize(commands.size());  // existing replies are reused (ConvertInto)
-  for (size_t i = 0; i < commands.size(); ++i) {
-    void* raw = nullptr;
-    if (redisGetReply(impl_->ctx, &raw) != REDIS_OK || !raw) {
-      replies->resize(i);
-      return ConnectionError(commands[i].empty() ? "command" : commands[i][0], start);
-    }
-    ConvertInto(static_cast<redisReply*>(raw), &(*replies)[i]);
-    freeReplyObject(raw);
-  }
-  return Status::Ok();
+  return SendAndRead(commands.size(), replies, [&](size_t i) -> std::string {
+    return i < commands.size() && !commands[i].empty() ? commands[i][0] : "command";
+  });
 }
 
-// The exchange under Pipeline and ReadArrays: sends data and calls
-// next(reply_index) (which consumes the reply from scanner, or says it is
-// incomplete) until `count` replies were consumed. The socket stays blocking for
-// hiredis; sends and receives here do not block (MSG_DONTWAIT), and wait in poll.
-template <typename NextReply>
-Status RedisConnection::Exchange(const char* data, size_t len, size_t count, const char* what,
-                                 NextReply next) {
+template <typename What>
+Status RedisConnection::SendAndRead(size_t count, std::vector<RedisReply>* replies, What what) {
+  std::string& out = impl_->out;
+  if (!impl_->chunk) impl_->chunk = std::make_unique<char[]>(kCommandsChunk);
+  replies->resize(count);  // existing replies are reused (ConvertInto)
+  ReaderSink sink{impl_->reader, impl_->chunk.get(), replies};
+  Status st = Exchange(out.data(), out.size(), count, what, sink, false);
+  if (!st.ok()) {
+    replies->resize(sink.done);
+    if (!sink.protocol_error.empty())
+      st = Internal("redis " + address() + ": " + what(sink.done) +
+                    ": protocol error: " + sink.protocol_error);
+  }
+  // Keep the RESP buffer, not a huge one (a batch of large commands).
+  if (out.capacity() > (1u << 20)) std::string().swap(out);
+  return st;
+}
+
+// The exchange under every command: sends data and calls sink.Next(reply_index)
+// (which consumes the reply, or says it is incomplete) until `count` replies
+// were consumed. Sending and receiving interleave (the socket is non-blocking;
+// waits are in poll), so replies are consumed while the request is still going
+// out. The transport says what each call waits for: TLS may have to read to
+// write, or the other way round. On failure the connection is unusable
+// (reconnect); what(i) names the command of reply i in messages, and
+// `tell_replies` adds "(n of count replies received)" to a timeout's.
+template <typename What, typename Sink>
+Status RedisConnection::Exchange(const char* data, size_t len, size_t count, What what, Sink& sink,
+                                 bool tell_replies) {
+  Transport& transport = *impl_->transport;
   const int fd = impl_->ctx->fd;
   const SteadyClock::time_point start = SteadyClock::now();
-  ReplyScanner& scanner = impl_->scanner;
+  size_t replies = 0;
   auto fail = [&](RedisErrorKind kind, const std::string& why) {
     last_error_ = kind;
-    scanner.Reset();
-    return Unavailable("redis " + address() + ": " + what + ": " + why);
+    sink.Reset();
+    return Unavailable("redis " + address() + ": " + what(replies) + ": " + why);
   };
-  constexpr size_t kReadChunk = 256 * 1024;
   constexpr size_t kWriteChunk = 1024 * 1024;
+  const size_t read_chunk = sink.ChunkSize();
   const int timeout_ms =
       static_cast<int>(std::min<int64_t>(options_.command_timeout_ms, INT32_MAX));
   size_t written = 0;
-  size_t replies = 0;
-  bool readable = false;  // the last receive filled its chunk: more may be waiting
+  short write_wait = POLLOUT;  // what the unfinished write waits for
+  short read_wait = POLLIN;    // what the next read waits for
+  bool readable = false;       // the last read filled its chunk, or TLS holds more: read again
   // The first send goes out without a poll: an idle connection's send buffer has
-  // room (a full one makes it fail with EAGAIN, and the loop polls then).
+  // room (a full one makes it wait, and the loop polls then).
   bool send_first = len > 0;
   while (written < len || replies < count) {
-    pollfd pfd{fd, static_cast<short>(POLLIN | (written < len ? POLLOUT : 0)), 0};
+    pollfd pfd{fd, static_cast<short>(read_wait | (written < len ? write_wait : 0)), 0};
     if (send_first) {
       send_first = false;
       pfd.revents = POLLOUT;
     } else if (readable) {
-      pfd.revents = POLLIN;
+      pfd.revents = read_wait;
     } else {
       int pr = poll(&pfd, 1, timeout_ms);
       if (pr < 0) {
@@ -317,49 +400,68 @@ Status RedisConnection::Exchange(const char* data, size_t len, size_t count, con
       }
       if (pr == 0) {
         // (The timeout runs from the last data received or sent, not from start.)
-        return fail(RedisErrorKind::kTimeout,
-                    NoAnswer(options_.command_timeout_name, options_.command_timeout_ms, start) +
-                        " (" + std::to_string(replies) + " of " + std::to_string(count) +
-                        " replies received)");
+        std::string why =
+            NoAnswer(options_.command_timeout_name, options_.command_timeout_ms, start);
+        if (tell_replies)
+          why += " (" + std::to_string(replies) + " of " + std::to_string(count) +
+                 " replies received)";
+        return fail(RedisErrorKind::kTimeout, why);
       }
     }
     readable = false;
-    if ((pfd.revents & POLLOUT) && written < len) {
-      ssize_t n = send(fd, data + written, std::min(len - written, kWriteChunk),
-                       MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        written += static_cast<size_t>(n);
-      } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        return fail(RedisErrorKind::kIo, std::string("send: ") + std::strerror(errno));
+    if (written < len && (pfd.revents & (write_wait | POLLERR | POLLNVAL))) {
+      const Transport::Result w =
+          transport.Write(data + written, std::min(len - written, kWriteChunk));
+      switch (w.io) {
+        case Transport::Io::kOk:
+          written += w.n;
+          write_wait = POLLOUT;
+          break;
+        case Transport::Io::kWantRead:
+          write_wait = POLLIN;
+          break;
+        case Transport::Io::kWantWrite:
+          write_wait = POLLOUT;
+          break;
+        case Transport::Io::kClosed:
+        case Transport::Io::kError:
+          return fail(RedisErrorKind::kIo, transport.error());
       }
     }
-    if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
-      ssize_t n = recv(fd, scanner.PrepareWrite(kReadChunk), kReadChunk, MSG_DONTWAIT);
-      if (n == 0) return fail(RedisErrorKind::kIo, "connection closed by server");
-      if (n < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-          return fail(RedisErrorKind::kIo, std::string("recv: ") + std::strerror(errno));
+    if (!(pfd.revents & (read_wait | POLLHUP | POLLERR | POLLNVAL))) continue;
+    const Transport::Result r = transport.Read(sink.Prepare(read_chunk), read_chunk);
+    switch (r.io) {
+      case Transport::Io::kOk:
+        break;
+      case Transport::Io::kWantRead:
+        read_wait = POLLIN;
         continue;
+      case Transport::Io::kWantWrite:
+        read_wait = POLLOUT;
+        continue;
+      case Transport::Io::kClosed:
+      case Transport::Io::kError:
+        return fail(RedisErrorKind::kIo, transport.error());
+    }
+    read_wait = POLLIN;
+    sink.Commit(r.n);
+    readable = r.n == read_chunk || transport.Pending();
+    while (replies < count) {
+      ReplyScanner::Result next = sink.Next(replies);
+      if (next == ReplyScanner::Result::kIncomplete) break;
+      if (next == ReplyScanner::Result::kProtocolError) {
+        last_error_ = RedisErrorKind::kProtocol;
+        sink.Reset();
+        return Internal("redis " + address() + ": " + what(replies) + ": protocol error in reply " +
+                        std::to_string(replies));
       }
-      scanner.Commit(static_cast<size_t>(n));
-      readable = static_cast<size_t>(n) == kReadChunk;
-      while (replies < count) {
-        ReplyScanner::Result r = next(replies);
-        if (r == ReplyScanner::Result::kIncomplete) break;
-        if (r == ReplyScanner::Result::kProtocolError) {
-          last_error_ = RedisErrorKind::kProtocol;
-          scanner.Reset();
-          return Internal("redis " + address() + ": " + what + ": protocol error in reply " +
-                          std::to_string(replies));
-        }
-        ++replies;
-      }
+      ++replies;
     }
   }
-  if (scanner.buffered() != 0) {
+  if (sink.Buffered() != 0) {
     last_error_ = RedisErrorKind::kProtocol;
-    scanner.Reset();
-    return Internal("redis " + address() + ": " + what + ": more replies than commands");
+    sink.Reset();
+    return Internal("redis " + address() + ": " + what(replies) + ": more replies than commands");
   }
   return Status::Ok();
 }
@@ -370,13 +472,16 @@ Status RedisConnection::Pipeline(const char* data, size_t len, size_t count,
   ReplyScanner& scanner = impl_->scanner;
   if (ints) ints->resize(count);
   ReplyScanner::Ints* const reply_ints = ints ? ints->data() : nullptr;
-  return Exchange(data, len, count, "pipeline", [&](size_t i) {
+  auto next = [&](size_t i) {
     std::string_view text;
     ReplyScanner::Result r = scanner.Next(&text, reply_ints ? reply_ints + i : nullptr);
     if (r == ReplyScanner::Result::kError && errors)
       errors->push_back({i, ClassifyErrorReply(text), std::string(text)});
     return r;
-  });
+  };
+  ScannerSink<decltype(next)> sink{scanner, next};
+  return Exchange(
+      data, len, count, [](size_t) { return std::string("pipeline"); }, sink, true);
 }
 
 Status RedisConnection::ReadArrays(const char* data, size_t len, size_t count, std::string* buffer,
@@ -391,12 +496,15 @@ Status RedisConnection::ReadArrays(const char* data, size_t len, size_t count, s
     r.values.clear();
   }
   scanner.Hold();  // the arrays' offsets stay valid until SwapBuffer
-  Status st = Exchange(data, len, count, "MGET", [&](size_t i) {
+  auto next = [&](size_t i) {
     std::string_view text;
     ReplyScanner::Result r = scanner.Next(&text, nullptr, &arrays[i]);
     if (r == ReplyScanner::Result::kError) (*replies)[i].error.assign(text.empty() ? "ERR" : text);
     return r;
-  });
+  };
+  ScannerSink<decltype(next)> sink{scanner, next};
+  Status st = Exchange(
+      data, len, count, [](size_t) { return std::string("MGET"); }, sink, true);
   if (!st.ok()) return st;  // Exchange Reset the scanner
   scanner.SwapBuffer(buffer);
   for (size_t i = 0; i < count; ++i) {

@@ -1,9 +1,15 @@
-// RedisConnection: one blocking hiredis connection with pipelining. hiredis error
-// flags and error replies are mapped once into RedisErrorKind here; callers act
-// on Status codes: kUnavailable = retriable (I/O, timeout, LOADING, READONLY,
-// OOM, MASTERDOWN, ...), kPermissionDenied = NOAUTH/WRONGPASS/NOPERM (final until
-// the config changes), kFailedPrecondition = other configuration (SELECT),
-// kInternal = protocol. Only src/redis includes hiredis. Thread-compatible.
+// RedisConnection: one connection to a Redis server, with pipelining, in plain
+// text or over TLS (options().tls; redis/tls.h). hiredis connects the socket and
+// parses the replies of Command/Commands; every byte goes through a Transport
+// (redis/transport.h) on a non-blocking socket, with poll() for the timeouts.
+// Connection failures and error replies are mapped once into RedisErrorKind
+// here; callers act on Status codes: kUnavailable = retriable (I/O, timeout,
+// LOADING, READONLY, OOM, MASTERDOWN, ...), kPermissionDenied =
+// NOAUTH/WRONGPASS/NOPERM, or TLS refused (a certificate that does not verify,
+// the server refusing ours): final until the config changes,
+// kFailedPrecondition = other configuration (SELECT), kInvalidArgument = a TLS
+// file (redis/tls.h CheckTlsFiles), kInternal = protocol. Only src/redis
+// includes hiredis and OpenSSL. Thread-compatible.
 //
 // Retriable error replies split in two (CallsForReconnect):
 // - READONLY (the server is a replica now: a failover happened) and MASTERDOWN
@@ -56,8 +62,12 @@ struct RedisReply {
 
 class RedisConnection {
  public:
-  // Connects, AUTHs (username + password, or password alone), SELECTs db and
-  // PINGs. Errors name the address; auth refused = kPermissionDenied. A timeout,
+  // Connects, runs the TLS handshake (options.tls.enabled; within
+  // connect_timeout, counted from the start of the connect), AUTHs (username +
+  // password, or password alone), SELECTs db and PINGs. Errors name the
+  // address; auth or TLS refused = kPermissionDenied, e.g. "redis
+  // 127.0.0.1:6380: TLS handshake failed: certificate verify failed
+  // (self-signed certificate in certificate chain)". A timeout,
   // here or in any command, is reported with the timeout that fired, its value
   // and the time really waited, e.g. "redis 127.0.0.1:6379: PING: no answer
   // within redis.command_timeout (5000 ms); waited 5.00 s" (options'
@@ -133,10 +143,12 @@ class RedisConnection {
  private:
   explicit RedisConnection(RedisOptions options);
   Status Handshake();
-  // `start`: when the failed exchange began (for the time waited).
-  Status ConnectionError(const std::string& what, std::chrono::steady_clock::time_point start);
-  template <typename NextReply>
-  Status Exchange(const char* data, size_t len, size_t count, const char* what, NextReply next);
+  // Sends impl_->out (`count` commands in RESP) and reads their replies.
+  template <typename What>
+  Status SendAndRead(size_t count, std::vector<RedisReply>* replies, What what);
+  template <typename What, typename Sink>
+  Status Exchange(const char* data, size_t len, size_t count, What what, Sink& sink,
+                  bool tell_replies);
   RedisOptions options_;
   std::unique_ptr<Impl> impl_;
   RedisErrorKind last_error_ = RedisErrorKind::kNone;

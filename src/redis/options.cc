@@ -2,16 +2,27 @@
 
 #include <charconv>
 
+#include "redis/tls.h"
+
 namespace ef {
+
+namespace {
+constexpr std::string_view kTlsScheme = "rediss://";
+}  // namespace
 
 StatusOr<RedisOptions> RedisOptionsFromConfig(const RedisConfig& config) {
   RedisOptions o;
+  bool rediss = false;
   for (size_t start = 0;;) {
     const size_t comma = config.address.find(',', start);
     std::string entry = config.address.substr(
         start, comma == std::string::npos ? std::string::npos : comma - start);
     while (!entry.empty() && entry.front() == ' ') entry.erase(entry.begin());
     while (!entry.empty() && entry.back() == ' ') entry.pop_back();
+    if (entry.compare(0, kTlsScheme.size(), kTlsScheme) == 0) {
+      entry.erase(0, kTlsScheme.size());
+      rediss = true;
+    }
     o.addresses.push_back(entry);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -34,6 +45,14 @@ StatusOr<RedisOptions> RedisOptionsFromConfig(const RedisConfig& config) {
   o.db = config.db;
   o.connect_timeout_ms = config.connect_timeout_ms;
   o.command_timeout_ms = config.command_timeout_ms;
+  o.tls.enabled = config.tls_enabled || rediss;
+  o.tls.ca_file = config.tls_ca_file;
+  o.tls.ca_dir = config.tls_ca_dir;
+  o.tls.cert_file = config.tls_cert_file;
+  o.tls.key_file = config.tls_key_file;
+  o.tls.server_name = config.tls_server_name;
+  o.tls.verify = config.tls_verify;
+  if (o.tls.enabled) EF_RETURN_IF_ERROR(CheckTlsFiles(o.tls));
   return o;
 }
 

@@ -10,6 +10,21 @@
 
 namespace ef {
 
+// TLS under a connection (redis.tls.*, or rediss:// in redis.address). The
+// files are read at every connect (redis/tls.h), so certificates rotated on
+// disk are used from the next reconnect on.
+struct TlsOptions {
+  bool enabled = false;
+  std::string ca_file;    // PEM bundle of the CAs trusted; "" with ca_dir "" = the system's
+  std::string ca_dir;     // a directory of hashed CA certificates (openssl rehash)
+  std::string cert_file;  // mutual TLS: our certificate (chain), PEM; with key_file
+  std::string key_file;   // its private key, PEM
+  // SNI and the name the server's certificate must hold (DNS name, or IP
+  // address for a literal address); "" = the host connected to.
+  std::string server_name;
+  bool verify = true;  // false: any certificate and name are accepted (encryption only)
+};
+
 struct RedisOptions {
   std::string host = "127.0.0.1";
   int port = 6379;
@@ -27,12 +42,17 @@ struct RedisOptions {
   // Redis Cluster seed nodes when there are several.
   std::vector<std::string> addresses;
   std::string cluster = "auto";  // redis.cluster: auto | true | false
+  TlsOptions tls;                // for every node (the cluster router copies the options)
   // (redis.wait_replicas and redis.wait_timeout belong to the writer:
   // BitWriterOptionsFromConfig in write/bit_writer.h.)
 };
 
 // From redis.* config keys; errors name redis.address. host/port are those of
-// the first entry of the list.
+// the first entry of the list; addresses hold "host:port" without a scheme. An
+// entry written rediss://host:port turns TLS on (for every node). With TLS on,
+// the CA, certificate and key files are loaded once here, so that a file that
+// is missing or not PEM is a config error (kInvalidArgument naming the key)
+// before anything connects.
 StatusOr<RedisOptions> RedisOptionsFromConfig(const RedisConfig& config);
 
 }  // namespace ef

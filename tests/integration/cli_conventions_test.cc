@@ -235,12 +235,16 @@ TEST_CASE("cli conventions: every key a message tells to set is a config key",
   auto dump = Ef({"config", "check"});
   REQUIRE(dump.code == 0);
   std::set<std::string> keys;
-  std::string section;
+  std::string section, block;  // block: "redis.tls" for the keys nested under "  tls:"
   for (const auto& line : Lines(dump.out)) {
     std::smatch m;
     if (std::regex_match(line, m, std::regex(R"(^(\w+):\s*$)"))) section = m[1];
-    if (std::regex_match(line, m, std::regex(R"(^  (\w+):.*$)")))
+    if (std::regex_match(line, m, std::regex(R"(^  (\w+):.*$)"))) {
       keys.insert(section + "." + m[1].str());
+      block = section + "." + m[1].str();
+    }
+    if (std::regex_match(line, m, std::regex(R"(^    (\w+):.*$)")))
+      keys.insert(block + "." + m[1].str());
   }
   REQUIRE(keys.count("filter.key_prefix") == 1);
   const std::regex literal(R"re("((?:[^"\\]|\\.)*)")re");

@@ -73,8 +73,15 @@ LocalRedisCluster::LocalRedisCluster(Options options) : options_(options) {
     taken.insert(n->port);
     taken.insert(n->port + 10000);
     n->dir = std::make_unique<TempDir>();
+    std::string listen = "port " + std::to_string(n->port) + "\n";
+    if (options_.tls) {
+      const TlsCerts& t = *options_.tls;
+      listen = "port 0\ntls-port " + std::to_string(n->port) + "\ntls-cert-file " + t.server_cert +
+               "\ntls-key-file " + t.server_key + "\ntls-ca-cert-file " + t.ca +
+               "\ntls-auth-clients no\ntls-cluster yes\ntls-replication yes\n";
+    }
     n->dir->Write("redis.conf",
-                  "port " + std::to_string(n->port) + "\nbind 127.0.0.1\ndir " + n->dir->path() +
+                  listen + "bind 127.0.0.1\ndir " + n->dir->path() +
                       "\ncluster-enabled yes\ncluster-config-file nodes.conf\n"
                       "cluster-node-timeout " +
                       std::to_string(options_.node_timeout_ms) +
@@ -97,6 +104,7 @@ LocalRedisCluster::LocalRedisCluster(Options options) : options_(options) {
   for (int i = 0; i < total; ++i) create.push_back(address(i));
   create.insert(create.end(), {"--cluster-replicas", std::to_string(options_.replicas_per_master),
                                "--cluster-yes"});
+  if (options_.tls) create.insert(create.end(), {"--tls", "--cacert", options_.tls->ca});
   const RunResult r = RunCommand(create);
   if (r.code != 0) throw std::runtime_error("redis-cli --cluster create failed: " + r.out);
   AwaitHealthy();
@@ -114,6 +122,7 @@ void LocalRedisCluster::StartProcess(NodeState& n) {
       [&] {
         RedisOptions o;
         o.port = n.port;
+        if (options_.tls) o.tls = ClientTls(*options_.tls, false);
         o.connect_timeout_ms = 200;
         return RedisConnection::Connect(o).ok();
       },
@@ -135,6 +144,7 @@ ClusterRouterOptions LocalRedisCluster::RouterOptions(int64_t deadline_ms) const
   if (!seeds.ok()) throw std::runtime_error("cluster seeds: " + seeds.status().message());
   o.seeds = *seeds;
   o.deadline_ms = deadline_ms;
+  if (options_.tls) o.redis.tls = ClientTls(*options_.tls, false);
   return o;
 }
 
@@ -157,9 +167,15 @@ int LocalRedisCluster::IndexOfPort(int port) const {
   return -1;
 }
 
-RedisReply LocalRedisCluster::Command(int node, const std::vector<std::string>& args) const {
+RedisOptions LocalRedisCluster::NodeOptions(int node) const {
   RedisOptions o;
   o.port = port(node);
+  if (options_.tls) o.tls = ClientTls(*options_.tls, false);
+  return o;
+}
+
+RedisReply LocalRedisCluster::Command(int node, const std::vector<std::string>& args) const {
+  RedisOptions o = NodeOptions(node);
   o.connect_timeout_ms = 1000;
   auto c = RedisConnection::Connect(o);
   if (!c.ok()) throw std::runtime_error(c.status().message());
@@ -260,8 +276,7 @@ std::string LocalRedisCluster::Unhealthy() const {
   for (int i = 0; i < size(); ++i) {
     if (!running(i)) continue;
     const std::string where = address(i) + ": ";
-    RedisOptions o;
-    o.port = port(i);
+    RedisOptions o = NodeOptions(i);
     o.connect_timeout_ms = 500;
     auto c = RedisConnection::Connect(o);
     if (!c.ok()) return c.status().message();

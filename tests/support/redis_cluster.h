@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -37,6 +38,7 @@
 #include "redis/connection.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
+#include "support/tls_certs.h"
 
 namespace ef::test {
 
@@ -55,6 +57,9 @@ class LocalRedisCluster {
     std::vector<std::string> extra_args;
     // Node indices started without extra_args (e.g. one replica without a module).
     std::set<int> without_extra_args;
+    // TLS only (port 0, tls-port, tls-cluster and tls-replication yes), with
+    // these certificates; clients use ClientTls(*tls) (support/tls_certs.h).
+    std::optional<TlsCerts> tls;
   };
   struct Node {
     int index = -1;
@@ -75,6 +80,8 @@ class LocalRedisCluster {
   int size() const { return static_cast<int>(nodes_.size()); }
   // "127.0.0.1:p0,127.0.0.1:p1,..." (every node: a redis.address value).
   std::string seeds() const;
+  // Options for one connection to node `node` (TLS when the cluster is).
+  RedisOptions NodeOptions(int node) const;
   // Options for a ClusterRouter over this cluster: every node a seed.
   ClusterRouterOptions RouterOptions(int64_t deadline_ms = 20000) const;
   int port(int node) const { return nodes_.at(static_cast<size_t>(node))->port; }

@@ -21,13 +21,35 @@ RedisServer::RedisServer(std::vector<std::string> extra_args)
   Start();
 }
 
+RedisServer::RedisServer(RedisTls tls, std::vector<std::string> extra_args)
+    : port_(std::find(extra_args.begin(), extra_args.end(), "--cluster-enabled") != extra_args.end()
+                ? FreeClusterPort()
+                : FreePort()),
+      extra_args_(std::move(extra_args)),
+      tls_(std::move(tls)) {
+  Start();
+}
+
+RedisOptions RedisServer::ClientOptions() const {
+  RedisOptions o;
+  o.port = port_;
+  if (tls_) o.tls = ClientTls(tls_->certs, tls_->auth_clients != "no");
+  return o;
+}
+
 RedisServer::~RedisServer() {
   if (process_) process_->Stop(SIGKILL, std::chrono::seconds(5));
 }
 
 void RedisServer::Start() {
-  dir_.Write("redis.conf", "port " + std::to_string(port_) + "\nbind 127.0.0.1\ndir " +
-                               dir_.path() +
+  std::string listen = "port " + std::to_string(port_) + "\n";
+  if (tls_) {
+    listen = "port 0\ntls-port " + std::to_string(port_) + "\ntls-cert-file " +
+             tls_->certs.server_cert + "\ntls-key-file " + tls_->certs.server_key +
+             "\ntls-ca-cert-file " + tls_->certs.ca + "\ntls-auth-clients " + tls_->auth_clients +
+             "\n";
+  }
+  dir_.Write("redis.conf", listen + "bind 127.0.0.1\ndir " + dir_.path() +
                                "\nappendonly yes\nappendfsync always\nsave \"\"\n"
                                "daemonize no\nlogfile \"\"\n");
   std::vector<std::string> argv{"redis-server", dir_.File("redis.conf")};
@@ -35,8 +57,7 @@ void RedisServer::Start() {
   process_ = std::make_unique<Process>(std::move(argv), dir_.File("redis.log"));
   bool up = WaitFor(
       [&] {
-        RedisOptions o;
-        o.port = port_;
+        RedisOptions o = ClientOptions();
         o.connect_timeout_ms = 200;
         return RedisConnection::Connect(o).ok();
       },
@@ -68,9 +89,7 @@ void RedisServer::Signal(int sig) const {
 }
 
 std::unique_ptr<RedisConnection> RedisServer::Connect() const {
-  RedisOptions o;
-  o.port = port_;
-  auto c = RedisConnection::Connect(o);
+  auto c = RedisConnection::Connect(ClientOptions());
   if (!c.ok()) throw std::runtime_error(c.status().message());
   return std::move(c.value());
 }

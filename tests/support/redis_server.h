@@ -5,14 +5,27 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "redis/connection.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
+#include "support/tls_certs.h"
 
 namespace ef::test {
+
+// A redis-server that speaks TLS only (port 0, tls-port on the free port).
+struct RedisTls {
+  // (A constructor, not an aggregate: RedisServer({"--appendonly", "no"}) must
+  // stay the extra-arguments constructor.)
+  explicit RedisTls(TlsCerts c, std::string auth = "no")
+      : certs(std::move(c)), auth_clients(std::move(auth)) {}
+  TlsCerts certs;
+  std::string auth_clients;  // tls-auth-clients: no | yes (mutual TLS) | optional
+};
 
 class RedisServer {
  public:
@@ -20,6 +33,8 @@ class RedisServer {
   // The same, with extra redis-server command-line arguments after the config
   // file, e.g. {"--loadmodule", path}; kept for every Start().
   explicit RedisServer(std::vector<std::string> extra_args);
+  // TLS only, with extra arguments as above.
+  explicit RedisServer(RedisTls tls, std::vector<std::string> extra_args = {});
   ~RedisServer();
   int port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
@@ -29,6 +44,10 @@ class RedisServer {
   // Stop(), then removes the data files and starts again on the same port: a
   // Redis that came back empty (no persistence, or a lost disk).
   void RestartEmpty();
+  // What Connect() uses: host, port and, for a TLS server, TLS trusting its CA
+  // (with the client certificate).
+  RedisOptions ClientOptions() const;
+  const std::optional<RedisTls>& tls() const { return tls_; }
   std::unique_ptr<RedisConnection> Connect() const;
   // One command; throws on connection failure.
   RedisReply Command(const std::vector<std::string>& args) const;
@@ -55,6 +74,7 @@ class RedisServer {
   TempDir dir_;
   int port_;
   std::vector<std::string> extra_args_;
+  std::optional<RedisTls> tls_;
   std::unique_ptr<Process> process_;
 };
 

@@ -33,6 +33,14 @@ std::string TestEvent::Json() const {
 
 Stack::Stack(int partitions, const std::string& topic, int brokers, int replication)
     : topic_(topic) {
+  Init(partitions, brokers, replication);
+}
+
+Stack::Stack(RedisTls tls, int partitions) : redis_(std::move(tls)), topic_("exposures") {
+  Init(partitions, 1, 1);
+}
+
+void Stack::Init(int partitions, int brokers, int replication) {
   static int counter = 0;
   group_ = "ef-test-" + std::to_string(getpid()) + "-" + std::to_string(++counter);
   auto mc = MockCluster::Create(brokers);
@@ -47,6 +55,15 @@ Stack::Stack(int partitions, const std::string& topic, int brokers, int replicat
   auto p = KafkaProducer::Create(po);
   if (!p.ok()) throw std::runtime_error(p.status().message());
   producer_ = std::move(p.value());
+}
+
+std::string Stack::TlsBlock() const {
+  if (!redis_.tls()) return "";
+  const TlsOptions t = redis_.ClientOptions().tls;
+  std::string block = "  tls:\n    enabled: true\n    ca_file: \"" + t.ca_file + "\"\n";
+  if (!t.cert_file.empty())
+    block += "    cert_file: \"" + t.cert_file + "\"\n    key_file: \"" + t.key_file + "\"\n";
+  return block;
 }
 
 std::string Stack::WriteConfig(const std::string& name, const std::string& extra) {
@@ -69,7 +86,8 @@ std::string Stack::WriteConfig(const std::string& name, const std::string& extra
       redis_.address() +
       "\"\n"
       "  retry_backoff_min: 50ms\n"
-      "  retry_backoff_max: 500ms\n"
+      "  retry_backoff_max: 500ms\n" +
+      TlsBlock() +
       "metrics:\n"
       "  listen: \"\"\n";
   // `extra` is merged key by key into the sections above (its values win).

@@ -32,6 +32,9 @@ class Stack {
   // `replication` of them.
   explicit Stack(int partitions = 4, const std::string& topic = "exposures", int brokers = 1,
                  int replication = 1);
+  // The same with a TLS-only redis-server; WriteConfig writes its redis.tls
+  // block (the CA, and the client certificate when the server asks for one).
+  explicit Stack(RedisTls tls, int partitions = 4);
 
   RedisServer& redis() { return redis_; }
   MockCluster& kafka() { return *kafka_; }
@@ -77,6 +80,8 @@ class Stack {
   std::unique_ptr<KafkaProducer> producer_;
   std::string topic_;
   std::string group_;
+  void Init(int partitions, int brokers, int replication);
+  std::string TlsBlock() const;  // "  tls:\n    enabled: true\n..." or ""
 };
 
 // Count of "kafka: assigned N partition(s)" lines with N > 0 in a daemon log.

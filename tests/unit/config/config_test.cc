@@ -145,6 +145,13 @@ Config NonDefaultConfig() {
   c.redis.expire_refresh_ms = 90 * 1000;
   c.redis.wait_replicas = 2;
   c.redis.wait_timeout_ms = 350;
+  c.redis.tls_enabled = true;
+  c.redis.tls_ca_file = "/etc/ef/ca.pem";
+  c.redis.tls_ca_dir = "/etc/ef/ca.d";
+  c.redis.tls_cert_file = "/etc/ef/client.pem";
+  c.redis.tls_key_file = "/etc/ef/client.key";
+  c.redis.tls_server_name = "redis.internal";
+  c.redis.tls_verify = false;
   c.filter.key_prefix = "#x: ";
   c.filter.window_seconds = 7 * 86400;
   c.filter.bucket_seconds = 6 * 3600;
@@ -593,6 +600,68 @@ TEST_CASE("the field table covers every member of Config", "[config]") {
                          MemberCount<LogConfig>());
 }
 
+TEST_CASE("redis.tls keys load from a block, --set and rediss:// addresses", "[config][tls]") {
+  CleanEnv env;
+  const Config c = Load(
+      "redis:\n  tls:\n    enabled: true\n    ca_file: /x/ca.pem\n    ca_dir: /x/ca.d\n"
+      "    cert_file: /x/c.pem\n    key_file: /x/c.key\n    server_name: redis.internal\n"
+      "    verify: false\n");
+  CHECK(c.redis.tls_enabled);
+  CHECK(c.redis.tls_ca_file == "/x/ca.pem");
+  CHECK(c.redis.tls_ca_dir == "/x/ca.d");
+  CHECK(c.redis.tls_cert_file == "/x/c.pem");
+  CHECK(c.redis.tls_key_file == "/x/c.key");
+  CHECK(c.redis.tls_server_name == "redis.internal");
+  CHECK_FALSE(c.redis.tls_verify);
+  CHECK_FALSE(Config{}.redis.tls_enabled);
+  CHECK(Config{}.redis.tls_verify);
+  // `tls: true` and --set redis.tls=true: the same as enabled.
+  CHECK(Load("redis:\n  tls: true\n").redis.tls_enabled);
+  CHECK(Load("", {"redis.tls=true"}).redis.tls_enabled);
+  CHECK(Load("", {"redis.tls.enabled=yes", "redis.tls.ca_file=/x/ca.pem"}).redis.tls_ca_file ==
+        "/x/ca.pem");
+  // rediss:// turns TLS on, in any entry of a list.
+  CHECK(Load("redis:\n  address: rediss://redis.internal:6380\n").redis.tls_enabled);
+  CHECK(Load("", {"redis.address=a:1,rediss://b:2"}).redis.tls_enabled);
+  CHECK_FALSE(Load("", {"redis.address=a:1,b:2"}).redis.tls_enabled);
+}
+
+TEST_CASE("redis.tls mistakes fail with one line naming the key", "[config][tls]") {
+  CleanEnv env;
+  CHECK(LoadError("redis:\n  tls:\n    enable: true\n") ==
+        "t.yaml:3: unknown key 'redis.tls.enable' (did you mean 'redis.tls.enabled'?)");
+  CHECK(LoadError("redis:\n  tls:\n    verify: maybe\n") ==
+        "t.yaml:3: redis.tls.verify: expected true or false, got 'maybe'");
+  CHECK(LoadError("redis:\n  tls: true\n  tls:\n    enabled: true\n") ==
+        "t.yaml:3: duplicate key 'redis.tls' (first at line 2)");
+  CHECK(OverrideError("redis.tls.enabled=1.5") ==
+        "--set redis.tls.enabled: expected true or false, got '1.5'");
+  CHECK(OverrideError("redis.tls.server_name=a b") ==
+        "--set redis.tls.server_name: must be a host name or IP address (at most 253 "
+        "characters), got 'a b'");
+  CHECK(LoadError("", {"redis.tls=true", "redis.tls.cert_file=/x/c.pem"}) ==
+        "redis.tls.cert_file is set without redis.tls.key_file: mutual TLS needs both (or "
+        "neither)");
+  CHECK(LoadError("", {"redis.tls=true", "redis.tls.key_file=/x/c.key"}) ==
+        "redis.tls.key_file is set without redis.tls.cert_file: mutual TLS needs both (or "
+        "neither)");
+  CHECK(LoadError("", {"redis.tls.ca_file=/x/ca.pem"}) ==
+        "redis.tls.ca_file is set but TLS is off: set redis.tls.enabled to true (or write "
+        "redis.address as rediss://host:port)");
+  CHECK(LoadError("", {"redis.tls.verify=false"}) ==
+        "redis.tls.verify is set but TLS is off: set redis.tls.enabled to true (or write "
+        "redis.address as rediss://host:port)");
+  CHECK(Load("", {"redis.address=rediss://h:1", "redis.tls.ca_file=/x/ca.pem"}).redis.tls_enabled);
+  CHECK(OverrideError("redis.address=redis://h:6379") ==
+        "--set redis.address: must be host:port or rediss://host:port (TLS), got "
+        "'redis://h:6379'");
+  CHECK(OverrideError("redis.address=rediss://h") ==
+        "--set redis.address: after rediss://: must be host:port, got 'h'");
+  CHECK_THAT(OverrideError("redis.address=a:1,rediss://b"),
+             Catch::Contains("redis.address: entry 2 of the list: after rediss://: must be "
+                             "host:port"));
+}
+
 TEST_CASE("DumpConfig round-trips every key", "[config]") {
   CleanEnv env;
   // Every key of the table is present in a dump, nested under its section.
@@ -603,7 +672,14 @@ TEST_CASE("DumpConfig round-trips every key", "[config]") {
     for (const auto& field : config_internal::Fields()) {
       if (!field.canonical) continue;
       INFO(field.key);
-      CHECK(root[std::string(field.section())][std::string(field.name())].IsDefined());
+      // A block's keys (redis.tls.enabled) are nested under its name (tls:).
+      YAML::Node node = root[std::string(field.section())];
+      std::string_view name = field.name();
+      for (size_t dot; (dot = name.find('.')) != std::string_view::npos;) {
+        node.reset(node[std::string(name.substr(0, dot))]);  // (= would assign into the tree)
+        name.remove_prefix(dot + 1);
+      }
+      CHECK(node[std::string(name)].IsDefined());
       ++keys;
     }
     CHECK(keys > 0);
@@ -767,7 +843,14 @@ TEST_CASE("the shipped config file loads to the defaults and has every key", "[c
   for (const auto& field : config_internal::Fields()) {
     INFO(field.key);
     if (field.canonical) {
-      CHECK(root[std::string(field.section())][std::string(field.name())].IsDefined());
+      // A block's keys (redis.tls.enabled) are nested under its name (tls:).
+      YAML::Node node = root[std::string(field.section())];
+      std::string_view name = field.name();
+      for (size_t dot; (dot = name.find('.')) != std::string_view::npos;) {
+        node.reset(node[std::string(name.substr(0, dot))]);  // (= would assign into the tree)
+        name.remove_prefix(dot + 1);
+      }
+      CHECK(node[std::string(name)].IsDefined());
     }
     CHECK(docs.find("`" + field.key + "`") != std::string::npos);
   }
