@@ -93,6 +93,10 @@ struct Args {
   // clusters in the requests, the candidates' content-map entries are written
   // first, so serve looks them up; "none": neither.
   std::string clusters = "none";
+  // The idle phase (issue 49): keep-alive connections held open and idle, and
+  // the active ones that send requests meanwhile.
+  int idle_conns = 2000;
+  int active = 16;
 };
 
 [[noreturn]] void Usage(int code) {
@@ -112,7 +116,10 @@ struct Args {
       "--session-pages: in the mark_served phase, a user's session (its served ring) ends\n"
       "  after P of its requests.\n"
       "--phases: run only these phases (e.g. serve, to profile it); targets need all of them\n"
-      "  (mark_served's compare with serve's).\n");
+      "  (mark_served's compare with serve's). `idle` runs alone (not part of the default):\n"
+      "  --active C connections (16) without, then with --idle-conns N (2000) idle keep-alive\n"
+      "  connections open, closed loop then open loop at 50% of the max without; /readyz\n"
+      "  probed every 20 ms on a new connection throughout.\n");
   std::exit(code);
 }
 
@@ -168,6 +175,10 @@ Args Parse(int argc, char** argv) {
       a.session_pages = std::atoi(v.c_str());
     else if (k == "--out")
       a.out = v;
+    else if (k == "--idle-conns")
+      a.idle_conns = std::atoi(v.c_str());
+    else if (k == "--active")
+      a.active = std::atoi(v.c_str());
     else if (k == "--clusters") {
       if (v != "none" && v != "given" && v != "map") {
         std::fprintf(stderr, "ef_read_bench: --clusters %s: expected none, given or map\n",
@@ -184,17 +195,19 @@ Args Parse(int argc, char** argv) {
   }
   for (size_t b = 1; b < a.phases.size(); b = a.phases.find(',', b) + 1) {
     const std::string phase = a.phases.substr(b, a.phases.find(',', b) - b);
-    if (phase != "library" && phase != "serve" && phase != "mark_served" && phase != "mget") {
+    if (phase != "library" && phase != "serve" && phase != "mark_served" && phase != "mget" &&
+        phase != "idle") {
       std::fprintf(stderr,
                    "ef_read_bench: --phases: unknown phase '%s' (library, serve, mark_served, "
-                   "mget)\n",
+                   "mget, idle)\n",
                    phase.c_str());
       std::exit(2);
     }
   }
   if (!exposed_given) a.exposed = std::min(a.exposed, a.candidates);  // 30% of 1,000
   if (a.users < 1 || a.seconds <= 0 || a.threads.empty() || a.candidates < 1 || a.exposed < 0 ||
-      a.exposed > a.candidates || a.activity <= 0 || a.mark < 1 || a.session_pages < 1) {
+      a.exposed > a.candidates || a.activity <= 0 || a.mark < 1 || a.session_pages < 1 ||
+      a.idle_conns < 0 || a.active < 1) {
     std::fprintf(stderr,
                  "ef_read_bench: --users, --seconds, --threads, --candidates, --activity, --mark, "
                  "--session-pages "
@@ -977,6 +990,190 @@ bool WriteContentMap(const ef::RedisOptions& ro, const ef::Layout& layout,
 
 }  // namespace
 
+// Issue 49: GET /readyz every 20 ms on a new connection each time (as a
+// kubelet's probes), from Start() to Stop(); its latencies and failures.
+class ReadyzProber {
+ public:
+  ReadyzProber(std::string host, int port) : host_(std::move(host)), port_(port) {}
+  void Start() {
+    stop_ = false;
+    lat_.us.clear();
+    failures_ = 0;
+    thread_ = std::thread([this] {
+      const std::string request =
+          bench::HttpConn::Get(host_ + ":" + std::to_string(port_), "/readyz");
+      for (auto next = Clock::now(); !stop_.load(); next += std::chrono::milliseconds(20)) {
+        std::this_thread::sleep_until(next);
+        bench::HttpConn c(host_, port_);
+        const Clock::time_point s = Clock::now();
+        const int status = c.RoundTrip(request);
+        lat_.us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
+        if (status != 200) failures_++;
+      }
+    });
+  }
+  void Stop() {
+    stop_ = true;
+    thread_.join();
+  }
+  double P99Ms() { return lat_.Pct(0.99) / 1000; }
+  double MaxMs() {
+    return lat_.us.empty() ? 0 : *std::max_element(lat_.us.begin(), lat_.us.end()) / 1000;
+  }
+  size_t probes() const { return lat_.us.size(); }
+  uint64_t failures() const { return failures_; }
+
+ private:
+  std::string host_;
+  int port_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  Latencies lat_;
+  uint64_t failures_ = 0;
+};
+
+// Keep-alive connections opened (each answered one GET /healthz), then left
+// idle: at most `n`, within `budget` (a server that holds a worker per open
+// connection answers few of them).
+struct IdlePool {
+  std::vector<std::unique_ptr<bench::HttpConn>> conns;
+  double open_seconds = 0;
+  int Open(const std::string& host, int port, int n, std::chrono::seconds budget) {
+    const std::string healthz = bench::HttpConn::Get(host + ":" + std::to_string(port), "/healthz");
+    const Clock::time_point t0 = Clock::now();
+    for (int i = 0; i < n && Clock::now() - t0 < budget; ++i) {
+      auto c = std::make_unique<bench::HttpConn>(host, port);
+      if (c->RoundTrip(healthz) != 200) break;
+      conns.push_back(std::move(c));
+    }
+    open_seconds = Seconds(Clock::now() - t0);
+    return static_cast<int>(conns.size());
+  }
+  // How many still answer on their connection (a closed one fails once).
+  int StillOpen(const std::string& host, int port) {
+    const std::string healthz = bench::HttpConn::Get(host + ":" + std::to_string(port), "/healthz");
+    int open = 0;
+    for (auto& c : conns) open += c->RoundTrip(healthz) == 200;
+    return open;
+  }
+};
+
+struct IdleRun {
+  const char* name;
+  bool with_idle;
+  bool half;  // open loop at 50% of the max without idle connections
+  Phase phase;
+  double readyz_p99 = 0, readyz_max = 0;
+  size_t probes = 0;
+  uint64_t probe_failures = 0;
+};
+
+// The idle phase: --active connections alone, then with --idle-conns idle
+// connections open (closed loop), then open loop at 50% of the max alone, with
+// them first (ABBA, so that a drift of the machine cancels out).
+int RunIdleMode(const Args& a, const std::vector<Request>& reqs, const ef::RedisOptions& ro) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(a.serve, &host, &port)) {
+    std::fprintf(stderr, "ef_read_bench: the idle phase needs --serve HOST:PORT\n");
+    return 2;
+  }
+  rlimit files{};  // the idle connections' descriptors
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+  CpuMeter meter(ro, a.serve_pid);
+  ReadyzProber prober(host, port);
+  IdlePool pool;
+  std::vector<IdleRun> runs = {{"alone, closed loop", false, false, {}},
+                               {"with idle, closed loop", true, false, {}},
+                               {"with idle, open loop 50%", true, true, {}},
+                               {"alone, open loop 50%", false, true, {}}};
+  int opened = 0, still_open = 0;
+  bool ok = true;
+  double rate = 0;
+  for (IdleRun& r : runs) {
+    if (r.with_idle && pool.conns.empty() && a.idle_conns > 0) {
+      std::fprintf(stderr, "ef_read_bench: opening %d idle keep-alive connections...\n",
+                   a.idle_conns);
+      opened = pool.Open(host, port, a.idle_conns, std::chrono::seconds(30));
+      std::fprintf(stderr, "ef_read_bench: %d open in %.1f s\n", opened, pool.open_seconds);
+    }
+    if (!r.with_idle && !pool.conns.empty()) {
+      still_open = pool.StillOpen(host, port);
+      pool.conns.clear();
+    }
+    if (r.half && rate <= 0) rate = runs[0].phase.rps / 2;
+    std::fprintf(stderr, "ef_read_bench: idle phase: %d active connections %s...\n", a.active,
+                 r.name);
+    prober.Start();
+    meter.Start();
+    ok &= RunServe(a, a.active, reqs, r.half ? rate : 0, nullptr, &r.phase);
+    r.phase.cpu = meter.Stop(r.phase.requests);
+    prober.Stop();
+    r.phase.conns = a.active;
+    r.phase.cpu_us_per_candidate = r.phase.cpu.serve_us / a.candidates;
+    r.readyz_p99 = prober.P99Ms();
+    r.readyz_max = prober.MaxMs();
+    r.probes = prober.probes();
+    r.probe_failures = prober.failures();
+  }
+  std::printf(
+      "idle phase: %d of %d idle keep-alive connections opened in %.1f s, %d still open "
+      "after the runs with them; %d active connections, %d candidates\n",
+      opened, a.idle_conns, pool.open_seconds, still_open, a.active, a.candidates);
+  std::printf("%-26s %9s %8s %8s %8s %10s %7s %10s %10s %7s\n", "run", "req/s", "p50 ms", "p99 ms",
+              "p999 ms", "serve us/r", "errors", "readyz p99", "readyz max", "probes");
+  for (IdleRun& r : runs)
+    std::printf("%-26s %9.0f %8.3f %8.3f %8.3f %10.0f %7" PRIu64 " %10.3f %10.3f %7zu\n", r.name,
+                r.phase.rps, r.phase.p50, r.phase.p99, r.phase.p999, r.phase.cpu.serve_us,
+                r.phase.errors + r.probe_failures, r.readyz_p99, r.readyz_max, r.probes);
+  const double p99_ratio = runs[3].phase.p99 > 0 ? runs[2].phase.p99 / runs[3].phase.p99 : 0;
+  double readyz_p99 = 0;
+  uint64_t failures = 0;
+  for (IdleRun& r : runs) {
+    readyz_p99 = std::max(readyz_p99, r.readyz_p99);
+    failures += r.phase.errors + r.probe_failures;
+  }
+  const bool t_open = opened == a.idle_conns && still_open == opened;
+  const bool t_p99 = p99_ratio > 0 && p99_ratio <= 1.10 && failures == 0;
+  const bool t_readyz = readyz_p99 > 0 && readyz_p99 < 10;
+  std::printf("target %d idle connections held open throughout: %s\n", a.idle_conns,
+              t_open ? "met" : "NOT met");
+  std::printf("target active p99 at 50%% with idle <= 1.10 x alone: %s (%.3f)\n",
+              t_p99 ? "met" : "NOT met", p99_ratio);
+  std::printf("target /readyz p99 < 10 ms throughout: %s (%.3f ms)\n", t_readyz ? "met" : "NOT met",
+              readyz_p99);
+  std::string json =
+      "{\"bench\":\"exposure-filter-read-idle\",\"idle_conns\":" + std::to_string(a.idle_conns) +
+      ",\"opened\":" + std::to_string(opened) + ",\"still_open\":" + std::to_string(still_open) +
+      ",\"active\":" + std::to_string(a.active) + ",\"runs\":{";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const IdleRun& r = runs[i];
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "%s\"%s\":{\"rps\":%.1f,\"p50_ms\":%.4f,\"p99_ms\":%.4f,\"p999_ms\":%.4f,"
+                  "\"serve_cpu_us_per_request\":%.1f,\"errors\":%" PRIu64
+                  ",\"readyz_p99_ms\":%.4f,\"readyz_max_ms\":%.4f,\"probes\":%zu,"
+                  "\"probe_failures\":%" PRIu64 "}",
+                  i ? "," : "", r.name, r.phase.rps, r.phase.p50, r.phase.p99, r.phase.p999,
+                  r.phase.cpu.serve_us, r.phase.errors, r.readyz_p99, r.readyz_max, r.probes,
+                  r.probe_failures);
+    json += buf;
+  }
+  char tail[256];
+  std::snprintf(tail, sizeof tail,
+                "},\"p99_with_vs_alone\":%.4f,\"targets\":{\"idle_held\":%s,\"p99_no_worse\":%s,"
+                "\"readyz_p99_lt_10ms\":%s}}",
+                p99_ratio, t_open ? "true" : "false", t_p99 ? "true" : "false",
+                t_readyz ? "true" : "false");
+  json += tail;
+  std::printf("%s\n", json.c_str());
+  if (!a.out.empty()) std::ofstream(a.out) << json << "\n";
+  return ok ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   Args a = Parse(argc, argv);
   ef::RedisOptions ro;
@@ -1000,6 +1197,7 @@ int main(int argc, char** argv) {
                fill.seconds);
   std::vector<Request> reqs = PrepareRequests(a, *layout, fc.items_per_bucket, now, 2000);
   if (a.clusters == "map" && !WriteContentMap(ro, *layout, reqs)) return 1;
+  if (a.phases.find(",idle,") != std::string::npos) return RunIdleMode(a, reqs, ro);
 
   Phase lib, lib_mark, closed, open, mark_closed, mark_open, mget;
   bool ok = true;

@@ -1,5 +1,8 @@
 // exposure-filter serve: the HTTP read API for recall services (docs/HTTP.md).
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <cstdint>
 
 #include "app/commands.h"
 #include "app/common.h"
@@ -20,6 +23,20 @@ void LogLayout(const exposure_filter::Client& client) {
         "serve: no layout stored at {}meta yet: every candidate is unseen and /readyz answers "
         "503 until the daemon stores it (with its first write)",
         layout.prefix);
+}
+
+// Thousands of keep-alive connections need as many file descriptors: the soft
+// limit (often 1024) is raised to the hard one, as nginx and Go's runtime do.
+// Returns the limit in force.
+uint64_t RaiseOpenFileLimit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return 0;
+  if (r.rlim_cur < r.rlim_max) {
+    rlimit raised = r;
+    raised.rlim_cur = r.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) r = raised;
+  }
+  return static_cast<uint64_t>(r.rlim_cur);
 }
 
 int Serve(const ConfigArgs& args) {
@@ -49,20 +66,23 @@ int Serve(const ConfigArgs& args) {
   if (!client && code != exposure_filter::ErrorCode::kUnavailable)
     return Fail(Unavailable(error), ExitCodeForClientError(code));
 
+  const uint64_t open_files = RaiseOpenFileLimit();
   serve::ServerOptions so;
   so.listen = sc.listen;
   so.limits.max_items = static_cast<size_t>(sc.max_items);
   so.limits.max_body_bytes = static_cast<size_t>(sc.max_body_bytes);
   so.limits.served_items = static_cast<size_t>(sc.served_items);
   so.threads = static_cast<int>(sc.threads);
+  so.idle_timeout = std::chrono::milliseconds(sc.idle_timeout_ms);
   so.timeout = std::chrono::milliseconds(sc.timeout_ms);
   so.fail_closed = sc.fail_closed;
   auto server = serve::Server::Start(so, client.get());
   if (!server.ok()) return Fail(server.status(), kExitConfig);  // e.g. address in use
   // The port line is what scripts and tests wait for (port 0 = a free one).
-  spdlog::info("serve: listening on port {} ({}; {} threads, timeout {}ms, fail {})",
-               (*server)->port(), sc.listen, sc.threads, sc.timeout_ms,
-               sc.fail_closed ? "closed" : "open");
+  spdlog::info(
+      "serve: listening on port {} ({}; {} threads, timeout {}ms, fail {}, open files up to {})",
+      (*server)->port(), sc.listen, sc.threads, sc.timeout_ms, sc.fail_closed ? "closed" : "open",
+      open_files);
   if (client) {
     LogLayout(*client);
   } else {

@@ -117,6 +117,7 @@ struct ServeConfig {
   int64_t max_body_bytes = 4 * 1024 * 1024;  // serve.max_body_bytes
   int64_t timeout_ms = 50;                   // serve.timeout (duration): per-request Redis deadline
   int64_t threads = 8;                       // serve.threads: HTTP workers = Redis connections
+  int64_t idle_timeout_ms = 75'000;          // serve.idle_timeout (duration): keep-alive idle
   bool fail_closed = false;                  // serve.fail_closed: 503 instead of "all unseen"
   // The served ring (docs/FORMAT.md rule 10): what serve, the client library and
   // `check --mark-served` mark as returned to a user.

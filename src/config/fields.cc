@@ -460,6 +460,8 @@ std::vector<Field> BuildFields() {
                        int64_t{1} << 30));
   t.push_back(DurationField("serve.timeout", &C::serve, &ServeConfig::timeout_ms, 1, 1, kMinute));
   t.push_back(IntField("serve.threads", &C::serve, &ServeConfig::threads, 1, 1024));
+  t.push_back(DurationField("serve.idle_timeout", &C::serve, &ServeConfig::idle_timeout_ms, 1,
+                            kSecond, kDay));
   {
     Field f = Row("serve.fail_closed", FieldType::kBool, &C::serve, &ServeConfig::fail_closed);
     f.check = [](const Value&) { return Status::Ok(); };

@@ -9,8 +9,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 namespace ef::serve {
@@ -18,8 +21,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long one blocking recv waits before the caller looks at its deadline and
-// at `stopping` again (httplib's keep-alive wait polls every 10 ms as well).
+// How long one blocking recv of a worker waits before it looks at its request's
+// deadline again.
 constexpr std::chrono::microseconds kReceiveSlice{10'000};
 
 timeval ToTimeval(std::chrono::microseconds d) {
@@ -52,15 +55,44 @@ void AddressOf(int fd, bool peer, std::string& ip, int& port) {
 // The stream of the connection this worker thread serves (CloseAfterResponse).
 thread_local ConnectionStream* t_current = nullptr;
 
+// Whether `line` (a header field line, without its CRLF) is the field `name`
+// (lower case, with its colon): its value, trimmed, else nullopt.
+std::optional<std::string_view> FieldValue(std::string_view line, std::string_view name) {
+  if (line.size() < name.size()) return std::nullopt;
+  for (size_t i = 0; i < name.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(line[i])) != name[i]) return std::nullopt;
+  std::string_view v = line.substr(name.size());
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  return v;
+}
+
+bool ContainsNoCase(std::string_view text, std::string_view lower) {
+  if (lower.size() > text.size()) return false;
+  for (size_t i = 0; i + lower.size() <= text.size(); ++i) {
+    size_t j = 0;
+    while (j < lower.size() && std::tolower(static_cast<unsigned char>(text[i + j])) == lower[j])
+      ++j;
+    if (j == lower.size()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void ConnectionStream::CloseAfterResponse() {
   if (t_current != nullptr) t_current->close_after_ = true;
 }
 
+ConnectionStream* ConnectionStream::Current() { return t_current; }
+
+ConnectionStream::Serving::Serving(ConnectionStream* s) { t_current = s; }
+
+ConnectionStream::Serving::~Serving() { t_current = nullptr; }
+
 ConnectionStream::ConnectionStream(int fd, std::chrono::microseconds read_timeout,
                                    std::chrono::microseconds write_timeout)
-    : fd_(fd), read_timeout_(read_timeout), in_(new char[kReadBuffer]) {
+    : fd_(fd), read_timeout_(read_timeout) {
   const timeval slice = ToTimeval(kReceiveSlice);
   const timeval send = ToTimeval(std::max(write_timeout, std::chrono::microseconds(1)));
   const int one = 1;
@@ -73,15 +105,86 @@ ConnectionStream::ConnectionStream(int fd, std::chrono::microseconds read_timeou
 
 ConnectionStream::~ConnectionStream() = default;
 
-ConnectionStream::Fill ConnectionStream::FillUntil(Clock::time_point deadline,
-                                                   const std::function<bool()>* stopping) {
-  if (in_begin_ > 0) {  // only a partial head is ever left unread here
-    std::memmove(in_.get(), in_.get() + in_begin_, in_end_ - in_begin_);
-    in_end_ -= in_begin_;
-    in_begin_ = 0;
+void ConnectionStream::Reserve(size_t capacity) {
+  const size_t unread = in_end_ - in_begin_;
+  if (in_ != nullptr && capacity <= in_capacity_) {
+    if (in_begin_ > 0) {
+      std::memmove(in_.get(), in_.get() + in_begin_, unread);
+      in_begin_ = 0;
+      in_end_ = unread;
+    }
+    return;
   }
+  std::unique_ptr<char[]> grown(new char[capacity]);
+  if (unread > 0) std::memcpy(grown.get(), in_.get() + in_begin_, unread);
+  in_ = std::move(grown);
+  in_capacity_ = capacity;
+  in_begin_ = 0;
+  in_end_ = unread;
+}
+
+void ConnectionStream::ReleaseIdleBuffer() {
+  if (in_begin_ != in_end_) return;
+  in_.reset();
+  in_capacity_ = in_begin_ = in_end_ = 0;
+}
+
+ConnectionStream::Receive ConnectionStream::ReceiveNow() {
+  // Room for at least a buffer's worth; Pending() reserved room for a whole
+  // request, so a full buffer holds a whole request (or a refused head) first.
+  Reserve(std::max(kReadBuffer, in_capacity_));
+  if (in_end_ == in_capacity_) Reserve(in_capacity_ + kReadBuffer);
   for (;;) {
-    const ssize_t n = recv(fd_, in_.get() + in_end_, kReadBuffer - in_end_, 0);
+    const ssize_t n = recv(fd_, in_.get() + in_end_, in_capacity_ - in_end_, MSG_DONTWAIT);
+    if (n > 0) {
+      in_end_ += static_cast<size_t>(n);
+      return Receive::kData;
+    }
+    if (n == 0) return Receive::kEnd;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK ? Receive::kAgain : Receive::kError;
+  }
+}
+
+ConnectionStream::Request ConnectionStream::Pending(size_t max_body) {
+  if (in_begin_ == in_end_) return Request::kNone;
+  const std::string_view buffered = Buffered();
+  const std::string_view head = buffered.substr(0, kMaxHeadBytes);
+  const size_t blank = head.find("\r\n\r\n");
+  if (blank == std::string_view::npos)
+    return head.size() == kMaxHeadBytes ? Request::kReady : Request::kPartial;  // 431
+  // The fields, line by line after the request line.
+  std::optional<uint64_t> length;
+  size_t fields = 0;
+  for (size_t at = head.find("\r\n") + 2; at < blank + 2;) {
+    const size_t eol = head.find("\r\n", at);
+    const std::string_view line = head.substr(at, eol - at);
+    at = eol + 2;
+    if (++fields > kMaxHeaderFields) return Request::kReady;             // 431
+    if (FieldValue(line, "transfer-encoding:")) return Request::kReady;  // 411
+    if (auto v = FieldValue(line, "expect:"); v && ContainsNoCase(*v, "100-continue"))
+      return Request::kReady;  // the body comes after our 100 Continue
+    if (auto v = FieldValue(line, "content-length:")) {
+      uint64_t n = 0;
+      const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+      if (ec != std::errc() || end != v->data() + v->size() || (length && *length != n))
+        return Request::kReady;  // httplib answers 400
+      length = n;
+    }
+  }
+  const uint64_t body = length.value_or(0);
+  if (body > max_body) return Request::kReady;  // 413 from its head
+  const size_t whole = blank + 4 + static_cast<size_t>(body);
+  if (buffered.size() >= whole) return Request::kReady;
+  Reserve(whole);
+  return Request::kPartial;
+}
+
+ConnectionStream::Fill ConnectionStream::FillUntil(Clock::time_point deadline) {
+  Reserve(std::max(kReadBuffer, in_capacity_));  // only a partial head is ever left unread here
+  for (;;) {
+    if (Clock::now() >= deadline) return Fill::kTimeout;
+    const ssize_t n = recv(fd_, in_.get() + in_end_, in_capacity_ - in_end_, 0);
     if (n > 0) {
       in_end_ += static_cast<size_t>(n);
       return Fill::kData;
@@ -89,27 +192,16 @@ ConnectionStream::Fill ConnectionStream::FillUntil(Clock::time_point deadline,
     if (n == 0) return Fill::kEnd;
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return Fill::kError;
-    if (stopping != nullptr && (*stopping)()) return Fill::kTimeout;
-    if (Clock::now() >= deadline) return Fill::kTimeout;
   }
 }
 
-bool ConnectionStream::AwaitRequest(std::chrono::microseconds keep_alive,
-                                    const std::function<bool()>& stopping) {
-  in_request_ = false;
-  if (stopping() || !Flush()) return false;
-  if (in_begin_ < in_end_) return true;  // pipelined: already here
-  return FillUntil(Clock::now() + keep_alive, &stopping) == Fill::kData;
-}
-
-ConnectionStream::Head ConnectionStream::BeginRequest() {
+ConnectionStream::Head ConnectionStream::BeginRequest(Clock::time_point start) {
   in_request_ = true;
   timed_out_ = false;
-  deadline_ = Clock::now() + read_timeout_;
+  deadline_ = start + read_timeout_;
   size_t searched = 0;  // head bytes already searched for the blank line
   for (;;) {
-    const std::string_view head(in_.get() + in_begin_,
-                                std::min(in_end_ - in_begin_, kMaxHeadBytes));
+    const std::string_view head = Buffered().substr(0, kMaxHeadBytes);
     const size_t blank = head.find("\r\n\r\n", searched < 3 ? 0 : searched - 3);
     if (blank != std::string_view::npos) {
       // Lines before the blank one: the request line, then the fields.
@@ -118,7 +210,7 @@ ConnectionStream::Head ConnectionStream::BeginRequest() {
     }
     if (head.size() == kMaxHeadBytes) return Head::kTooLarge;
     searched = head.size();
-    const Fill got = FillUntil(deadline_, nullptr);
+    const Fill got = FillUntil(deadline_);
     if (got == Fill::kData) continue;
     read_failed_ = true;
     timed_out_ = got == Fill::kTimeout;
@@ -169,7 +261,7 @@ ssize_t ConnectionStream::read(char* ptr, size_t size) {
   if (in_begin_ == in_end_) {
     // The peer may wait for what we wrote (100 Continue).
     const Clock::time_point deadline = in_request_ ? deadline_ : Clock::now() + read_timeout_;
-    const Fill got = Flush() ? FillUntil(deadline, nullptr) : Fill::kError;
+    const Fill got = Flush() ? FillUntil(deadline) : Fill::kError;
     if (got != Fill::kData) {
       read_failed_ = true;
       timed_out_ = timed_out_ || (in_request_ && got == Fill::kTimeout);
@@ -201,107 +293,6 @@ void ConnectionStream::get_local_ip_and_port(std::string& ip, int& port) const {
   if (local_port_ < 0) AddressOf(fd_, false, local_ip_, local_port_);
   ip = local_ip_;
   port = local_port_;
-}
-
-HttpServer::HttpServer() {
-  httplib::Server::set_error_handler(
-      HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-        if (t_current != nullptr && !t_current->Reusable()) {
-          // httplib answers 400 to a body that stopped coming: it was its deadline.
-          if (res.status == 400 && t_current->TimedOut()) res.status = 408;
-          // Ended after this answer (httplib still adds its Keep-Alive header).
-          if (!res.has_header("Connection")) res.set_header("Connection", "close");
-        }
-        return error_handler_fn_ ? error_handler_fn_(req, res) : HandlerResponse::Unhandled;
-      }));
-}
-
-HttpServer& HttpServer::set_error_handler(HandlerWithResponse handler) {
-  error_handler_fn_ = std::move(handler);
-  return *this;
-}
-
-HttpServer& HttpServer::set_logger(httplib::Logger logger) {
-  logger_fn_ = logger;
-  httplib::Server::set_logger(std::move(logger));
-  return *this;
-}
-
-void HttpServer::Refuse(ConnectionStream& strm, int status) {
-  httplib::Request req;  // not parsed: method and path empty
-  strm.get_remote_ip_and_port(req.remote_addr, req.remote_port);
-  strm.get_local_ip_and_port(req.local_addr, req.local_port);
-  httplib::Response res;
-  res.version = "HTTP/1.1";
-  res.status = status;
-  if (error_handler_fn_) error_handler_fn_(req, res);
-  res.status = status;
-  if (!res.has_header("Connection")) res.set_header("Connection", "close");
-  if (!res.body.empty() && !res.has_header("Content-Type"))
-    res.set_header("Content-Type", "text/plain");
-  if (!res.has_header("Content-Length"))
-    res.set_header("Content-Length", std::to_string(res.body.size()));
-  std::string out = "HTTP/1.1 " + std::to_string(status) + " " +
-                    (status == 408 ? "Request Timeout" : "Request Header Fields Too Large") +
-                    "\r\n";
-  for (const auto& [name, value] : res.headers) out += name + ": " + value + "\r\n";
-  out += "\r\n";
-  out += res.body;
-  strm.write(out.data(), out.size());
-  if (logger_fn_) logger_fn_(req, res);
-}
-
-void HttpServer::ListenInBackground() {
-  listener_ = std::thread([this] {
-    listen_after_bind();
-    listen_returned_ = true;
-  });
-  while (!is_running() && !listen_returned_)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-}
-
-void HttpServer::StopListening() {
-  if (!listener_.joinable()) return;
-  stop();
-  listener_.join();
-}
-
-bool HttpServer::process_and_close_socket(int sock) {
-  // Closed however this ends (a handler or the logger may throw).
-  struct Closer {
-    int fd;
-    ~Closer() {
-      shutdown(fd, SHUT_RDWR);
-      close(fd);
-    }
-  } closer{sock};
-  ConnectionStream strm(
-      sock, std::chrono::seconds(read_timeout_sec_) + std::chrono::microseconds(read_timeout_usec_),
-      std::chrono::seconds(write_timeout_sec_) + std::chrono::microseconds(write_timeout_usec_));
-  struct Current {  // ConnectionStream::CloseAfterResponse's target
-    explicit Current(ConnectionStream* s) { t_current = s; }
-    ~Current() { t_current = nullptr; }
-  } current(&strm);
-  const std::function<bool()> stopping = [this] { return svr_sock_ == INVALID_SOCKET; };
-  const std::chrono::microseconds keep_alive = std::chrono::seconds(keep_alive_timeout_sec_);
-  // As httplib's own loop: at most keep_alive_max_count_ requests, the last one
-  // answered with "Connection: close"; and none after a broken request.
-  bool ret = false;
-  for (size_t left = keep_alive_max_count_; left > 0; --left) {
-    if (!strm.AwaitRequest(keep_alive, stopping)) break;
-    const ConnectionStream::Head head = strm.BeginRequest();
-    if (head == ConnectionStream::Head::kTooLarge || head == ConnectionStream::Head::kTimeout) {
-      Refuse(strm, head == ConnectionStream::Head::kTimeout ? 408 : 431);
-      break;
-    }
-    // After an end of stream, httplib parses what came (400 if it is not whole).
-    if (head == ConnectionStream::Head::kError) break;
-    bool connection_closed = false;
-    ret = process_request(strm, left == 1, connection_closed, nullptr);
-    if (!ret || connection_closed || !strm.Reusable()) break;
-  }
-  strm.Flush();  // the last response, when the loop ended after it
-  return ret;
 }
 
 }  // namespace ef::serve

@@ -20,6 +20,7 @@
 #include "metrics/scrape_sample.h"
 #include "net/listen_address.h"
 #include "serve/connection_stream.h"
+#include "serve/http_server.h"
 
 namespace ef::serve {
 namespace {
@@ -479,6 +480,10 @@ struct Server::Impl {
                    "health check did not reach it): ready, but every candidate is answered unseen",
                    pm::MetricType::Gauge,
                    !options.fail_closed && (client == nullptr || !client->Ready()) ? 1 : 0);
+      AppendSample(&families, "exposure_filter_serve_open_connections",
+                   "HTTP connections open now (idle keep-alive ones included: they hold no "
+                   "worker)",
+                   pm::MetricType::Gauge, static_cast<double>(http.OpenConnections()));
       AppendProcessFamilies(&families);
       res.set_content(pm::TextSerializer().Serialize(families),
                       "text/plain; version=0.0.4; charset=utf-8");
@@ -582,7 +587,10 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Cl
   impl.options = options;
   impl.client.store(client, std::memory_order_release);
   const int threads = std::max(1, options.threads);
-  impl.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  impl.http.set_worker_threads(threads);
+  impl.http.set_control_paths({"/healthz", "/readyz", "/metrics"});
+  impl.http.set_keep_alive_timeout(
+      std::chrono::duration_cast<std::chrono::seconds>(options.idle_timeout).count());
   impl.http.set_keep_alive_max_count(1'000'000);
   impl.http.set_payload_max_length(options.limits.max_body_bytes);
   impl.http.set_read_timeout(options.request_timeout);

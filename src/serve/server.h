@@ -1,6 +1,7 @@
 // `exposure-filter serve`: the HTTP read API (docs/HTTP.md) over an
-// exposure_filter::Client, with cpp-httplib (keep-alive, a pool of worker threads;
-// the sockets' I/O is serve/connection_stream.h's):
+// exposure_filter::Client, with cpp-httplib's request handling on serve's own
+// event loop (serve/http_server.h: thousands of keep-alive connections on a
+// fixed set of threads; the sockets' I/O is serve/connection_stream.h's):
 //   POST /v1/filter, POST /v1/filter:batch, POST /v1/served   (request.h)
 //   GET  /metrics   Prometheus text format (names exposure_filter_serve_*, and
 //                   process_*: metrics/process_metrics.h)
@@ -17,9 +18,11 @@
 // answer with "mark_failed": true; /v1/served: {"marked": 0, "failed_open":
 // true}). A body is read whatever its Content-Type.
 //
-// Threads: httplib serves one connection at a time per worker thread (a
-// keep-alive connection holds its worker until it closes or idles 5 s), so
-// serve.threads bounds the concurrent client connections served; more wait.
+// Threads: one event loop holds every open connection; serve.threads workers
+// answer the requests that arrived whole, and one more answers /healthz,
+// /readyz and /metrics, which so never wait behind requests. An idle
+// keep-alive connection costs no thread and no buffer; it is closed after
+// serve.idle_timeout.
 #pragma once
 
 #include <chrono>
@@ -38,7 +41,10 @@ namespace ef::serve {
 struct ServerOptions {
   std::string listen = "127.0.0.1:8090";  // host:port; port 0 = any free port
   Limits limits;
-  int threads = 8;
+  int threads = 8;  // workers answering requests (the connections are not bounded)
+  // A keep-alive connection with no request for this long is closed
+  // (serve.idle_timeout; whole seconds).
+  std::chrono::milliseconds idle_timeout{75'000};
   std::chrono::milliseconds timeout{50};  // per-request Redis deadline
   // A request's headers and body must arrive within this of its first byte,
   // else 408 and the connection is closed (the HTTP read timeout; not a config

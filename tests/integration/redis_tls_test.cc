@@ -3,6 +3,7 @@
 // and certificates this test makes (support/tls_certs.h). What is refused, and
 // how: a certificate that does not verify, a name that does not match, a
 // server that wants our certificate when we have none.
+#include <httplib.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -82,6 +83,23 @@ TEST_CASE("redis tls: the daemon writes over TLS and every exposure is read back
   CHECK(r.code == 0);
   CHECK(Contains(r.out, "seen    " + e.items[0]));
   CHECK(Contains(r.out, "unseen  never-seen"));
+
+  // `serve` over TLS: ready, and the same answer over HTTP.
+  const int port = FreePort();
+  auto serve = StartServe(stack, config, port, {}, "serve-tls.log");
+  INFO("serve output:\n" << serve->Output());
+  httplib::Client http("127.0.0.1", port);
+  auto ready = http.Get("/readyz");
+  REQUIRE(ready);
+  CHECK(ready->status == 200);
+  CHECK(ready->body == "ready\n");
+  const std::string body =
+      R"({"user_id": ")" + e.user + R"(", "items": [")" + e.items[0] + R"(", "never-seen"]})";
+  auto filtered = http.Post("/v1/filter", body, "application/json");
+  REQUIRE(filtered);
+  CHECK(filtered->status == 200);
+  CHECK(filtered->body == R"({"unseen":["never-seen"],"seen_count":1})");
+  CHECK(serve->Stop(SIGTERM, 20s) == 0);
 }
 
 TEST_CASE("redis tls: a server certificate from another CA is refused with exit 3 and one line",

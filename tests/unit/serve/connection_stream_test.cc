@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include <string>
 #include <thread>
 
+#include "serve/http_server.h"
 #include "support/loopback.h"
 #include "support/proc_net.h"
 #include "support/wait.h"
@@ -29,6 +31,7 @@ namespace ef::serve {
 namespace {
 
 using namespace std::chrono_literals;
+using ef::test::WaitFor;
 
 // A byte pattern that shows misplaced or lost bytes.
 std::string Pattern(size_t n) {
@@ -63,6 +66,7 @@ class TestServer {
   }
   void Stop() { http_.StopListening(); }
   int port() const { return port_; }
+  size_t OpenConnections() const { return http_.OpenConnections(); }
 
  private:
   HttpServer http_;
@@ -493,7 +497,7 @@ TEST_CASE("HttpServer: a 413 leaves the connection usable", "[serve-http]") {
 TEST_CASE("HttpServer: clients that vanish do not hold the only worker", "[serve-http]") {
   TestServer server([](HttpServer& h) {
     h.set_payload_max_length(8u << 20);
-    h.new_task_queue = [] { return new httplib::ThreadPool(1); };
+    h.set_worker_threads(1);
     h.set_write_timeout(5, 0);
   });
   {
@@ -519,7 +523,7 @@ TEST_CASE("HttpServer: clients that vanish do not hold the only worker", "[serve
 TEST_CASE("HttpServer: a client that never reads loses its connection after the write timeout",
           "[serve-http]") {
   TestServer server([](HttpServer& h) {
-    h.new_task_queue = [] { return new httplib::ThreadPool(1); };
+    h.set_worker_threads(1);
     h.set_write_timeout(0, 500'000);
   });
   // Asks for more than the socket buffers hold and reads nothing: the only
@@ -552,6 +556,94 @@ TEST_CASE("HttpServer: Stop ends idle keep-alive connections without waiting the
   CHECK(std::chrono::steady_clock::now() - start < 2s);
   CHECK(a.ServerClosed());
   CHECK(b.ServerClosed());
+}
+
+// Issue 49: httplib's scheduling held a worker per keep-alive connection until
+// it idled out, so with one worker a second pooled client waited for the first
+// one's keep-alive timeout (60 s here: the reads below time out at 2 s). The
+// event loop holds idle connections without a worker.
+TEST_CASE("HttpServer: a thousand idle keep-alive connections hold no worker", "[serve-http]") {
+  rlimit files{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &files) == 0);
+  if (files.rlim_cur < 2500 && files.rlim_max >= 2500) {
+    files.rlim_cur = files.rlim_max;
+    REQUIRE(setrlimit(RLIMIT_NOFILE, &files) == 0);
+  }
+  REQUIRE(files.rlim_cur >= 2500);
+  TestServer server([](HttpServer& h) {
+    h.set_worker_threads(1);
+    h.set_keep_alive_timeout(60);
+  });
+  constexpr int kIdle = 1000;
+  std::vector<std::unique_ptr<Conn>> conns;
+  for (int i = 0; i < kIdle; ++i) {
+    conns.push_back(std::make_unique<Conn>(server.port()));
+    const timeval two_s{2, 0};
+    setsockopt(conns.back()->fd(), SOL_SOCKET, SO_RCVTIMEO, &two_s, sizeof two_s);
+    conns.back()->Send(PostEcho("c" + std::to_string(i)));
+    const Conn::Response r = conns.back()->Read();
+    INFO("connection " << i);
+    REQUIRE(r.status == 200);
+    REQUIRE(r.body == "c" + std::to_string(i));
+  }
+  CHECK(server.OpenConnections() == static_cast<size_t>(kIdle));
+  // Every one of them is still open and served again, in reverse order.
+  for (int i = kIdle - 1; i >= 0; --i) {
+    conns[i]->Send(PostEcho("again"));
+    INFO("connection " << i);
+    REQUIRE(conns[i]->Read().body == "again");
+  }
+  conns.clear();
+  CHECK(WaitFor([&] { return server.OpenConnections() == 0; }, 10s));
+}
+
+// Requests of the control paths (serve's /healthz, /readyz, /metrics) have a
+// worker of their own: with the only request worker busy, they are answered.
+// Without set_control_paths they wait behind the busy request (as every request
+// did behind busy workers before issue 49).
+TEST_CASE("HttpServer: control paths are answered while every worker is busy", "[serve-http]") {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> blocking{false};
+  TestServer server([&](HttpServer& h) {
+    h.set_worker_threads(1);
+    h.set_control_paths({"/health"});
+    h.Get("/block", [&](const httplib::Request&, httplib::Response& res) {
+      blocking = true;
+      released.wait();
+      res.set_content("released", "text/plain");
+    });
+    h.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok", "text/plain");
+    });
+  });
+  Conn busy(server.port());
+  busy.Send("GET /block HTTP/1.1\r\nHost: t\r\n\r\n");
+  REQUIRE(WaitFor([&] { return blocking.load(); }, 10s));
+  Conn probe(server.port()), other(server.port());
+  probe.Send("GET /health HTTP/1.1\r\nHost: t\r\n\r\n");
+  const Conn::Response r = probe.Read();
+  CHECK(r.status == 200);
+  CHECK(r.body == "ok");
+  // With a query string too.
+  probe.Send("GET /health?x=1 HTTP/1.1\r\nHost: t\r\n\r\n");
+  CHECK(probe.Read().body == "ok");
+  other.Send(PostEcho("queued"));
+  release.set_value();
+  CHECK(busy.Read().body == "released");
+  CHECK(other.Read().body == "queued");
+}
+
+TEST_CASE("HttpServer: an idle keep-alive connection is closed after the keep-alive timeout",
+          "[serve-http]") {
+  TestServer server([](HttpServer& h) { h.set_keep_alive_timeout(1); });
+  Conn c(server.port());
+  c.Send(PostEcho("x"));
+  REQUIRE(c.Read().body == "x");
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(c.ServerClosed());  // Conn's receive timeout is 10 s
+  CHECK(std::chrono::steady_clock::now() - start >= 900ms);
+  CHECK(WaitFor([&] { return server.OpenConnections() == 0; }, 10s));
 }
 
 // A connected loopback pair: {accepted end, client end}.

@@ -1,0 +1,103 @@
+// serve's HTTP server: cpp-httplib's request parsing, routing and responses,
+// on connections scheduled by an event loop of our own (epoll), so that
+// thousands of open keep-alive connections cost no thread.
+//
+// Why not httplib's own scheduling: it serves one connection at a time per
+// worker thread, and an idle keep-alive connection holds its worker until it
+// closes or idles out. Eight pooled clients held all of serve's workers: a 9th
+// request waited 5 s and /readyz timed out (issue 49). Why our own loop rather
+// than another library: docs/HTTP.md "Connections" has the measurements.
+//
+// Who holds a connection (the state to follow, in one place; HttpServer::Loop
+// in http_server.cc keeps it):
+//   - kWaiting: in the loop's table and armed in epoll (one-shot). Only the
+//     loop thread reads its socket. Either idle (nothing buffered: closed after
+//     the keep-alive timeout) or with part of a request buffered (answered 408
+//     once the read timeout has passed since its first byte).
+//   - kRunning: handed to a worker; only that worker touches its stream. It is
+//     not armed, so no event comes for it, and neither the loop nor Stop closes it.
+//   Transitions: accepted -> kWaiting. kWaiting -> kRunning when a request is
+//   ready (ConnectionStream::Pending: whole, or to be refused, or a body that
+//   waits for 100 Continue) or overdue (408). kRunning -> kWaiting when the
+//   worker has answered every whole request buffered and the connection may be
+//   reused; else the worker closes it. A state change, and the arming that
+//   follows it, happen under the loop's mutex.
+//   Invariant: a connection is in exactly one of: the table as kWaiting (armed
+//   or being read by the loop thread), a worker queue, a worker; it is freed
+//   only by its holder, with the mutex held.
+//
+// Which worker: GET and HEAD requests of the control paths (set_control_paths:
+// serve's /healthz, /readyz, /metrics) and requests overdue (408) run on a
+// worker of their own, so that health checks never wait behind requests; the
+// others on set_worker_threads workers (serve.threads).
+//
+// The read timeout (set_read_timeout, httplib's default 5 s) bounds a whole
+// request from its first byte (ConnectionStream's contract). A head over
+// ConnectionStream's limits is answered 431, one not whole in time 408, both
+// with "Connection: close" before the connection is closed; the error handler
+// (given an unparsed Request, method and path empty) sets their body and the
+// logger sees them, as for httplib's own errors. The keep-alive timeout
+// (set_keep_alive_timeout) closes an idle connection; the keep-alive max count
+// answers the last request of a connection with "Connection: close".
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "serve/connection_stream.h"
+
+namespace ef::serve {
+
+class HttpServer : public httplib::Server {
+ public:
+  HttpServer();
+  ~HttpServer() override;
+  // The base's setters (which hide them): HttpServer calls these for the
+  // requests it refuses itself. The error handler sees 408, not httplib's 400,
+  // for a request whose body did not arrive by its deadline, and an error
+  // response on a connection that ends after it carries "Connection: close".
+  HttpServer& set_error_handler(HandlerWithResponse handler);
+  HttpServer& set_logger(httplib::Logger logger);
+  // Workers that run requests (default 8). Before ListenInBackground.
+  HttpServer& set_worker_threads(int n);
+  // Paths whose GET and HEAD requests run on the control worker. Before
+  // ListenInBackground.
+  HttpServer& set_control_paths(std::vector<std::string> paths);
+  // After bind_to_port / bind_to_any_port: starts the event loop and workers,
+  // runs listen_after_bind() on a thread of its own and returns once the listen
+  // loop runs (httplib's stop() does nothing before it) or has already ended.
+  void ListenInBackground();
+  // Stops accepting, closes idle connections at once, lets requests being
+  // received or served finish (each answered with "Connection: close"; a
+  // request not whole by its deadline 408), then joins every thread.
+  // Idempotent; no-op if it never started.
+  void StopListening();
+  // Connections open now (accepted, not closed yet).
+  size_t OpenConnections() const;
+
+  struct Loop;  // http_server.cc
+
+ private:
+  bool process_and_close_socket(int sock) override;
+  // Serves the requests buffered on `strm` whose first arrived at `start`
+  // (the worker's part): false when the connection must end.
+  bool ServeRequests(ConnectionStream& strm, std::chrono::steady_clock::time_point start,
+                     size_t* requests_left, bool last);
+  // Answers `status` (408, 431) to a request httplib has not parsed.
+  void Refuse(ConnectionStream& strm, int status);
+
+  HandlerWithResponse error_handler_fn_;  // as given to set_error_handler
+  httplib::Logger logger_fn_;             // as given to set_logger
+  int worker_threads_ = 8;
+  std::vector<std::string> control_paths_;
+  std::unique_ptr<Loop> loop_;
+  std::thread listener_;
+  std::atomic<bool> listen_returned_{false};
+};
+
+}  // namespace ef::serve
