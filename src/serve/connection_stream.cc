@@ -78,6 +78,41 @@ bool ContainsNoCase(std::string_view text, std::string_view lower) {
   return false;
 }
 
+// What a head (request line to the last field's CRLF) says about its request.
+struct HeadScan {
+  // More than kMaxHeaderFields fields, or a field line over kMaxLineBytes.
+  bool too_large = false;
+  bool transfer_encoding = false;
+  bool expect_continue = false;  // "Expect: 100-continue"
+  bool bad_length = false;       // a Content-Length not a number, or two that differ
+  std::optional<uint64_t> content_length;
+};
+
+HeadScan ScanHead(std::string_view head) {
+  HeadScan scan;
+  size_t fields = 0;
+  for (size_t at = head.find("\r\n") + 2; at < head.size();) {
+    const size_t eol = head.find("\r\n", at);
+    const std::string_view line = head.substr(at, eol - at);
+    at = eol + 2;
+    if (++fields > ConnectionStream::kMaxHeaderFields ||
+        line.size() > ConnectionStream::kMaxLineBytes)
+      scan.too_large = true;
+    if (FieldValue(line, "transfer-encoding:")) scan.transfer_encoding = true;
+    if (auto v = FieldValue(line, "expect:"); v && ContainsNoCase(*v, "100-continue"))
+      scan.expect_continue = true;
+    if (auto v = FieldValue(line, "content-length:")) {
+      uint64_t n = 0;
+      const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+      if (ec != std::errc() || end != v->data() + v->size() ||
+          (scan.content_length && *scan.content_length != n))
+        scan.bad_length = true;
+      scan.content_length = n;
+    }
+  }
+  return scan;
+}
+
 }  // namespace
 
 void ConnectionStream::CloseAfterResponse() {
@@ -153,26 +188,11 @@ ConnectionStream::Request ConnectionStream::Pending(size_t max_body) {
   const size_t blank = head.find("\r\n\r\n");
   if (blank == std::string_view::npos)
     return head.size() == kMaxHeadBytes ? Request::kReady : Request::kPartial;  // 431
-  // The fields, line by line after the request line.
-  std::optional<uint64_t> length;
-  size_t fields = 0;
-  for (size_t at = head.find("\r\n") + 2; at < blank + 2;) {
-    const size_t eol = head.find("\r\n", at);
-    const std::string_view line = head.substr(at, eol - at);
-    at = eol + 2;
-    if (++fields > kMaxHeaderFields) return Request::kReady;             // 431
-    if (FieldValue(line, "transfer-encoding:")) return Request::kReady;  // 411
-    if (auto v = FieldValue(line, "expect:"); v && ContainsNoCase(*v, "100-continue"))
-      return Request::kReady;  // the body comes after our 100 Continue
-    if (auto v = FieldValue(line, "content-length:")) {
-      uint64_t n = 0;
-      const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
-      if (ec != std::errc() || end != v->data() + v->size() || (length && *length != n))
-        return Request::kReady;  // httplib answers 400
-      length = n;
-    }
-  }
-  const uint64_t body = length.value_or(0);
+  const HeadScan scan = ScanHead(head.substr(0, blank + 2));
+  // Refused from the head (431, 411, 400), or a body after our 100 Continue.
+  if (scan.too_large || scan.transfer_encoding || scan.expect_continue || scan.bad_length)
+    return Request::kReady;
+  const uint64_t body = scan.content_length.value_or(0);
   if (body > max_body) return Request::kReady;  // 413 from its head
   const size_t whole = blank + 4 + static_cast<size_t>(body);
   if (buffered.size() >= whole) return Request::kReady;
@@ -195,7 +215,7 @@ ConnectionStream::Fill ConnectionStream::FillUntil(Clock::time_point deadline) {
   }
 }
 
-ConnectionStream::Head ConnectionStream::BeginRequest(Clock::time_point start) {
+ConnectionStream::Head ConnectionStream::BeginRequest(Clock::time_point start, size_t max_body) {
   in_request_ = true;
   timed_out_ = false;
   deadline_ = start + read_timeout_;
@@ -204,9 +224,11 @@ ConnectionStream::Head ConnectionStream::BeginRequest(Clock::time_point start) {
     const std::string_view head = Buffered().substr(0, kMaxHeadBytes);
     const size_t blank = head.find("\r\n\r\n", searched < 3 ? 0 : searched - 3);
     if (blank != std::string_view::npos) {
-      // Lines before the blank one: the request line, then the fields.
-      const auto lines = std::count(head.begin(), head.begin() + blank + 2, '\n');
-      return static_cast<size_t>(lines) > kMaxHeaderFields + 1 ? Head::kTooLarge : Head::kComplete;
+      const HeadScan scan = ScanHead(head.substr(0, blank + 2));
+      if (scan.too_large) return Head::kTooLarge;
+      if (!scan.bad_length && scan.content_length.value_or(0) > max_body)
+        return Head::kBodyTooLarge;
+      return Head::kComplete;
     }
     if (head.size() == kMaxHeadBytes) return Head::kTooLarge;
     searched = head.size();

@@ -23,13 +23,15 @@
 //     "Expect: 100-continue" (the client waits for our 100 before sending it)
 //     and no Transfer-Encoding (refused by serve).
 //   - The input buffer is allocated when bytes arrive and released by
-//     ReleaseIdleBuffer() when nothing is buffered: an idle connection holds
-//     no buffer (thousands of them are cheap).
+//     ReleaseIdleBuffer() when nothing is buffered (HttpServer: after a second
+//     idle): an idle connection holds no buffer (thousands of them are cheap).
 //   - BeginRequest(start) starts a request whose first byte arrived at `start`:
 //     its deadline is the read timeout after it. It reads until the head is
 //     buffered (it usually already is), at most kMaxHeadBytes bytes with at most
-//     kMaxHeaderFields fields, else kTooLarge (httplib kept every field of an
-//     endless head).
+//     kMaxHeaderFields fields of at most kMaxLineBytes each, else kTooLarge
+//     (httplib kept every field of an endless head), and a Content-Length
+//     within the body limit, else kBodyTooLarge (httplib would read the body
+//     it refuses, to skip it).
 //   - read() returns buffered bytes, else flushes pending output, then waits
 //     for more: > 0 bytes, 0 at the peer's end of stream, -1 on timeout or
 //     error (httplib's SocketStream contract). Within a request it waits no
@@ -94,16 +96,18 @@ class ConnectionStream final : public httplib::Stream {
   void ReleaseIdleBuffer();
 
   enum class Head {
-    kComplete,  // the head is buffered, within the limits
-    kTooLarge,  // more than kMaxHeadBytes or kMaxHeaderFields
-    kTimeout,   // not whole by the request's deadline
-    kEnd,       // the peer's end of stream first (what came is buffered)
-    kError,     // the socket failed
+    kComplete,      // the head is buffered, within the limits
+    kTooLarge,      // more than kMaxHeadBytes or kMaxHeaderFields, or a field over kMaxLineBytes
+    kBodyTooLarge,  // a Content-Length over the body limit
+    kTimeout,       // not whole by the request's deadline
+    kEnd,           // the peer's end of stream first (what came is buffered)
+    kError,         // the socket failed
   };
   // Starts a request whose first byte arrived at `start`: its deadline is the
   // read timeout after it. Then reads until its head is buffered (usually
-  // already is). Ends the previous request.
-  Head BeginRequest(std::chrono::steady_clock::time_point start);
+  // already is) and checks it against the limits, the body's against
+  // `max_body` bytes. Ends the previous request.
+  Head BeginRequest(std::chrono::steady_clock::time_point start, size_t max_body);
   // Ends the current request: reads outside a request wait up to the read timeout.
   void EndRequest() { in_request_ = false; }
   // Whether a read of the current request ended at its deadline.
@@ -147,6 +151,9 @@ class ConnectionStream final : public httplib::Stream {
   // about 100 fields; serve's clients send a handful.
   static constexpr size_t kMaxHeadBytes = 16 * 1024;
   static constexpr size_t kMaxHeaderFields = 100;
+  // A header field's line: cpp-httplib answers 400 to a longer one
+  // (CPPHTTPLIB_HEADER_MAX_LENGTH); it is a 431 here.
+  static constexpr size_t kMaxLineBytes = 8192;
 
  private:
   enum class Fill { kData, kEnd, kTimeout, kError };

@@ -11,17 +11,25 @@
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 namespace ef::serve {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How often the loop looks for overdue requests and idle connections: the
+// How often the sweeper looks for overdue requests and idle connections: the
 // precision of the 408 and the keep-alive timeout.
 constexpr std::chrono::milliseconds kSweepEvery{50};
-// Workers for the control paths and refusals.
-constexpr int kControlWorkers = 1;
+// How long a worker waits in epoll_wait before it looks at the queue and at
+// Stop again (a request queued while it started waiting is picked up by then).
+constexpr int kWaitMs = 50;
+// A connection idle this long gives its input buffer back.
+constexpr std::chrono::seconds kReleaseIdleAfter{1};
+// The listening socket's accept queue.
+constexpr int kListenBacklog = 4096;
+// epoll data of the queue's eventfd (connections are numbered from 1).
+constexpr uint64_t kQueueEvent = 0;
 
 // httplib's accept loop hands each accepted socket to its task queue: this one
 // runs the task at once, on the accept thread (HttpServer's override only adds
@@ -30,55 +38,6 @@ class InlineQueue final : public httplib::TaskQueue {
  public:
   void enqueue(std::function<void()> fn) override { fn(); }
   void shutdown() override {}
-};
-
-// A fixed set of threads running `run` on each item queued, in order.
-template <typename T>
-class WorkerPool {
- public:
-  void Start(int threads, std::function<void(T)> run) {
-    run_ = std::move(run);
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
-  }
-  void Push(T item) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(item);
-    }
-    cv_.notify_one();
-  }
-  // Runs what is queued, then joins.
-  void Stop() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    for (std::thread& t : threads_) t.join();
-    threads_.clear();
-  }
-
- private:
-  void Work() {
-    for (;;) {
-      T item;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        item = queue_.front();
-        queue_.pop_front();
-      }
-      run_(item);
-    }
-  }
-
-  std::function<void(T)> run_;
-  std::vector<std::thread> threads_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<T> queue_;
-  bool stopping_ = false;
 };
 
 // Whether the request line at the front of `buffered` is a GET or HEAD of one
@@ -101,13 +60,14 @@ bool IsControl(std::string_view buffered, const std::vector<std::string>& paths)
 
 }  // namespace
 
-// The event loop, the connection table and the workers (the states and their
-// invariants: http_server.h).
+// The connection table and the threads that wait on its epoll set (the states
+// and their invariants: http_server.h).
 struct HttpServer::Loop {
   struct Connection {
-    Connection(int fd, std::chrono::microseconds read_timeout,
+    Connection(uint64_t id, int fd, std::chrono::microseconds read_timeout,
                std::chrono::microseconds write_timeout, size_t max_requests)
-        : stream(fd, read_timeout, write_timeout), requests_left(max_requests) {}
+        : id(id), stream(fd, read_timeout, write_timeout), requests_left(max_requests) {}
+    const uint64_t id;  // epoll data: an event for a connection already closed finds no entry
     ConnectionStream stream;
     enum class State { kWaiting, kRunning } state = State::kWaiting;
     // kWaiting: since it went idle, or its buffered request's first byte.
@@ -118,44 +78,42 @@ struct HttpServer::Loop {
 
   HttpServer& server;
   int epoll_fd = -1;
-  int wake_fd = -1;  // an eventfd: Stop and the last Close wake the loop
-  std::thread thread;
+  int queue_fd = -1;  // an eventfd in the epoll set (edge-triggered): a request was queued
+  std::vector<std::thread> threads;
   std::atomic<bool> stopping{false};
   std::atomic<size_t> open{0};  // table size, for OpenConnections
-  mutable std::mutex mu;        // the table and every Connection's state and since
-  std::unordered_map<Connection*, std::unique_ptr<Connection>> table;
-  WorkerPool<Connection*> requests, control;
+  mutable std::mutex mu;        // everything below, and every Connection's state and since
+  std::condition_variable sweep_cv;
+  std::unordered_map<uint64_t, std::unique_ptr<Connection>> table;
+  uint64_t next_id = 1;
+  // Whole requests the control thread read and left to the request workers.
+  std::deque<Connection*> queue;
 
   explicit Loop(HttpServer& s) : server(s) {}
   ~Loop() {
     if (epoll_fd >= 0) close(epoll_fd);
-    if (wake_fd >= 0) close(wake_fd);
+    if (queue_fd >= 0) close(queue_fd);
   }
 
   bool Start(int workers) {
     epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-    wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (epoll_fd < 0 || wake_fd < 0) return false;
+    queue_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (epoll_fd < 0 || queue_fd < 0) return false;
     epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.ptr = nullptr;  // the wake-up
-    if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev) != 0) return false;
-    requests.Start(workers, [this](Connection* c) { Serve(c); });
-    control.Start(kControlWorkers, [this](Connection* c) { Serve(c); });
-    thread = std::thread([this] { Run(); });
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.u64 = kQueueEvent;
+    if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, queue_fd, &ev) != 0) return false;
+    for (int i = 0; i < workers; ++i) threads.emplace_back([this] { Wait(false); });
+    threads.emplace_back([this] { Wait(true); });
+    threads.emplace_back([this] { Sweep(); });
     return true;
   }
 
-  void Wake() {
-    const uint64_t one = 1;
-    [[maybe_unused]] const ssize_t n = ::write(wake_fd, &one, sizeof one);
-  }
-
-  // Arms `c` for its next readable event. Under mu.
+  // Arms `c` (kWaiting) for its next readable event. Under mu.
   bool Arm(Connection* c, int op) {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
-    ev.data.ptr = c;
+    ev.data.u64 = c->id;
     return epoll_ctl(epoll_fd, op, c->stream.socket(), &ev) == 0;
   }
 
@@ -165,9 +123,8 @@ struct HttpServer::Loop {
     epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
     shutdown(fd, SHUT_RDWR);
     close(fd);
-    table.erase(c);
+    table.erase(c->id);
     open.store(table.size(), std::memory_order_relaxed);
-    if (stopping && table.empty()) Wake();
   }
 
   // From the accept thread.
@@ -178,119 +135,156 @@ struct HttpServer::Loop {
       close(fd);
       return;
     }
-    auto c = std::make_unique<Connection>(fd,
+    auto c = std::make_unique<Connection>(next_id++, fd,
                                           std::chrono::seconds(server.read_timeout_sec_) +
                                               std::chrono::microseconds(server.read_timeout_usec_),
                                           std::chrono::seconds(server.write_timeout_sec_) +
                                               std::chrono::microseconds(server.write_timeout_usec_),
                                           std::max<size_t>(1, server.keep_alive_max_count_));
     Connection* raw = c.get();
-    table.emplace(raw, std::move(c));
+    table.emplace(raw->id, std::move(c));
     open.store(table.size(), std::memory_order_relaxed);
     if (!Arm(raw, EPOLL_CTL_ADD)) Close(raw);
   }
 
-  // Hands `c` (kWaiting, not armed) to a worker. Under mu.
-  void Dispatch(Connection* c, bool to_control) {
-    c->state = Connection::State::kRunning;
-    (to_control ? control : requests).Push(c);
+  // The connection an event was for, now kRunning and this thread's; null if
+  // it was closed or taken (by the sweeper) meanwhile.
+  Connection* Take(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = table.find(id);
+    if (it == table.end() || it->second->state != Connection::State::kWaiting) return nullptr;
+    it->second->state = Connection::State::kRunning;
+    return it->second.get();
   }
 
-  // The loop thread: `c` is readable (or its peer hung up).
-  void OnEvent(Connection* c) {
+  // Gives `c` back to epoll (reusable) or closes it.
+  void Finish(Connection* c, bool keep) {
     std::lock_guard<std::mutex> lock(mu);
+    if (!keep || stopping) return Close(c);
+    c->state = Connection::State::kWaiting;
+    if (!Arm(c, EPOLL_CTL_MOD)) Close(c);
+  }
+
+  // Answers the requests buffered on `c` (whole: Pending() said so).
+  void Serve(Connection* c) {
+    // After the peer's end of stream, what came is answered and the connection ends.
+    const bool keep =
+        server.ServeRequests(c->stream, c->since, &c->requests_left, stopping.load() || c->ended) &&
+        !c->ended;
+    // ServeRequests answered every whole request: at most part of one is left.
+    // The buffer stays for the next request (the sweeper frees it once idle).
+    c->since = Clock::now();
+    Finish(c, keep);
+  }
+
+  // `c` is readable (or its peer hung up): reads what is there, then serves a
+  // whole request (the control thread: only a control one; it queues the
+  // others for the request workers) or waits for more.
+  void OnReadable(Connection* c, bool control_thread) {
     const bool had_bytes = !c->stream.Buffered().empty();
     switch (c->stream.ReceiveNow()) {
       case ConnectionStream::Receive::kAgain:
-        if (!Arm(c, EPOLL_CTL_MOD)) Close(c);
-        return;
+        return Finish(c, true);
       case ConnectionStream::Receive::kError:
-        return Close(c);
+        return Finish(c, false);
       case ConnectionStream::Receive::kEnd:
         // With part of a request buffered, httplib answers what came (400).
-        if (!had_bytes) return Close(c);
+        if (!had_bytes) return Finish(c, false);
         c->ended = true;
-        return Dispatch(c, false);
+        return Serve(c);
       case ConnectionStream::Receive::kData:
         break;
     }
     if (!had_bytes) c->since = Clock::now();  // the request's first byte
-    if (c->stream.Pending(server.payload_max_length_) == ConnectionStream::Request::kReady)
-      return Dispatch(c, IsControl(c->stream.Buffered(), server.control_paths_));
-    if (!Arm(c, EPOLL_CTL_MOD)) Close(c);
+    if (c->stream.Pending(server.payload_max_length_) != ConnectionStream::Request::kReady)
+      return Finish(c, true);
+    if (control_thread && !IsControl(c->stream.Buffered(), server.control_paths_)) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        queue.push_back(c);
+      }
+      const uint64_t one = 1;
+      [[maybe_unused]] const ssize_t n = ::write(queue_fd, &one, sizeof one);
+      return;
+    }
+    Serve(c);
   }
 
-  // The loop thread: ends idle connections past the keep-alive timeout (all of
-  // them when stopping) and hands overdue requests to the control worker (408).
+  Connection* PopQueued() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (queue.empty()) return nullptr;
+    Connection* c = queue.front();
+    queue.pop_front();
+    return c;
+  }
+
+  bool Done() {
+    std::lock_guard<std::mutex> lock(mu);
+    return stopping && table.empty();
+  }
+
+  // A request worker (serve.threads of them) or the control thread. All wait on
+  // the same epoll set, and epoll wakes the waiter that waited last (LIFO):
+  // the control thread, which waits the longest, is woken only while every
+  // request worker is busy. Then it answers the control requests itself, so
+  // that health checks never wait behind requests, and queues the others.
+  void Wait(bool control_thread) {
+    for (;;) {
+      if (!control_thread) {
+        if (Connection* c = PopQueued()) {
+          Serve(c);
+          continue;
+        }
+      }
+      if (stopping && Done()) return;
+      epoll_event ev;
+      const int n = epoll_wait(epoll_fd, &ev, 1, kWaitMs);
+      if (n <= 0 || ev.data.u64 == kQueueEvent) {
+        // The eventfd's edge woke this thread; a request worker takes the
+        // queue's head on its next turn (the count is never read: edge-triggered).
+        continue;
+      }
+      if (Connection* c = Take(ev.data.u64)) OnReadable(c, control_thread);
+    }
+  }
+
+  // The sweeper: ends idle connections past the keep-alive timeout (all of them
+  // once stopping) and answers requests overdue (408), every kSweepEvery.
   void Sweep() {
-    const Clock::time_point now = Clock::now();
     const auto idle = std::chrono::seconds(server.keep_alive_timeout_sec_);
     const auto request = std::chrono::seconds(server.read_timeout_sec_) +
                          std::chrono::microseconds(server.read_timeout_usec_);
-    std::lock_guard<std::mutex> lock(mu);
-    std::vector<Connection*> idle_out, overdue;
-    for (auto& [c, owned] : table) {
-      if (c->state != Connection::State::kWaiting) continue;
-      if (c->stream.Buffered().empty()) {
-        if (stopping || now - c->since >= idle) idle_out.push_back(c);
-      } else if (now - c->since >= request) {
-        overdue.push_back(c);
-      }
-    }
-    for (Connection* c : idle_out) Close(c);
-    for (Connection* c : overdue) {
-      // Disarmed first: its socket's events are the worker's now.
-      epoll_event none{};
-      none.data.ptr = c;
-      epoll_ctl(epoll_fd, EPOLL_CTL_MOD, c->stream.socket(), &none);
-      Dispatch(c, true);
-    }
-  }
-
-  void Run() {
-    epoll_event events[256];
-    Clock::time_point next_sweep = Clock::now() + kSweepEvery;
     for (;;) {
-      const int n = epoll_wait(epoll_fd, events, 256, static_cast<int>(kSweepEvery.count()));
-      for (int i = 0; i < n; ++i) {
-        if (events[i].data.ptr == nullptr) {
-          uint64_t count;
-          [[maybe_unused]] const ssize_t r = ::read(wake_fd, &count, sizeof count);
-          continue;
+      std::vector<Connection*> overdue;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        sweep_cv.wait_for(lock, kSweepEvery);
+        if (stopping && table.empty()) return;
+        const Clock::time_point now = Clock::now();
+        std::vector<Connection*> idle_out;
+        for (auto& [id, owned] : table) {
+          Connection* c = owned.get();
+          if (c->state != Connection::State::kWaiting) continue;
+          if (c->stream.Buffered().empty()) {
+            if (stopping || now - c->since >= idle) idle_out.push_back(c);
+            // Idle a while: its input buffer goes (kept between a busy
+            // client's requests: a malloc and free of 64 KiB each cost more).
+            if (now - c->since >= kReleaseIdleAfter) c->stream.ReleaseIdleBuffer();
+          } else if (now - c->since >= request) {
+            overdue.push_back(c);
+          }
         }
-        OnEvent(static_cast<Connection*>(events[i].data.ptr));
+        for (Connection* c : idle_out) Close(c);
+        for (Connection* c : overdue) {
+          c->state = Connection::State::kRunning;  // an event already taken finds it so
+          epoll_event none{};
+          none.events = EPOLLONESHOT;  // a hang-up is still reported, once
+          none.data.u64 = c->id;
+          epoll_ctl(epoll_fd, EPOLL_CTL_MOD, c->stream.socket(), &none);  // disarmed
+        }
       }
-      const Clock::time_point now = Clock::now();
-      if (stopping || now >= next_sweep) {
-        Sweep();
-        next_sweep = now + kSweepEvery;
-      }
-      if (stopping) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (table.empty()) return;
-      }
+      for (Connection* c : overdue) Serve(c);  // 408 from its deadline
     }
-  }
-
-  // A worker: answers the requests buffered on `c`, then gives it back to the
-  // loop or closes it.
-  void Serve(Connection* c) {
-    Clock::time_point start;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      start = c->since;
-    }
-    // After the peer's end of stream, what came is answered and the connection ends.
-    const bool keep =
-        server.ServeRequests(c->stream, start, &c->requests_left, stopping.load() || c->ended) &&
-        !c->ended;
-    std::lock_guard<std::mutex> lock(mu);
-    if (!keep || stopping) return Close(c);
-    // ServeRequests answered every whole request: at most part of one is left.
-    c->stream.ReleaseIdleBuffer();
-    c->state = Connection::State::kWaiting;
-    c->since = Clock::now();
-    if (!Arm(c, EPOLL_CTL_MOD)) Close(c);
   }
 
   void Stop() {
@@ -298,10 +292,9 @@ struct HttpServer::Loop {
       std::lock_guard<std::mutex> lock(mu);
       stopping = true;
     }
-    Wake();
-    if (thread.joinable()) thread.join();
-    requests.Stop();
-    control.Stop();
+    sweep_cv.notify_all();
+    for (std::thread& t : threads) t.join();
+    threads.clear();
   }
 };
 
@@ -348,6 +341,18 @@ size_t HttpServer::OpenConnections() const {
 
 void HttpServer::Refuse(ConnectionStream& strm, int status) {
   httplib::Request req;  // not parsed: method and path empty
+  if (status == 413) {
+    // The head is whole: its request line names the method and path (for the
+    // logger's endpoint).
+    const std::string_view head = strm.Buffered();
+    const std::string_view line = head.substr(0, head.find("\r\n"));
+    const size_t sp = line.find(' ');
+    if (sp != std::string_view::npos) {
+      const std::string_view target = line.substr(sp + 1, line.find(' ', sp + 1) - sp - 1);
+      req.method = std::string(line.substr(0, sp));
+      req.path = std::string(target.substr(0, target.find('?')));
+    }
+  }
   strm.get_remote_ip_and_port(req.remote_addr, req.remote_port);
   strm.get_local_ip_and_port(req.local_addr, req.local_port);
   httplib::Response res;
@@ -360,9 +365,10 @@ void HttpServer::Refuse(ConnectionStream& strm, int status) {
     res.set_header("Content-Type", "text/plain");
   if (!res.has_header("Content-Length"))
     res.set_header("Content-Length", std::to_string(res.body.size()));
-  std::string out = "HTTP/1.1 " + std::to_string(status) + " " +
-                    (status == 408 ? "Request Timeout" : "Request Header Fields Too Large") +
-                    "\r\n";
+  const char* reason = status == 408   ? "Request Timeout"
+                       : status == 413 ? "Payload Too Large"
+                                       : "Request Header Fields Too Large";
+  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\n";
   for (const auto& [name, value] : res.headers) out += name + ": " + value + "\r\n";
   out += "\r\n";
   out += res.body;
@@ -377,6 +383,10 @@ void HttpServer::ListenInBackground() {
     return;
   }
   new_task_queue = [] { return new InlineQueue(); };
+  // httplib 0.11 listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG): a pool
+  // opening hundreds of connections at once saw most of them time out. listen()
+  // again on the bound socket sets the backlog (capped by net.core.somaxconn).
+  if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, kListenBacklog);
   listener_ = std::thread([this] {
     listen_after_bind();
     listen_returned_ = true;
@@ -407,9 +417,12 @@ bool HttpServer::ServeRequests(ConnectionStream& strm, Clock::time_point start,
   const ConnectionStream::Serving serving(&strm);
   bool keep = true;
   for (;;) {
-    const ConnectionStream::Head head = strm.BeginRequest(start);
-    if (head == ConnectionStream::Head::kTooLarge || head == ConnectionStream::Head::kTimeout) {
-      Refuse(strm, head == ConnectionStream::Head::kTimeout ? 408 : 431);
+    const ConnectionStream::Head head = strm.BeginRequest(start, payload_max_length_);
+    if (head == ConnectionStream::Head::kTooLarge || head == ConnectionStream::Head::kTimeout ||
+        head == ConnectionStream::Head::kBodyTooLarge) {
+      Refuse(strm, head == ConnectionStream::Head::kTimeout        ? 408
+                   : head == ConnectionStream::Head::kBodyTooLarge ? 413
+                                                                   : 431);
       keep = false;
       break;
     }

@@ -8,33 +8,40 @@
 // request waited 5 s and /readyz timed out (issue 49). Why our own loop rather
 // than another library: docs/HTTP.md "Connections" has the measurements.
 //
-// Who holds a connection (the state to follow, in one place; HttpServer::Loop
-// in http_server.cc keeps it):
-//   - kWaiting: in the loop's table and armed in epoll (one-shot). Only the
-//     loop thread reads its socket. Either idle (nothing buffered: closed after
-//     the keep-alive timeout) or with part of a request buffered (answered 408
-//     once the read timeout has passed since its first byte).
-//   - kRunning: handed to a worker; only that worker touches its stream. It is
-//     not armed, so no event comes for it, and neither the loop nor Stop closes it.
-//   Transitions: accepted -> kWaiting. kWaiting -> kRunning when a request is
-//   ready (ConnectionStream::Pending: whole, or to be refused, or a body that
-//   waits for 100 Continue) or overdue (408). kRunning -> kWaiting when the
-//   worker has answered every whole request buffered and the connection may be
-//   reused; else the worker closes it. A state change, and the arming that
-//   follows it, happen under the loop's mutex.
-//   Invariant: a connection is in exactly one of: the table as kWaiting (armed
-//   or being read by the loop thread), a worker queue, a worker; it is freed
-//   only by its holder, with the mutex held.
+// Threads: serve.threads request workers and one control thread all wait on
+// one epoll set holding every open connection (one-shot), read a connection
+// that became readable and answer its request in place once it is whole
+// (ConnectionStream::Pending): one wake-up per request, as a thread blocked in
+// recv had. epoll wakes the thread that waited last (LIFO), so the control
+// thread, which waits the longest, is woken only while every request worker
+// is busy: it answers GET and HEAD requests of the control paths
+// (set_control_paths: serve's /healthz, /readyz, /metrics) itself, so that
+// health checks never wait behind requests, and queues the others for the next
+// free request worker. A sweeper thread closes idle connections and answers
+// overdue requests (408).
 //
-// Which worker: GET and HEAD requests of the control paths (set_control_paths:
-// serve's /healthz, /readyz, /metrics) and requests overdue (408) run on a
-// worker of their own, so that health checks never wait behind requests; the
-// others on set_worker_threads workers (serve.threads).
+// Who holds a connection (the state to follow, in one place; HttpServer::Loop
+// in http_server.cc keeps it, under its mutex):
+//   - kWaiting: in the table and armed in epoll (one-shot); nobody reads its
+//     socket. Either idle (nothing buffered: the sweeper closes it after the
+//     keep-alive timeout) or with part of a request buffered (the sweeper
+//     answers it 408 once the read timeout has passed since its first byte).
+//   - kRunning: taken by one thread (the one epoll woke, or the sweeper); only
+//     that thread touches its stream, or the request worker it queued it for.
+//     It is not armed, so no event comes for it, and nobody else closes it.
+//   Transitions: accepted -> kWaiting. kWaiting -> kRunning when a thread takes
+//   it after its event (Take: an event for a connection closed or taken
+//   meanwhile finds no kWaiting entry and is dropped) or the sweeper finds it
+//   overdue. kRunning -> kWaiting (armed again) when its thread has read what
+//   was there and answered every whole request, and it may be reused; else that
+//   thread closes it. Epoll data is the connection's number, never a pointer,
+//   so a late event cannot reach a freed connection.
 //
 // The read timeout (set_read_timeout, httplib's default 5 s) bounds a whole
 // request from its first byte (ConnectionStream's contract). A head over
-// ConnectionStream's limits is answered 431, one not whole in time 408, both
-// with "Connection: close" before the connection is closed; the error handler
+// ConnectionStream's limits is answered 431, one not whole in time 408, a
+// Content-Length over the payload limit (set_payload_max_length) 413 from the
+// head, each with "Connection: close" before the connection is closed; the error handler
 // (given an unparsed Request, method and path empty) sets their body and the
 // logger sees them, as for httplib's own errors. The keep-alive timeout
 // (set_keep_alive_timeout) closes an idle connection; the keep-alive max count
@@ -65,8 +72,8 @@ class HttpServer : public httplib::Server {
   HttpServer& set_logger(httplib::Logger logger);
   // Workers that run requests (default 8). Before ListenInBackground.
   HttpServer& set_worker_threads(int n);
-  // Paths whose GET and HEAD requests run on the control worker. Before
-  // ListenInBackground.
+  // Paths whose GET and HEAD requests the control thread answers (see above).
+  // Before ListenInBackground.
   HttpServer& set_control_paths(std::vector<std::string> paths);
   // After bind_to_port / bind_to_any_port: starts the event loop and workers,
   // runs listen_after_bind() on a thread of its own and returns once the listen
@@ -88,7 +95,7 @@ class HttpServer : public httplib::Server {
   // (the worker's part): false when the connection must end.
   bool ServeRequests(ConnectionStream& strm, std::chrono::steady_clock::time_point start,
                      size_t* requests_left, bool last);
-  // Answers `status` (408, 431) to a request httplib has not parsed.
+  // Answers `status` (408, 413, 431) to a request httplib has not parsed.
   void Refuse(ConnectionStream& strm, int status);
 
   HandlerWithResponse error_handler_fn_;  // as given to set_error_handler

@@ -457,6 +457,18 @@ struct Server::Impl {
         ConnectionStream::CloseAfterResponse();
         return httplib::Server::HandlerResponse::Handled;
       }
+      // Without a Content-Length, httplib would read a body to the end of
+      // stream: a client that keeps its connection open would wait for the
+      // request's deadline (408). Refused from the headers instead.
+      if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
+          !req.has_header("Content-Length")) {
+        SetError(res, 411,
+                 "a body needs a Content-Length (at most serve.max_body_bytes), also an empty "
+                 "one: Content-Length: 0");
+        res.set_header("Connection", "close");
+        ConnectionStream::CloseAfterResponse();
+        return httplib::Server::HandlerResponse::Handled;
+      }
       return httplib::Server::HandlerResponse::Unhandled;
     });
     const httplib::Server::HandlerWithContentReader with_body =

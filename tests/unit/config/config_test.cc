@@ -190,6 +190,7 @@ Config NonDefaultConfig() {
   // 50 ms written as a bare 50 would load back as 50 s.
   c.serve.timeout_ms = 75;
   c.serve.threads = 3;
+  c.serve.idle_timeout_ms = 90'000;
   c.serve.fail_closed = true;
   c.serve.served_ttl_ms = 90 * 60 * 1000;
   c.serve.served_items = 64;
