@@ -50,6 +50,13 @@
 #                   (ABBA); /readyz probed every 20 ms on a new connection
 #                   throughout. Targets: the idle connections stay open, the
 #                   active p99 at 50% with them <= 1.10 x alone, /readyz p99 < 10 ms
+#   --tls           instead: serve's cost of Redis over TLS: one redis-server
+#                   with a plain --port and a --tls-port (a CA and a certificate
+#                   made with openssl in the run directory), filled over the plain
+#                   port; the serve phase with serve connected over plain TCP, then
+#                   with serve restarted connected over TLS (rediss://, its
+#                   redis.tls.ca_file): max req/s, p99 at the max and at 50% of
+#                   it, serve's and Redis' CPU per request, TLS against plain
 # Everything it starts is stopped on exit; logs stay in the run directory it prints.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,6 +72,7 @@ SERVE_SETS=()
 NEAR=0
 IDLE=0
 IDLE_ARGS=()
+TLS=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) BUILD=0 ;;
@@ -81,11 +89,16 @@ while [ $# -gt 0 ]; do
     --idle) IDLE=1 ;;
     --idle-conns) IDLE_ARGS+=(--idle-conns "$2"); shift ;;
     --active) IDLE_ARGS+=(--active "$2"); shift ;;
+    --tls) TLS=1 ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { print }' "$0"; exit 0 ;;
     *) echo "bench-read: unknown option $1 (--help)" >&2; exit 2 ;;
   esac
   shift
 done
+if [ "$TLS" = 1 ] && { [ "$NEAR" = 1 ] || [ ${#PHASES[@]} -gt 0 ]; }; then
+  echo "bench-read: --tls runs the serve phase alone (no --near-duplicates, --phases)" >&2
+  exit 2
+fi
 [[ $THREADS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
   { echo "bench-read: --threads $THREADS: expected counts like 4 or 4,8" >&2; exit 2; }
 BUILD_DIR=${BUILD_DIR:-build}
@@ -113,8 +126,34 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 REDIS_PORT=$(free_port)
+REDIS_TLS_ARGS=()
+if [ "$TLS" = 1 ]; then
+  # --tls: a private CA and a certificate for 127.0.0.1 that it signed (EC P-256,
+  # the openssl commands of tests/support/tls_certs.cc); the same server also
+  # listens with TLS.
+  TLS_DIR=$RUN_DIR/tls
+  mkdir -p "$TLS_DIR"
+  EC=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+  {
+    openssl req -x509 -new "${EC[@]}" -keyout "$TLS_DIR/ca.key" -out "$TLS_DIR/ca.pem" -days 2 \
+      -subj "/CN=ef bench CA" -addext "basicConstraints=critical,CA:TRUE" \
+      -addext "keyUsage=critical,keyCertSign,cRLSign"
+    printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=CA:FALSE" \
+      "keyUsage=critical,digitalSignature,keyAgreement" "extendedKeyUsage=serverAuth" \
+      >"$TLS_DIR/server.ext"
+    openssl req -new "${EC[@]}" -keyout "$TLS_DIR/server.key" -out "$TLS_DIR/server.csr" \
+      -subj "/CN=localhost"
+    openssl x509 -req -in "$TLS_DIR/server.csr" -CA "$TLS_DIR/ca.pem" -CAkey "$TLS_DIR/ca.key" \
+      -set_serial 1 -days 2 -out "$TLS_DIR/server.pem" -extfile "$TLS_DIR/server.ext"
+  } >"$TLS_DIR/openssl.log" 2>&1 ||
+    { echo "bench-read: making the TLS certificates failed ($TLS_DIR/openssl.log)" >&2; exit 1; }
+  REDIS_TLS_PORT=$(free_port)
+  REDIS_TLS_ARGS=(--tls-port "$REDIS_TLS_PORT" --tls-cert-file "$TLS_DIR/server.pem"
+    --tls-key-file "$TLS_DIR/server.key" --tls-ca-cert-file "$TLS_DIR/ca.pem"
+    --tls-auth-clients no)
+fi
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
-  --logfile "$RUN_DIR/redis.log" &
+  --logfile "$RUN_DIR/redis.log" "${REDIS_TLS_ARGS[@]}" &
 PIDS+=($!)
 wait_for 10 "redis-server" redis-cli -p "$REDIS_PORT" ping
 
@@ -152,6 +191,55 @@ run_bench() {
 start_serve serve.log
 if [ "$IDLE" = 1 ]; then
   run_bench --phases idle "${IDLE_ARGS[@]}" "${OUT[@]}"
+  exit 0
+fi
+if [ "$TLS" = 1 ]; then
+  # --tls: the serve phase with serve on plain TCP, then with a serve on TLS to
+  # the same redis-server (each run fills it anew over the plain port, as every
+  # ef_read_bench run does: the same state both times).
+  run_bench --phases serve --out "$RUN_DIR/tls-plain.json"
+  kill "$SERVE_PID"
+  wait "$SERVE_PID" 2>/dev/null || true
+  start_serve serve-tls.log --set "redis.address=rediss://127.0.0.1:$REDIS_TLS_PORT" \
+    --set "redis.tls.ca_file=$TLS_DIR/ca.pem"
+  run_bench --phases serve --out "$RUN_DIR/tls-tls.json"
+  python3 - "$RUN_DIR" "${OUT[@]}" <<'PY'
+import json, sys
+d = sys.argv[1]
+runs = {k: json.load(open(f"{d}/tls-{k}.json")) for k in ("plain", "tls")}
+def fig(r):
+    m, h = r["serve_max"], r["serve_half"]
+    return {"max_rps": m["rps"], "max_p99_ms": m["p99_ms"], "connections": m["connections"],
+            "half_rps": h["rps"], "half_p50_ms": h["p50_ms"], "half_p99_ms": h["p99_ms"],
+            "serve_cpu_us_per_request": m["cpu_us_per_request"]["serve"],
+            "redis_cpu_us_per_request": m["cpu_us_per_request"]["redis"],
+            "serve_cpu_us_per_request_half": h["cpu_us_per_request"]["serve"],
+            "redis_cpu_us_per_request_half": h["cpu_us_per_request"]["redis"],
+            "errors": m["errors"] + h["errors"], "cpu_steal": max(m["cpu_steal"], h["cpu_steal"])}
+f = {k: fig(r) for k, r in runs.items()}
+def ratio(key):
+    return round(f["tls"][key] / f["plain"][key], 3) if f["plain"][key] else None
+out = {"bench": "exposure-filter-read-tls", "users": runs["plain"]["users"],
+       "candidates": runs["plain"]["candidates"], "seconds": runs["plain"]["seconds"],
+       "plain": f["plain"], "tls": f["tls"],
+       "tls_vs_plain": {k: ratio(k) for k in ("max_rps", "serve_cpu_us_per_request",
+                                              "redis_cpu_us_per_request", "half_p99_ms")}}
+print(f"serve, {out['candidates']} candidates a request: Redis over plain TCP, then over TLS")
+print(f"  {'':<6} {'max req/s':>10} {'p99 ms':>7} {'50%: p50 ms':>12} {'p99 ms':>7} "
+      f"{'serve cpu us/req':>17} {'redis cpu us/req':>17} {'errors':>7}")
+for k in ("plain", "tls"):
+    x = f[k]
+    print(f"  {k:<6} {x['max_rps']:>10.0f} {x['max_p99_ms']:>7.3f} {x['half_p50_ms']:>12.3f} "
+          f"{x['half_p99_ms']:>7.3f} {x['serve_cpu_us_per_request']:>17.1f} "
+          f"{x['redis_cpu_us_per_request']:>17.1f} {x['errors']:>7}")
+r = out["tls_vs_plain"]
+print(f"  tls/plain: max req/s {r['max_rps']}, serve cpu per request "
+      f"{r['serve_cpu_us_per_request']}, redis cpu per request {r['redis_cpu_us_per_request']}, "
+      f"p99 at 50% {r['half_p99_ms']} (CPU per request at the max)")
+print(json.dumps(out))
+if len(sys.argv) > 3:
+    open(sys.argv[3], "w").write(json.dumps(out) + "\n")
+PY
   exit 0
 fi
 if [ "$NEAR" = 0 ]; then

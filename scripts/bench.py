@@ -3,7 +3,8 @@
 
 Starts redis-server and the development Kafka, then measures drain throughput,
 the Redis ceiling of the same machine, and freshness under load. Prints a table
-and one JSON line. Method and figures: docs/PERFORMANCE.md.
+and one JSON line. Method and figures: docs/PERFORMANCE.md. With --tls every
+measured Redis connection (the daemon's, bench-redis') goes over TLS.
 """
 import argparse
 import json
@@ -105,17 +106,63 @@ def wait_until(what, timeout, predicate, interval=0.05):
     raise SystemExit(f"bench: {what} did not happen within {timeout} s")
 
 
-class Stack:
-    """redis-server + dev-kafka on free ports, stopped on exit."""
+def make_tls_certs(d):
+    """A private CA and a certificate for 127.0.0.1 and localhost that it signed
+    (EC P-256, the openssl commands of tests/support/tls_certs.cc), in directory
+    d: {"ca", "cert", "key"} paths."""
+    os.makedirs(d, exist_ok=True)
 
-    def __init__(self, binary, run_dir, partitions, module=None):
+    def f(name):
+        return os.path.join(d, name)
+
+    def openssl(*args):
+        r = subprocess.run(["openssl", *args], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"bench: openssl {args[0]} failed: {r.stderr.strip()[-500:]}")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", "-new", *ec, "-keyout", f("ca.key"), "-out", f("ca.pem"),
+            "-days", "2", "-subj", "/CN=ef bench CA",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    with open(f("server.ext"), "w") as out:
+        out.write("subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
+                  "keyUsage=critical,digitalSignature,keyAgreement\n"
+                  "extendedKeyUsage=serverAuth\n")
+    openssl("req", "-new", *ec, "-keyout", f("server.key"), "-out", f("server.csr"),
+            "-subj", "/CN=localhost")
+    openssl("x509", "-req", "-in", f("server.csr"), "-CA", f("ca.pem"), "-CAkey", f("ca.key"),
+            "-set_serial", "1", "-days", "2", "-out", f("server.pem"), "-extfile", f("server.ext"))
+    return {"ca": f("ca.pem"), "cert": f("server.pem"), "key": f("server.key")}
+
+
+class Stack:
+    """redis-server + dev-kafka on free ports, stopped on exit. With `tls` the
+    redis-server also listens with TLS (a CA and certificate made in the run
+    directory) and the measured connections use it (`redis_address`,
+    `redis_sets`); its plain port stays for redis-cli (FLUSHALL, INFO) and
+    `layout stats`, which are not measured."""
+
+    def __init__(self, binary, run_dir, partitions, module=None, tls=False):
         self.binary = binary
         self.run_dir = run_dir
         self.procs = []
         self.redis_port = free_port()
+        self.tls = tls
+        tls_args = []
+        self.plain_address = f"127.0.0.1:{self.redis_port}"
+        self.redis_address, self.redis_sets = self.plain_address, []
+        if tls:
+            certs = make_tls_certs(os.path.join(run_dir, "tls"))
+            self.tls_port = free_port()
+            tls_args = ["--tls-port", str(self.tls_port), "--tls-cert-file", certs["cert"],
+                        "--tls-key-file", certs["key"], "--tls-ca-cert-file", certs["ca"],
+                        "--tls-auth-clients", "no"]
+            self.tls_address = f"rediss://127.0.0.1:{self.tls_port}"
+            self.tls_sets = [f"redis.tls.ca_file={certs['ca']}"]
+            self.redis_address, self.redis_sets = self.tls_address, self.tls_sets
         self.redis = self._start(
             ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", run_dir,
+             "--appendonly", "no", "--dir", run_dir, *tls_args,
              *(["--loadmodule", module] if module else [])], "redis.log")
         wait_until("redis-server start", 10, lambda: self.redis_cli("PING") == "PONG")
         bootstrap_file = os.path.join(run_dir, "bootstrap")
@@ -158,12 +205,15 @@ class Stack:
 
 
 class SingleRedis:
-    """The stack's redis-server as a drain target."""
+    """The stack's redis-server as a drain target: over TLS if the stack has it
+    (`tls` None) or if `tls` is True (a stack started with tls), else plain."""
 
-    def __init__(self, stack):
+    def __init__(self, stack, tls=None):
         self.stack = stack
-        self.address = f"127.0.0.1:{stack.redis_port}"
-        self.sets = []
+        if stack.tls if tls is None else tls:
+            self.address, self.sets = stack.tls_address, list(stack.tls_sets)
+        else:
+            self.address, self.sets = stack.plain_address, []
         self.nodes = 1
 
     def flush(self):
@@ -238,12 +288,13 @@ class Daemon:
         self.port = free_port()
         argv = [stack.binary, "run",
                 "--set", f"kafka.bootstrap_servers={stack.bootstrap}",
-                "--set", f"redis.address={redis_address or f'127.0.0.1:{stack.redis_port}'}",
+                "--set", f"redis.address={redis_address or stack.redis_address}",
                 "--set", f"metrics.listen=127.0.0.1:{self.port}",
                 "--set", f"kafka.group_id=bench-{name}-{time.time_ns()}",
                 "--set", "kafka.properties.session.timeout.ms=6000",
                 "--set", "log.level=warn"]
-        for s in [*BASE_SETS, *sets]:
+        # redis_address given: the caller's `sets` say how to reach it.
+        for s in [*BASE_SETS, *([] if redis_address else stack.redis_sets), *sets]:
             argv += ["--set", s]
         self.log_path = os.path.join(stack.run_dir, f"daemon-{name}.log")
         self.proc = subprocess.Popen(argv, stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT,
@@ -458,13 +509,13 @@ def layout_stats(stack):
 def ceiling(stack, events, sets=()):
     stack.flush()
     argv = [stack.binary, "bench-redis", "--json", "-n", str(events),
-            "--set", f"redis.address=127.0.0.1:{stack.redis_port}",
+            "--set", f"redis.address={stack.redis_address}",
             "--users", str(MIX["users"]), "--items", str(MIX["items"]),
             "--list-size", str(MIX["list_size"]), "--list-fraction", str(MIX["list_fraction"]),
             "--spread", MIX["spread"]]
     if "zipf" in MIX:
         argv += ["--zipf", str(MIX["zipf"])]
-    for s in [*BASE_SETS, *sets]:
+    for s in [*BASE_SETS, *stack.redis_sets, *sets]:
         argv += ["--set", s]
     r = subprocess.run(argv, capture_output=True, text=True)
     if r.returncode != 0:
@@ -522,8 +573,9 @@ def start_run(a, module=None):
     if load1 > 1.0:
         log(f"warning: load average is {load1:.1f}: other work on this machine skews the figures")
     run_dir = tempfile.mkdtemp(prefix="exposure-filter-bench.")
-    log(f"run directory {run_dir}")
-    return started, load1, Stack(a.binary, run_dir, a.partitions, module)
+    log(f"run directory {run_dir}" + (" (Redis over TLS)" if getattr(a, "tls", False) else ""))
+    return started, load1, Stack(a.binary, run_dir, a.partitions, module,
+                                 getattr(a, "tls", False))
 
 
 def preload(stack, a):
@@ -576,12 +628,19 @@ def main():
                     help="--write-modes: also record redis-server and the daemon with perf "
                          "during each drain and report their hottest symbols")
     ap.add_argument("--module", help="the Redis module (build/redis-module/ef_redis.so)")
+    ap.add_argument("--tls", action="store_true",
+                    help="Redis over TLS: redis-server also gets a --tls-port with a CA and a "
+                         "certificate made with openssl in the run directory, and the daemon and "
+                         "bench-redis connect to rediss://127.0.0.1:PORT with redis.tls.ca_file "
+                         "(everything else identical; not with --cluster)")
     ap.add_argument("--out")
     a = ap.parse_args()
     if not a.write_modes and (a.thresholds or a.modes != ap.get_default("modes")):
         ap.error("--modes and --thresholds go with --write-modes")
     if a.profile and not (a.write_modes or a.near_duplicates):
         ap.error("--profile goes with --write-modes or --near-duplicates")
+    if a.tls and a.cluster:
+        ap.error("--tls does not go with --cluster (the local cluster is plain TCP)")
     if a.zipf is not None:
         if not 0.01 <= a.zipf <= 5:
             ap.error(f"--zipf must be in [0.01, 5], got {a.zipf}")
@@ -619,7 +678,7 @@ def main():
     ratio_sb = dr_sb["events_per_second"] / max(ceil_sb["events_per_second"], 1e-9)
     result = {
         "bench": "exposure-filter", "events": a.events, "partitions": a.partitions,
-        "cores": os.cpu_count(), "load_before": round(load1, 2), "mix": MIX,
+        "redis_tls": a.tls, "cores": os.cpu_count(), "load_before": round(load1, 2), "mix": MIX,
         "drain": dr, "layout": stages, "ceiling": {k: ceil[k] for k in (
             "events", "seconds", "events_per_second", "commands_per_second", "redis_cpu_seconds",
             "redis_cpu_utilisation")},
@@ -665,7 +724,7 @@ def main():
                      "while producing"))
     width = max(len(r[0]) for r in rows)
     print(f"exposure-filter bench: {a.events:,} events, {a.partitions} partitions, "
-          f"{os.cpu_count()} cores, {result['elapsed_s']} s")
+          f"{'Redis over TLS, ' if a.tls else ''}{os.cpu_count()} cores, {result['elapsed_s']} s")
     for name, value, note in rows:
         print(f"  {name:<{width}}  {value:<44} {note}")
     print_json(result, a.out)
@@ -739,7 +798,7 @@ def write_modes_main(a):
     ratio = {m: round(r["redis_cpu_s_per_million"] / base, 3) if base else None
              for m, r in results.items()}
     result = {"bench": "exposure-filter-write-modes", "events": held, "partitions": a.partitions,
-              "cores": os.cpu_count(), "load_before": round(load1, 2), "mix": MIX,
+              "redis_tls": a.tls, "cores": os.cpu_count(), "load_before": round(load1, 2), "mix": MIX,
               "modes": results, "redis_cpu_vs_bitfield": ratio,
               # None when the run was too small to measure (no rates) or the
               # mode was not run.
@@ -748,7 +807,8 @@ def write_modes_main(a):
                           "bitop_15pct_below_bitfield":
                           None if ratio.get("bitop") is None else ratio["bitop"] <= 0.85},
               "elapsed_s": round(time.monotonic() - started, 1)}
-    print(f"exposure-filter bench --write-modes: {held:,} events, {os.cpu_count()} cores, "
+    print(f"exposure-filter bench --write-modes: {held:,} events, "
+          f"{'Redis over TLS, ' if a.tls else ''}{os.cpu_count()} cores, "
           f"zipf {MIX.get('zipf', 1)}, {result['elapsed_s']} s")
     print(f"  {'mode':<12} {'events/s':>10} {'redis cpu s/M':>14} {'vs bitfield':>12} "
           f"{'redis busy':>11} {'daemon cpu s/M':>15} {'commands/s':>11}")
@@ -828,7 +888,7 @@ def near_duplicates_main(a):
         return round(m) if field == "events_per_second" else round(m, 3)
     ratio = median("on", "events_per_second") / max(median("off", "events_per_second"), 1)
     result = {"bench": "exposure-filter-near-duplicates", "events": held, "mode": mode,
-              "cores": os.cpu_count(), "load_before": round(load1, 2), "mix": MIX,
+              "redis_tls": a.tls, "cores": os.cpu_count(), "load_before": round(load1, 2), "mix": MIX,
               "token_share_of_items": round(token_share, 3), "runs": runs,
               "events_per_second": {n: median(n, "events_per_second") for n in runs},
               "daemon_cpu_s_per_million": {n: median(n, "daemon_cpu_s_per_million") for n in runs},
@@ -837,6 +897,7 @@ def near_duplicates_main(a):
               "elapsed_s": round(time.monotonic() - started, 1)}
     print(f"exposure-filter bench --near-duplicates: {held:,} events over {a.nd_items:,} items "
           f"({token_share:.0%} of them later cluster members), {mode} mode, "
+          f"{'Redis over TLS, ' if a.tls else ''}"
           f"{os.cpu_count()} cores, {result['elapsed_s']} s")
     for n in ("off", "on"):
         print(f"  near_duplicates {n:<3}: {', '.join(str(r['events_per_second']) for r in runs[n])} "

@@ -35,6 +35,14 @@
 #                       31's target: on >= 85% of off
 #     --nd-pairs N      off/on pairs (default 2; medians reported)
 #   --zipf Z            Zipf exponent of users and items (default 1)
+#   --tls               Redis over TLS (with the default run, --write-modes or
+#                       --near-duplicates; not --cluster): redis-server also
+#                       listens on a --tls-port with a CA and a certificate made
+#                       with openssl in the run directory, and the daemon and
+#                       bench-redis connect to rediss://127.0.0.1:PORT with
+#                       redis.tls.ca_file; everything else is identical, so the
+#                       figures compare with a run without it (CPU per million
+#                       events: docs/PERFORMANCE.md "Redis over TLS: what it costs")
 #   --out FILE          also write the JSON line to FILE
 #   --content           instead: the content fingerprint (docs/CONTENT.md; no Redis,
 #                       no Kafka): precision and recall on the fortunes corpus
