@@ -1,5 +1,6 @@
 #include "serve/http_server.h"
 
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -28,17 +29,10 @@ constexpr int kWaitMs = 50;
 constexpr std::chrono::seconds kReleaseIdleAfter{1};
 // The listening socket's accept queue.
 constexpr int kListenBacklog = 4096;
-// epoll data of the queue's eventfd (connections are numbered from 1).
+// epoll data of the queue's eventfd and of the listening socket (connections
+// are numbered from 1).
 constexpr uint64_t kQueueEvent = 0;
-
-// httplib's accept loop hands each accepted socket to its task queue: this one
-// runs the task at once, on the accept thread (HttpServer's override only adds
-// the socket to the event loop).
-class InlineQueue final : public httplib::TaskQueue {
- public:
-  void enqueue(std::function<void()> fn) override { fn(); }
-  void shutdown() override {}
-};
+constexpr uint64_t kListenEvent = ~uint64_t{0};
 
 // Whether the request line at the front of `buffered` is a GET or HEAD of one
 // of `paths` (with or without a query).
@@ -77,6 +71,7 @@ struct HttpServer::Loop {
   };
 
   HttpServer& server;
+  int listen_fd = -1;  // the server's (HttpServer owns it), non-blocking here
   int epoll_fd = -1;
   int queue_fd = -1;  // an eventfd in the epoll set (edge-triggered): a request was queued
   std::vector<std::thread> threads;
@@ -95,7 +90,8 @@ struct HttpServer::Loop {
     if (queue_fd >= 0) close(queue_fd);
   }
 
-  bool Start(int workers) {
+  bool Start(int workers, int listening) {
+    listen_fd = listening;
     epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     queue_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (epoll_fd < 0 || queue_fd < 0) return false;
@@ -103,6 +99,13 @@ struct HttpServer::Loop {
     ev.events = EPOLLIN | EPOLLET;
     ev.data.u64 = kQueueEvent;
     if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, queue_fd, &ev) != 0) return false;
+    // The listening socket (level-triggered): whichever thread epoll wakes
+    // accepts, so a new connection's first request costs no other thread's turn.
+    const int flags = fcntl(listen_fd, F_GETFL);
+    if (flags < 0 || fcntl(listen_fd, F_SETFL, flags | O_NONBLOCK) != 0) return false;
+    ev.events = EPOLLIN;
+    ev.data.u64 = kListenEvent;
+    if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, listen_fd, &ev) != 0) return false;
     for (int i = 0; i < workers; ++i) threads.emplace_back([this] { Wait(false); });
     threads.emplace_back([this] { Wait(true); });
     threads.emplace_back([this] { Sweep(); });
@@ -127,7 +130,23 @@ struct HttpServer::Loop {
     open.store(table.size(), std::memory_order_relaxed);
   }
 
-  // From the accept thread.
+  // Accepts every connection waiting (the thread epoll woke for the listening
+  // socket). At the open files limit (EMFILE), waits a millisecond: the
+  // connection stays in the accept queue until a descriptor is free.
+  void AcceptAll() {
+    for (;;) {
+      const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        Add(fd);
+        continue;
+      }
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return;  // EAGAIN: none left
+    }
+  }
+
   void Add(int fd) {
     std::lock_guard<std::mutex> lock(mu);
     if (stopping) {
@@ -239,6 +258,10 @@ struct HttpServer::Loop {
       if (stopping && Done()) return;
       epoll_event ev;
       const int n = epoll_wait(epoll_fd, &ev, 1, kWaitMs);
+      if (n == 1 && ev.data.u64 == kListenEvent) {
+        if (!stopping) AcceptAll();
+        continue;
+      }
       if (n <= 0 || ev.data.u64 == kQueueEvent) {
         // The eventfd's edge woke this thread; a request worker takes the
         // queue's head on its next turn (the count is never read: edge-triggered).
@@ -291,6 +314,7 @@ struct HttpServer::Loop {
     {
       std::lock_guard<std::mutex> lock(mu);
       stopping = true;
+      epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);  // no more accepts
     }
     sweep_cv.notify_all();
     for (std::thread& t : threads) t.join();
@@ -377,39 +401,24 @@ void HttpServer::Refuse(ConnectionStream& strm, int status) {
 }
 
 void HttpServer::ListenInBackground() {
-  loop_ = std::make_unique<Loop>(*this);
-  if (!loop_->Start(worker_threads_)) {
-    loop_.reset();
-    return;
-  }
-  new_task_queue = [] { return new InlineQueue(); };
+  if (loop_ || svr_sock_ == INVALID_SOCKET) return;
   // httplib 0.11 listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG): a pool
   // opening hundreds of connections at once saw most of them time out. listen()
   // again on the bound socket sets the backlog (capped by net.core.somaxconn).
-  if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, kListenBacklog);
-  listener_ = std::thread([this] {
-    listen_after_bind();
-    listen_returned_ = true;
-  });
-  while (!is_running() && !listen_returned_)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ::listen(svr_sock_, kListenBacklog);
+  loop_ = std::make_unique<Loop>(*this);
+  if (!loop_->Start(worker_threads_, svr_sock_)) loop_.reset();
 }
 
 void HttpServer::StopListening() {
-  if (!listener_.joinable()) return;
-  stop();
-  listener_.join();
-  if (loop_) loop_->Stop();
-}
-
-bool HttpServer::process_and_close_socket(int sock) {
-  if (!loop_) {
+  if (!loop_) return;
+  loop_->Stop();
+  loop_.reset();
+  const int sock = svr_sock_.exchange(INVALID_SOCKET);
+  if (sock != INVALID_SOCKET) {
     shutdown(sock, SHUT_RDWR);
     close(sock);
-    return false;
   }
-  loop_->Add(sock);
-  return true;
 }
 
 bool HttpServer::ServeRequests(ConnectionStream& strm, Clock::time_point start,

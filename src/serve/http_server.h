@@ -9,7 +9,8 @@
 // than another library: docs/HTTP.md "Connections" has the measurements.
 //
 // Threads: serve.threads request workers and one control thread all wait on
-// one epoll set holding every open connection (one-shot), read a connection
+// one epoll set holding the listening socket (whoever wakes accepts) and every
+// open connection (one-shot), read a connection
 // that became readable and answer its request in place once it is whole
 // (ConnectionStream::Pending): one wake-up per request, as a thread blocked in
 // recv had. epoll wakes the thread that waited last (LIFO), so the control
@@ -75,14 +76,12 @@ class HttpServer : public httplib::Server {
   // Paths whose GET and HEAD requests the control thread answers (see above).
   // Before ListenInBackground.
   HttpServer& set_control_paths(std::vector<std::string> paths);
-  // After bind_to_port / bind_to_any_port: starts the event loop and workers,
-  // runs listen_after_bind() on a thread of its own and returns once the listen
-  // loop runs (httplib's stop() does nothing before it) or has already ended.
+  // After bind_to_port / bind_to_any_port: starts the threads, which accept
+  // on the bound socket (httplib's listen loop is not used), and returns.
   void ListenInBackground();
-  // Stops accepting, closes idle connections at once, lets requests being
-  // received or served finish (each answered with "Connection: close"; a
-  // request not whole by its deadline 408), then joins every thread.
-  // Idempotent; no-op if it never started.
+  // Stops accepting (then closes the listening socket), closes idle connections at once, lets
+  // requests being received or served finish (each answered with "Connection: close"; a request not
+  // whole by its deadline 408), then joins every thread. Idempotent; no-op if it never started.
   void StopListening();
   // Connections open now (accepted, not closed yet).
   size_t OpenConnections() const;
@@ -90,7 +89,6 @@ class HttpServer : public httplib::Server {
   struct Loop;  // http_server.cc
 
  private:
-  bool process_and_close_socket(int sock) override;
   // Serves the requests buffered on `strm` whose first arrived at `start`
   // (the worker's part): false when the connection must end.
   bool ServeRequests(ConnectionStream& strm, std::chrono::steady_clock::time_point start,
@@ -103,8 +101,6 @@ class HttpServer : public httplib::Server {
   int worker_threads_ = 8;
   std::vector<std::string> control_paths_;
   std::unique_ptr<Loop> loop_;
-  std::thread listener_;
-  std::atomic<bool> listen_returned_{false};
 };
 
 }  // namespace ef::serve
