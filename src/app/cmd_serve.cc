@@ -49,7 +49,9 @@ int Serve(const ConfigArgs& args) {
   exposure_filter::ClientOptions options;
   options.config_path = args.path;
   options.overrides = args.overrides;
-  options.pool_size = static_cast<size_t>(sc.threads);
+  // One Redis connection per worker, and one for the control thread's /readyz
+  // PING, which so never waits for a worker's connection (serve/http_server.h).
+  options.pool_size = static_cast<size_t>(sc.threads) + 1;
   options.timeout = std::chrono::milliseconds(sc.timeout_ms);
   options.on_error =
       sc.fail_closed ? exposure_filter::OnError::kFailClosed : exposure_filter::OnError::kFailOpen;

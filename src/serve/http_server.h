@@ -6,7 +6,8 @@
 // worker thread, and an idle keep-alive connection holds its worker until it
 // closes or idles out. Eight pooled clients held all of serve's workers: a 9th
 // request waited 5 s and /readyz timed out (issue 49). Why our own loop rather
-// than another library: docs/HTTP.md "Connections" has the measurements.
+// than another library: docs/PERFORMANCE.md "serve under connection pools"
+// has the measurements.
 //
 // Threads: serve.threads request workers and one control thread all wait on
 // one epoll set holding the listening socket (whoever wakes accepts) and every
