@@ -231,6 +231,14 @@ void SetError(httplib::Response& res, int status, std::string_view message) {
   SetJson(res, ErrorResponse(message));
 }
 
+// An error for a request whose body is left unread: the connection ends after
+// the answer (the body is not taken for a next request).
+void RefuseAndClose(httplib::Response& res, int status, std::string_view message) {
+  SetError(res, status, message);
+  res.set_header("Connection", "close");
+  ConnectionStream::CloseAfterResponse();
+}
+
 // The methods a known path answers ("" for an unknown path).
 std::string AllowedOn(const std::string& path) {
   if (path == "/v1/filter" || path == "/v1/filter:batch" || path == "/v1/served") return "POST";
@@ -395,12 +403,9 @@ struct Server::Impl {
     if (req.is_multipart_form_data()) {
       // The content reader would hand it to its multipart parser; never JSON.
       // The unread body ends the connection.
-      SetError(res, 415,
-               "Content-Type multipart/form-data is not accepted: send the JSON body as is "
-               "(any other Content-Type)");
-      res.set_header("Connection", "close");
-      ConnectionStream::CloseAfterResponse();
-      return;
+      return RefuseAndClose(res, 415,
+                            "Content-Type multipart/form-data is not accepted: send the JSON body "
+                            "as is (any other Content-Type)");
     }
     const size_t max = options.limits.max_body_bytes;
     std::string body;
@@ -450,11 +455,9 @@ struct Server::Impl {
       // refused from the headers, before any of it is read; the unread body
       // ends the connection.
       if (req.has_header("Transfer-Encoding")) {
-        SetError(res, 411,
-                 "Transfer-Encoding is not accepted: send the body with a Content-Length "
-                 "(at most serve.max_body_bytes)");
-        res.set_header("Connection", "close");
-        ConnectionStream::CloseAfterResponse();
+        RefuseAndClose(res, 411,
+                       "Transfer-Encoding is not accepted: send the body with a Content-Length "
+                       "(at most serve.max_body_bytes)");
         return httplib::Server::HandlerResponse::Handled;
       }
       // Without a Content-Length, httplib would read a body to the end of
@@ -462,11 +465,9 @@ struct Server::Impl {
       // request's deadline (408). Refused from the headers instead.
       if ((req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
           !req.has_header("Content-Length")) {
-        SetError(res, 411,
-                 "a body needs a Content-Length (at most serve.max_body_bytes), also an empty "
-                 "one: Content-Length: 0");
-        res.set_header("Connection", "close");
-        ConnectionStream::CloseAfterResponse();
+        RefuseAndClose(res, 411,
+                       "a body needs a Content-Length (at most serve.max_body_bytes), also an "
+                       "empty one: Content-Length: 0");
         return httplib::Server::HandlerResponse::Handled;
       }
       return httplib::Server::HandlerResponse::Unhandled;
