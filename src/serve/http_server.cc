@@ -106,8 +106,10 @@ struct HttpServer::Loop {
     ev.events = EPOLLIN;
     ev.data.u64 = kListenEvent;
     if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, listen_fd, &ev) != 0) return false;
-    for (int i = 0; i < workers; ++i) threads.emplace_back([this] { Wait(false); });
+    // The control thread first: it should be the longest waiter (epoll wakes
+    // the last one), so that it is woken only while every worker is busy.
     threads.emplace_back([this] { Wait(true); });
+    for (int i = 0; i < workers; ++i) threads.emplace_back([this] { Wait(false); });
     threads.emplace_back([this] { Sweep(); });
     return true;
   }
@@ -267,7 +269,13 @@ struct HttpServer::Loop {
         // queue's head on its next turn (the count is never read: edge-triggered).
         continue;
       }
-      if (Connection* c = Take(ev.data.u64)) OnReadable(c, control_thread);
+      Connection* c = Take(ev.data.u64);
+      if (c == nullptr) continue;
+      // Requests queued earlier go first: a request the control thread queued
+      // is not overtaken by one that arrived after it.
+      if (!control_thread)
+        while (Connection* q = PopQueued()) Serve(q);
+      OnReadable(c, control_thread);
     }
   }
 

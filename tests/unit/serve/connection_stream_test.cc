@@ -591,6 +591,14 @@ TEST_CASE("HttpServer: a client that never reads loses its connection after the 
   // worker's send waits, then fails after 500 ms without progress.
   Conn stuck(server.port());
   stuck.Send("GET /big?n=" + std::to_string(size_t{64} << 20) + " HTTP/1.1\r\nHost: t\r\n\r\n");
+  // The worker is sending it (its first bytes arrived) before the next request
+  // comes: two requests arriving together may be answered in either order.
+  REQUIRE(WaitFor(
+      [&] {
+        char x;
+        return recv(stuck.fd(), &x, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
+      },
+      10s));
   Conn c(server.port());
   c.Send(PostEcho("next"));
   Conn::Response r = c.Read();  // waits for the worker (Conn's 10 s receive timeout)
