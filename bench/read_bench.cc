@@ -54,6 +54,7 @@
 #include "bloom/keys.h"
 #include "bloom/layout.h"
 #include "bloom/served.h"
+#include "common/open_files.h"
 #include "config/config.h"
 #include "contentdb/index.h"
 #include "event/event.h"
@@ -118,7 +119,7 @@ struct Args {
       "--phases: run only these phases (e.g. serve, to profile it); targets need all of them\n"
       "  (mark_served's compare with serve's). `idle` runs alone (not part of the default):\n"
       "  --active C connections (16) without, then with --idle-conns N (2000) idle keep-alive\n"
-      "  connections open, closed loop then open loop at 50% of the max without; /readyz\n"
+      "  connections open, closed loop then open loop at 50%% of the max without; /readyz\n"
       "  probed every 20 ms on a new connection throughout.\n");
   std::exit(code);
 }
@@ -1078,11 +1079,7 @@ int RunIdleMode(const Args& a, const std::vector<Request>& reqs, const ef::Redis
     std::fprintf(stderr, "ef_read_bench: the idle phase needs --serve HOST:PORT\n");
     return 2;
   }
-  rlimit files{};  // the idle connections' descriptors
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = files.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &files);
-  }
+  ef::RaiseOpenFileLimit();  // the idle connections' descriptors
   CpuMeter meter(ro, a.serve_pid);
   ReadyzProber prober(host, port);
   IdlePool pool;
