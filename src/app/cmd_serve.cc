@@ -1,11 +1,11 @@
 // exposure-filter serve: the HTTP read API for recall services (docs/HTTP.md).
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
 
 #include <cstdint>
 
 #include "app/commands.h"
 #include "app/common.h"
+#include "common/open_files.h"
 #include "exposure_filter/client.h"
 #include "serve/server.h"
 
@@ -23,20 +23,6 @@ void LogLayout(const exposure_filter::Client& client) {
         "serve: no layout stored at {}meta yet: every candidate is unseen and /readyz answers "
         "503 until the daemon stores it (with its first write)",
         layout.prefix);
-}
-
-// Thousands of keep-alive connections need as many file descriptors: the soft
-// limit (often 1024) is raised to the hard one, as nginx and Go's runtime do.
-// Returns the limit in force.
-uint64_t RaiseOpenFileLimit() {
-  rlimit r{};
-  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return 0;
-  if (r.rlim_cur < r.rlim_max) {
-    rlimit raised = r;
-    raised.rlim_cur = r.rlim_max;
-    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) r = raised;
-  }
-  return static_cast<uint64_t>(r.rlim_cur);
 }
 
 int Serve(const ConfigArgs& args) {
@@ -68,7 +54,8 @@ int Serve(const ConfigArgs& args) {
   if (!client && code != exposure_filter::ErrorCode::kUnavailable)
     return Fail(Unavailable(error), ExitCodeForClientError(code));
 
-  const uint64_t open_files = RaiseOpenFileLimit();
+  // Thousands of keep-alive connections need as many file descriptors.
+  const uint64_t open_files = ef::RaiseOpenFileLimit();
   serve::ServerOptions so;
   so.listen = sc.listen;
   so.limits.max_items = static_cast<size_t>(sc.max_items);

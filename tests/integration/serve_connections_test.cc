@@ -6,7 +6,6 @@
 // workers, and every request, /readyz included, is answered within the 2 s the
 // test's sockets wait.
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "bloom/layout.h"
+#include "common/open_files.h"
 #include "redis/meta.h"
 #include "support/fault_stream.h"
 #include "support/loopback.h"
@@ -89,13 +89,7 @@ TEST_CASE(
     "answered at once",
     "[integration][serve]") {
   constexpr int kIdle = 2000;
-  rlimit files{};
-  REQUIRE(getrlimit(RLIMIT_NOFILE, &files) == 0);
-  if (files.rlim_cur < kIdle + 500 && files.rlim_max >= kIdle + 500) {
-    files.rlim_cur = files.rlim_max;
-    REQUIRE(setrlimit(RLIMIT_NOFILE, &files) == 0);
-  }
-  REQUIRE(files.rlim_cur >= kIdle + 500);
+  REQUIRE(RaiseOpenFileLimit() >= kIdle + 500);
 
   Stack stack(1);
   const std::string config = stack.WriteConfig();

@@ -10,7 +10,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,6 +21,7 @@
 #include <string>
 #include <thread>
 
+#include "common/open_files.h"
 #include "serve/http_server.h"
 #include "support/loopback.h"
 #include "support/proc_net.h"
@@ -632,13 +632,7 @@ TEST_CASE("HttpServer: Stop ends idle keep-alive connections without waiting the
 // one's keep-alive timeout (60 s here: the reads below time out at 2 s). The
 // event loop holds idle connections without a worker.
 TEST_CASE("HttpServer: a thousand idle keep-alive connections hold no worker", "[serve-http]") {
-  rlimit files{};
-  REQUIRE(getrlimit(RLIMIT_NOFILE, &files) == 0);
-  if (files.rlim_cur < 2500 && files.rlim_max >= 2500) {
-    files.rlim_cur = files.rlim_max;
-    REQUIRE(setrlimit(RLIMIT_NOFILE, &files) == 0);
-  }
-  REQUIRE(files.rlim_cur >= 2500);
+  REQUIRE(ef::RaiseOpenFileLimit() >= 2500);
   TestServer server([](HttpServer& h) {
     h.set_worker_threads(1);
     h.set_keep_alive_timeout(60);
