@@ -4,11 +4,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string_view>
@@ -173,13 +175,11 @@ Status ApplyOverrides(const std::vector<std::string>& overrides, Config* config)
   return Status::Ok();
 }
 
-struct EnvVar {
-  const char* name;
-  const char* key;
-};
-
-constexpr EnvVar kEnvVars[] = {
+constexpr EnvironmentVariable kEnvVars[] = {
     {"EXPOSURE_FILTER_KAFKA_BOOTSTRAP_SERVERS", "kafka.bootstrap_servers"},
+    {"EXPOSURE_FILTER_KAFKA_SECURITY_PROTOCOL", "kafka.properties.security.protocol"},
+    {"EXPOSURE_FILTER_KAFKA_SASL_MECHANISM", "kafka.properties.sasl.mechanism"},
+    {"EXPOSURE_FILTER_KAFKA_SASL_USERNAME", "kafka.properties.sasl.username"},
     {"EXPOSURE_FILTER_KAFKA_SASL_PASSWORD", "kafka.properties.sasl.password"},
     {"EXPOSURE_FILTER_REDIS_ADDRESS", "redis.address"},
     {"EXPOSURE_FILTER_REDIS_USERNAME", "redis.username"},
@@ -188,7 +188,7 @@ constexpr EnvVar kEnvVars[] = {
 
 // Empty counts as unset: compose files and CI templates pass "" for unset host vars.
 Status ApplyEnvironment(Config* config) {
-  for (const EnvVar& var : kEnvVars) {
+  for (const EnvironmentVariable& var : kEnvVars) {
     const char* value = std::getenv(var.name);
     if (value == nullptr || *value == '\0') continue;
     EF_RETURN_IF_ERROR(
@@ -199,8 +199,10 @@ Status ApplyEnvironment(Config* config) {
 }
 
 Status Finish(const std::vector<std::string>& overrides, Config* config) {
-  EF_RETURN_IF_ERROR(ApplyOverrides(overrides, config));
+  // Precedence: file < environment < --set (flags win, as in most CLIs and the
+  // twelve-factor convention: `kubectl exec ... --set redis.address=X` uses X).
   EF_RETURN_IF_ERROR(ApplyEnvironment(config));
+  EF_RETURN_IF_ERROR(ApplyOverrides(overrides, config));
   // rediss:// turns TLS on: the effective config (DumpConfig) says so.
   if (config->redis.address.find("rediss://") != std::string::npos)
     config->redis.tls_enabled = true;
@@ -294,6 +296,64 @@ bool MoreDocumentsThan(const std::string& yaml, int limit) {
 }
 
 }  // namespace
+
+std::span<const EnvironmentVariable> EnvironmentVariables() { return kEnvVars; }
+
+namespace {
+
+// "EXPOSURE_FILTER_REDIS_ADRESS=x is not a variable exposure-filter reads ...".
+void WarnUnknownVariables(char** environment, std::vector<std::string>* warnings) {
+  constexpr std::string_view kPrefix = "EXPOSURE_FILTER_";
+  for (char** e = environment; e != nullptr && *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    if (name.substr(0, kPrefix.size()) != kPrefix) continue;
+    const auto known = [&](const EnvironmentVariable& v) { return name == v.name; };
+    if (std::any_of(std::begin(kEnvVars), std::end(kEnvVars), known)) continue;
+    std::string best;
+    size_t best_distance = std::numeric_limits<size_t>::max();
+    for (const EnvironmentVariable& v : kEnvVars) {
+      const size_t d = config_internal::EditDistance(name, v.name);
+      if (d < best_distance) best_distance = d, best = v.name;
+    }
+    std::string message = "environment: " + std::string(name) +
+                          " is not a variable exposure-filter reads; it is ignored";
+    if (best_distance <= std::max<size_t>(2, name.size() / 6))
+      message += " (did you mean " + best + "?)";
+    warnings->push_back(message + "; the variables are listed in docs/CONFIG.md#environment");
+  }
+}
+
+// librdkafka's default security.protocol is plaintext: SASL settings without a
+// SASL protocol are silently unused and the credentials never sent.
+void WarnSaslWithoutProtocol(const KafkaConfig& kafka, std::vector<std::string>* warnings) {
+  std::string sasl_keys;
+  for (const auto& [name, value] : kafka.properties) {
+    if (name.compare(0, 5, "sasl.") == 0 && !value.empty())
+      sasl_keys += (sasl_keys.empty() ? "" : ", ") + name;
+  }
+  if (sasl_keys.empty()) return;
+  std::string protocol;
+  if (auto it = kafka.properties.find("security.protocol"); it != kafka.properties.end())
+    protocol = it->second;
+  std::string upper = protocol;
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  if (upper == "SASL_SSL" || upper == "SASL_PLAINTEXT") return;
+  warnings->push_back("kafka.properties: " + sasl_keys + " set but security.protocol is " +
+                      (protocol.empty() ? std::string("unset (plaintext)") : "'" + protocol + "'") +
+                      ": Kafka is reached without SASL; set security.protocol to SASL_SSL (or "
+                      "SASL_PLAINTEXT), e.g. EXPOSURE_FILTER_KAFKA_SECURITY_PROTOCOL=SASL_SSL");
+}
+
+}  // namespace
+
+std::vector<std::string> ConfigWarnings(const Config& config, char** environment) {
+  std::vector<std::string> warnings;
+  WarnUnknownVariables(environment, &warnings);
+  WarnSaslWithoutProtocol(config.kafka, &warnings);
+  return warnings;
+}
 
 StatusOr<Config> LoadConfigFromString(const std::string& yaml, const std::string& origin,
                                       const std::vector<std::string>& overrides) {

@@ -22,7 +22,8 @@ namespace {
 const char* const kEnvVars[] = {
     "EXPOSURE_FILTER_REDIS_PASSWORD",      "EXPOSURE_FILTER_REDIS_USERNAME",
     "EXPOSURE_FILTER_KAFKA_SASL_PASSWORD", "EXPOSURE_FILTER_KAFKA_BOOTSTRAP_SERVERS",
-    "EXPOSURE_FILTER_REDIS_ADDRESS",
+    "EXPOSURE_FILTER_REDIS_ADDRESS",       "EXPOSURE_FILTER_KAFKA_SECURITY_PROTOCOL",
+    "EXPOSURE_FILTER_KAFKA_SASL_MECHANISM", "EXPOSURE_FILTER_KAFKA_SASL_USERNAME",
 };
 
 // The loaders read the environment; a developer's shell must not change results.
@@ -475,21 +476,28 @@ TEST_CASE("overrides (--set) use the same field table", "[config]") {
         "--set redis.write_mode: must be one of auto, module, bitfield, bitop, setbit, got 'x'");
 }
 
-TEST_CASE("environment secrets are applied last", "[config]") {
+TEST_CASE("the environment beats the file and --set beats both", "[config]") {
   CleanEnv env;
   setenv("EXPOSURE_FILTER_REDIS_PASSWORD", "s3cret", 1);
   setenv("EXPOSURE_FILTER_REDIS_USERNAME", "ef-user", 1);
   setenv("EXPOSURE_FILTER_KAFKA_SASL_PASSWORD", "kpw", 1);
+  setenv("EXPOSURE_FILTER_KAFKA_SASL_USERNAME", "env-user", 1);
+  setenv("EXPOSURE_FILTER_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512", 1);
+  setenv("EXPOSURE_FILTER_KAFKA_SECURITY_PROTOCOL", "SASL_SSL", 1);
   setenv("EXPOSURE_FILTER_KAFKA_BOOTSTRAP_SERVERS", "broker:9094", 1);
   setenv("EXPOSURE_FILTER_REDIS_ADDRESS", "redis.internal:6390", 1);
-  Config c = Load("redis:\n  password: from-file\n",
+  Config c = Load("redis:\n  password: from-file\n  username: file-user\n",
                   {"redis.password=from-set", "kafka.properties.sasl.username=u"});
-  CHECK(c.redis.password == "s3cret");
-  CHECK(c.redis.username == "ef-user");
-  CHECK(c.kafka.properties ==
-        std::map<std::string, std::string>{{"sasl.password", "kpw"}, {"sasl.username", "u"}});
+  CHECK(c.redis.password == "from-set");  // --set > environment > file
+  CHECK(c.redis.username == "ef-user");   // environment > file
+  CHECK(c.kafka.properties == std::map<std::string, std::string>{{"sasl.password", "kpw"},
+                                                                 {"sasl.username", "u"},
+                                                                 {"sasl.mechanism", "SCRAM-SHA-512"},
+                                                                 {"security.protocol", "SASL_SSL"}});
   CHECK(c.kafka.bootstrap_servers == "broker:9094");
   CHECK(c.redis.address == "redis.internal:6390");
+  // `kubectl exec ... check --set redis.address=X` queries X, not the pod's Redis.
+  CHECK(Load("", {"redis.address=other:6379"}).redis.address == "other:6379");
 
   StatusOr<Config> no_file = LoadConfig("", {});
   REQUIRE(no_file.ok());
