@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "common/log_fields.h"
+#include "serve/request.h"  // AppendJsonString: the one JSON string writer
 
 namespace ef::app {
 namespace {
@@ -19,39 +20,6 @@ constexpr const char* kLoggerName = "exposure-filter";
 std::string& CurrentFormat() {
   static std::string format = "text";
   return format;
-}
-
-void AppendJsonString(std::string_view s, std::string* out) {
-  out->push_back('"');
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out->append(buf);
-        } else {
-          out->push_back(ch);  // UTF-8 passes through; invalid bytes are the message's
-        }
-    }
-  }
-  out->push_back('"');
 }
 
 std::string LevelName(spdlog::level::level_enum level) {
@@ -96,21 +64,21 @@ std::string JsonLogLine(int64_t unix_ms, const std::string& level, std::string_v
   const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
   std::tm tm{};
   gmtime_r(&seconds, &tm);
-  char time[40];
+  char time[80];  // 24 bytes in practice; room for any int the compiler imagines
   std::snprintf(time, sizeof time, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                 static_cast<int>(unix_ms % 1000));
   std::string out = "{\"time\":\"";
   out += time;
   out += "\",\"level\":";
-  AppendJsonString(level, &out);
+  serve::AppendJsonString(level, &out);
   out += ",\"message\":";
-  AppendJsonString(message, &out);
+  serve::AppendJsonString(message, &out);
   for (const LogField& f : CurrentLogFields()) {
     out.push_back(',');
-    AppendJsonString(f.name, &out);
+    serve::AppendJsonString(f.name, &out);
     out.push_back(':');
-    AppendJsonString(f.value, &out);
+    serve::AppendJsonString(f.value, &out);
   }
   out.push_back('}');
   return out;
