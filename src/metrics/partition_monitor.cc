@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "common/log_fields.h"
+
 namespace ef {
 namespace {
 
@@ -111,9 +113,12 @@ void PartitionMonitor::Update(const std::vector<PartitionSnapshot>& parts, int64
     PartitionGauges::SetStatus(s.gauges, st);
     if (st != s.last) {
       auto log = st == PartitionStatus::kOk ? spdlog::level::info : spdlog::level::warn;
-      spdlog::log(log, "partition {}/{}: {} -> {}: {}", p.tp.topic, p.tp.partition,
-                  PartitionStatusName(s.last), PartitionStatusName(st),
-                  s.evaluator.CurrentReason());
+      LogWith(log,
+              {{"topic", p.tp.topic},
+               {"partition", p.tp.partition},
+               {"status", PartitionStatusName(st)}},
+              "partition {}/{}: {} -> {}: {}", p.tp.topic, p.tp.partition,
+              PartitionStatusName(s.last), PartitionStatusName(st), s.evaluator.CurrentReason());
       s.last = st;
     }
     std::string why;
