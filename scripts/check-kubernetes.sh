@@ -5,7 +5,8 @@
 #                                         the base's config file is config/exposure-filter.yaml
 #   scripts/check-kubernetes.sh schema    every rendered object validates against its
 #                                         schema (deploy/kubernetes/validate/validate.mjs)
-#   scripts/check-kubernetes.sh negative  the validator rejects broken objects
+#   scripts/check-kubernetes.sh negative  the validator rejects broken objects, and the
+#                                         fields step a keda overlay with what issue 50 removed
 #   scripts/check-kubernetes.sh rules     prometheusrule.yaml is generate.sh's output of
 #                                         config/alerts.yml, and promtool check rules
 #                                         accepts the rendered PrometheusRule's spec
@@ -94,6 +95,22 @@ case "$step" in
     else
       echo "broken overlay refused: $(grep -m1 replicas "$tmp/broken.out")"
     fi
+    # The fields step refuses what issue 50 removed: one KEDA daemon, PodDisruption-
+    # Budgets that a not-ready pod blocks, a daemon without the SASL mechanism.
+    mkdir "$tmp/neg"
+    render keda | sed -e 's/^  minReplicaCount: 2$/  minReplicaCount: 1/' \
+      -e '/unhealthyPodEvictionPolicy/d' \
+      -e '/name: EXPOSURE_FILTER_KAFKA_SASL_MECHANISM/,+2d' >"$tmp/neg/keda.yaml"
+    node "$V/check-fields.mjs" "$tmp/neg" >"$tmp/neg.out" 2>&1 || true
+    for what in "minReplicaCount 1 >= 2" "daemons' PodDisruptionBudget unhealthyPodEvictionPolicy AlwaysAllow" \
+                "serve PodDisruptionBudget" "run EXPOSURE_FILTER_KAFKA_SASL_MECHANISM from Secret"; do
+      if grep -q "^FAIL keda: .*$what" "$tmp/neg.out"; then
+        echo "fields refuses: $what"
+      else
+        echo "check-kubernetes: the fields step accepted a broken keda overlay ($what)" >&2
+        fail=1
+      fi
+    done
     ;;
   rules)
     rendered=0
