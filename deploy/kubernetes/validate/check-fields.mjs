@@ -59,6 +59,10 @@ const secretKeys = new Set(Object.keys(exampleSecret.stringData ?? {}));
 const kubernetesDoc = text("docs/KUBERNETES.md");
 check(exampleSecret.kind === "Secret" && exampleSecret.metadata.name === CREDENTIALS,
       `examples/credentials-secret.yaml is the Secret ${CREDENTIALS}`);
+// Applied as it is (issue 50): the doc's command takes no flag.
+check(/^kubectl apply -k deploy\/kubernetes\/overlays\/plain$/m.test(kubernetesDoc) &&
+      !/load-restrictor/.test(kubernetesDoc),
+      "docs/KUBERNETES.md applies with `kubectl apply -k deploy/kubernetes/overlays/plain`, no flag");
 for (const key of secretKeys) {
   check(kubernetesDoc.includes(`--from-literal=${key}=`),
         `docs/KUBERNETES.md's kubectl create secret sets ${key}, a key of the example Secret`);
