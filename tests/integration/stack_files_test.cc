@@ -326,7 +326,8 @@ void CheckServiceConfig(const std::vector<Stage>& dockerfile, Service* service,
         std::string set = argv[j];
         const auto eq = set.find('=');
         if (eq != std::string::npos && StartsWith(set.substr(eq + 1), "/")) {
-          if (auto host = HostPath(*service, set.substr(eq + 1))) set = set.substr(0, eq + 1) + *host;
+          if (auto host = HostPath(*service, set.substr(eq + 1)))
+            set = set.substr(0, eq + 1) + *host;
         }
         sets.push_back(set);
       }
@@ -652,8 +653,8 @@ TEST_CASE("stack: docker-compose.yml parses and holds the demo stack", "[stack]"
     const auto& a = s.argv;
     for (size_t i = 0; i + 1 < a.size(); ++i) {
       if (a[i] == "--topic" && a[i + 1] == items_topic &&
-          std::find(a.begin(), a.end(), "--create") != a.end() &&
-          s.profiles == content->profiles && content->node["depends_on"][name]) {
+          std::find(a.begin(), a.end(), "--create") != a.end() && s.profiles == content->profiles &&
+          content->node["depends_on"][name]) {
         CHECK(content->node["depends_on"][name]["condition"].as<std::string>("") ==
               "service_completed_successfully");
         items_created = true;
@@ -1308,7 +1309,8 @@ std::vector<Service> KubernetesContainers(const std::string& overlay, const Temp
                                           std::vector<std::string>* problems,
                                           std::vector<YAML::Node>* objects) {
   const auto credentials = ExampleCredentials();
-  const auto r = RunCommand({"kubectl", "kustomize", Source("deploy/kubernetes/overlays/" + overlay)});
+  const auto r =
+      RunCommand({"kubectl", "kustomize", Source("deploy/kubernetes/overlays/" + overlay)});
   INFO(overlay << ": " << r.out);
   REQUIRE(r.code == 0);
   *objects = YAML::LoadAll(r.out);
