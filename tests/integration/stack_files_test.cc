@@ -1461,6 +1461,9 @@ TEST_CASE(
       CHECK(s.node["image"].as<std::string>() == image);
       CHECK(fs::path(s.argv.at(0)).filename() == "exposure-filter");
       CheckServiceConfig(dockerfile, &s, &problems);
+      std::string why;
+      for (const auto& p : problems) why += "\n  " + p;
+      INFO("config check:" << why);
       REQUIRE(s.effective.has_value());
       const YAML::Node& eff = *s.effective;
       // The probes' and the Service's named port is where the process listens.
