@@ -4,8 +4,9 @@
 #   1. promtool check rules config/alerts.yml
 #   2. promtool test rules tests/promtool/alerts_test.yml   (the alerts' unit tests)
 #   3. python3 -m json.tool config/grafana-dashboard.json   (valid JSON)
-#   4. every exposure_filter_* name in the alerts, their tests, the dashboard and
-#      docs/OPERATING.md is one the daemon registers (src/metrics/*.cc), and every
+#   4. every exposure_filter_* name in the alerts, their tests, the dashboard,
+#      docs/OPERATING.md and docs/RUNBOOKS.md is one the daemon registers
+#      (src/metrics/*.cc, src/serve/*.cc), and every
 #      PromQL expression of the dashboard parses (promtool, Grafana variables
 #      replaced by plain values).
 # Needs promtool (Debian package prometheus) and python3. Exit 0 when all pass.
@@ -57,7 +58,7 @@ def base(name):
 
 bad = []
 for path in ["config/alerts.yml", "tests/promtool/alerts_test.yml",
-             "config/grafana-dashboard.json", "docs/OPERATING.md"]:
+             "config/grafana-dashboard.json", "docs/OPERATING.md", "docs/RUNBOOKS.md"]:
     try:
         text = open(path, encoding="utf-8").read()
     except FileNotFoundError:
