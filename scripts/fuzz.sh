@@ -75,9 +75,7 @@ echo "fuzz: built ${TARGETS[*]} in $(( $(date +%s) - start )) s; ${SECONDS_PER_T
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # The config loader reads secrets from the environment: fuzz without them.
-unset EXPOSURE_FILTER_REDIS_PASSWORD EXPOSURE_FILTER_REDIS_USERNAME \
-  EXPOSURE_FILTER_KAFKA_SASL_PASSWORD EXPOSURE_FILTER_KAFKA_BOOTSTRAP_SERVERS \
-  EXPOSURE_FILTER_REDIS_ADDRESS
+unset $(env | sed -n 's/^\(EXPOSURE_FILTER_[A-Z0-9_]*\)=.*/\1/p')
 
 found=0
 printf '%-14s %12s %8s %6s %7s %8s  %s\n' target executions exec/s cov ft corpus findings

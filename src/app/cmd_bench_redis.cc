@@ -122,7 +122,6 @@ std::string Grouped(double value) {
 int BenchRedis(BenchRedisArgs& a) {
   auto config = LoadOrReport(a.config);
   if (!config.ok()) return kExitConfig;
-  SetUpLogging(config->log.level);
   InstallStopSignals();
   auto ms = DurationOption(a.spread, "--spread", /*allow_zero=*/true);
   if (!ms.ok()) return Fail(ms.status(), kExitUsage);

@@ -7,6 +7,7 @@
 
 #include "app/commands.h"
 #include "app/common.h"
+#include "app/reload.h"
 #include "contentdb/index.h"
 #include "event/item_decoder.h"
 #include "kafka/consumer.h"
@@ -49,8 +50,8 @@ StatusOr<bool> AwaitUseCluster(const RedisOptions& redis) {
 int Content(const ContentArgs& args) {
   auto config = LoadOrReport(args.config);
   if (!config.ok()) return kExitConfig;
-  SetUpLogging(config->log.level);
-  const auto& stop = InstallStopSignals();
+  const auto& stop = InstallStopSignals(Hangup::kReload);
+  ConfigReloader reloader(args.config, *config);  // SIGHUP: log.level, log.format
 
   auto redis = RedisOptionsFromConfig(config->redis);
   if (!redis.ok()) return Fail(redis.status(), kExitConfig);
@@ -85,11 +86,11 @@ int Content(const ContentArgs& args) {
   ContentMetrics metrics(*registry);
   RegisterBuildInfo(*registry);
   std::unique_ptr<HttpServer> http;
-  if (!config->metrics.listen.empty()) {
-    auto server = HttpServer::Start(config->metrics.listen, registry, [] { return Readiness{}; });
-    if (!server.ok()) return Fail(server.status(), kExitConfig);
+  if (!config->content.listen.empty()) {
+    auto server = HttpServer::Start(config->content.listen, registry, [] { return Readiness{}; });
+    if (!server.ok()) return Fail(server.status().Prefixed("content.listen"), kExitConfig);
     http = std::move(server.value());
-    spdlog::info("metrics on http://{}/metrics", config->metrics.listen);
+    spdlog::info("metrics on http://{}/metrics", config->content.listen);
   }
 
   auto cluster = AwaitUseCluster(*redis);

@@ -557,14 +557,14 @@ StatusOr<int64_t> IntervalOption(const std::string& text, const char* option) {
 
 int Lag(const LagArgs& a) {
   ConfigArgs config_args = a.config;
-  // -b after every --set: of the two, it wins (the environment still wins over both).
+  // -b after every --set: of the two, it wins (the environment comes before both).
   if (!a.brokers.empty()) config_args.overrides.push_back("kafka.bootstrap_servers=" + a.brokers);
   const bool interval_given = !a.interval.empty();
   if (std::string c = Conflict(a, interval_given); !c.empty())
     return Fail(InvalidArgument(c), kExitUsage);
   auto config = LoadOrReport(config_args);
   if (!config.ok()) return kExitConfig;
-  SetUpLogging(a.log_level);
+  SetUpLogging(a.log_level, config->log.format);
   InstallStopSignals();
   Settings s;
   s.kafka = config->kafka;

@@ -56,6 +56,7 @@ int Loadgen(LoadgenArgs& a) {
   }
   auto config = LoadOrReport(config_args);
   if (!config.ok()) return kExitConfig;
+  SetUpLogging(a.log_level, config->log.format);
   const KafkaConfig& kafka = config->kafka;
   const std::string topic = !a.topic.empty()        ? a.topic
                             : !kafka.topics.empty() ? kafka.topics.front()

@@ -78,7 +78,7 @@ int Replay(ReplayArgs& a) {
   if (!timeout.ok()) return Fail(timeout.status(), kExitUsage);
   if (*timeout > 600000) return Fail(InvalidArgument("--timeout: at most 10m"), kExitUsage);
   a.timeout_ms = *timeout;
-  SetUpLogging(config->log.level == "info" ? "warn" : config->log.level);
+  SetUpLogging(config->log.level == "info" ? "warn" : config->log.level, config->log.format);
   const auto& stop = InstallStopSignals();
   SystemClock clock;
   const int64_t now_ms = clock.NowMs();

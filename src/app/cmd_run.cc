@@ -7,6 +7,7 @@
 
 #include "app/commands.h"
 #include "app/common.h"
+#include "app/reload.h"
 #include "bloom/keys.h"
 #include "bloom/layout.h"
 #include "common/clock.h"
@@ -55,8 +56,8 @@ Status ConnectAndCheckMeta(const RedisOptions& options, const Layout& layout) {
 int Run(const ConfigArgs& args) {
   auto config = LoadOrReport(args);
   if (!config.ok()) return kExitConfig;
-  SetUpLogging(config->log.level);
-  const auto& stop = InstallStopSignals();
+  const auto& stop = InstallStopSignals(Hangup::kReload);
+  ConfigReloader reloader(args, *config);  // SIGHUP: log.level, log.format
 
   auto layout = LayoutFromConfig(config->filter);
   if (!layout.ok()) return Fail(layout.status(), kExitConfig);

@@ -5,6 +5,7 @@
 
 #include "app/commands.h"
 #include "app/common.h"
+#include "app/reload.h"
 #include "common/open_files.h"
 #include "exposure_filter/client.h"
 #include "serve/server.h"
@@ -29,8 +30,8 @@ int Serve(const ConfigArgs& args) {
   auto config = LoadOrReport(args);
   if (!config.ok()) return kExitConfig;
   const ServeConfig& sc = config->serve;  // serve.listen != metrics.listen: config/loader.cc
-  SetUpLogging(config->log.level);
-  InstallStopSignals();
+  InstallStopSignals(Hangup::kReload);
+  ConfigReloader reloader(args, *config);  // SIGHUP: log.level, log.format
 
   exposure_filter::ClientOptions options;
   options.config_path = args.path;

@@ -63,6 +63,9 @@ StatusOr<std::unique_ptr<ClusterSource>> EnableNearDuplicates(const Config& conf
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_hangup{false};
+
+void OnHangup(int) { g_hangup.store(true); }
 
 void OnSignal(int) {
   if (g_stop.exchange(true)) {
@@ -162,29 +165,33 @@ StatusOr<Config> LoadOrReport(const ConfigArgs& args) {
         !st.ok())
       config = st;
   }
-  if (!config.ok())
+  if (!config.ok()) {
     std::fprintf(stderr, "exposure-filter: %s\n", config.status().message().c_str());
+    return config;
+  }
+  // The config's logging from here on (a command may change the level after),
+  // so that the warnings below are written in the configured format.
+  SetUpLogging(config->log.level, config->log.format);
+  for (const std::string& warning : ConfigWarnings(*config, environ)) spdlog::warn("{}", warning);
   return config;
 }
 
-void SetUpLogging(const std::string& level) {
-  auto logger = spdlog::stderr_color_mt("exposure-filter");
-  spdlog::set_default_logger(logger);
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
-  spdlog::set_level(spdlog::level::from_str(level));
-}
-
-const std::atomic<bool>& InstallStopSignals() {
+const std::atomic<bool>& InstallStopSignals(Hangup hangup) {
   struct sigaction sa = {};
   sa.sa_handler = OnSignal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  struct sigaction hup = sa;
+  if (hangup == Hangup::kReload) hup.sa_handler = OnHangup;
+  sigaction(SIGHUP, &hup, nullptr);
   signal(SIGPIPE, SIG_IGN);
   return g_stop;
 }
 
 bool StopRequested() { return g_stop.load(); }
+
+bool TakeHangup() { return g_hangup.exchange(false); }
 
 void SleepUnlessStopped(int64_t ms) {
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
@@ -224,7 +231,13 @@ int ExitCodeForClientError(exposure_filter::ErrorCode code) {
 }
 
 int Fail(const Status& status, int code) {
-  std::fprintf(stderr, "exposure-filter: %s\n", status.message().c_str());
+  if (LogFormat() == "json") {  // one JSON line like every other, whatever the level
+    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    std::fprintf(stderr, "%s\n", JsonLogLine(now.count(), "error", status.message()).c_str());
+  } else {
+    std::fprintf(stderr, "exposure-filter: %s\n", status.message().c_str());
+  }
   return code;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "app/exit_codes.h"
+#include "app/logging.h"
 #include "bloom/layout.h"
 #include "common/status.h"
 #include "config/config.h"
@@ -73,13 +74,16 @@ void AddGeneratorOptions(CLI::App* cmd, GeneratorOptions* gen, std::string* spre
 StatusOr<int64_t> DurationOption(const std::string& text, const char* option,
                                  bool allow_zero = false);
 
-// spdlog to stderr, with the given level name ("info", ...).
-void SetUpLogging(const std::string& level);
+// What SIGHUP does to a command: stop as SIGTERM does (a closed terminal), or
+// ask for a reload (run, serve, content: app/reload.h re-reads log.*).
+enum class Hangup { kStop, kReload };
 
-// First SIGINT/SIGTERM sets the flag; a second one exits at once (code 130):
-// anything not committed is simply consumed again.
-const std::atomic<bool>& InstallStopSignals();
+// First SIGINT/SIGTERM (and SIGHUP with Hangup::kStop) sets the flag; a second
+// one exits at once (code 130): anything not committed is simply consumed again.
+const std::atomic<bool>& InstallStopSignals(Hangup hangup = Hangup::kStop);
 bool StopRequested();
+// True once per SIGHUP received since the last call (Hangup::kReload).
+bool TakeHangup();
 // Sleeps up to ms, returning early when a stop was requested.
 void SleepUnlessStopped(int64_t ms);
 

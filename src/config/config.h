@@ -140,10 +140,15 @@ struct ContentConfig {
   // filter.near_duplicates: items whose cluster the daemon keeps in memory
   // (content.cache_items; about 100 bytes each).
   int64_t cache_items = 200000;
+  // content.listen host:port of `exposure-filter content`'s /metrics, /healthz
+  // and /readyz; "" = off. Its own port, so content runs beside `run` with the
+  // same config file.
+  std::string listen = "127.0.0.1:9466";
 };
 
 struct LogConfig {
   std::string level = "info";  // log.level: trace|debug|info|warn|error
+  std::string format = "text";  // log.format: text | json (one object per line)
 };
 
 struct Config {

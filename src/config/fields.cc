@@ -477,9 +477,11 @@ std::vector<Field> BuildFields() {
   t.push_back(StringField("content.group_id", &C::content, &ContentConfig::group_id, NonEmpty));
   t.push_back(
       IntField("content.cache_items", &C::content, &ContentConfig::cache_items, 0, 1'000'000'000));
+  t.push_back(StringField("content.listen", &C::content, &ContentConfig::listen, HostPort(true)));
 
   t.push_back(StringField("log.level", &C::log, &LogConfig::level,
                           OneOf({"trace", "debug", "info", "warn", "error"})));
+  t.push_back(StringField("log.format", &C::log, &LogConfig::format, OneOf({"text", "json"})));
   return t;
 }
 

@@ -209,6 +209,13 @@ Status Finish(const std::vector<std::string>& overrides, Config* config) {
   return Validate(*config);
 }
 
+// Two listeners on one port (port 0, any free one, never clashes; "" is off).
+bool SamePort(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  const std::string pa = a.substr(a.rfind(':') + 1);
+  return pa != "0" && pa == b.substr(b.rfind(':') + 1);
+}
+
 std::string Seconds(int64_t seconds) { return FormatDurationMs(seconds * 1000); }
 
 // A string value. With a control character in it, double-quoted (escaped): the
@@ -299,6 +306,32 @@ bool MoreDocumentsThan(const std::string& yaml, int limit) {
 
 std::span<const EnvironmentVariable> EnvironmentVariables() { return kEnvVars; }
 
+std::vector<std::string> ChangedKeys(const Config& a, const Config& b) {
+  std::vector<std::string> keys;
+  for (const Field& field : config_internal::Fields()) {
+    if (!field.canonical) continue;
+    const Value va = field.get(a);
+    const Value vb = field.get(b);
+    if (va == vb) continue;
+    if (field.type != FieldType::kStringMap) {
+      keys.push_back(field.key);
+      continue;
+    }
+    const auto& ma = std::get<config_internal::StringMap>(va);
+    const auto& mb = std::get<config_internal::StringMap>(vb);
+    std::map<std::string, bool> names;
+    for (const auto& [name, v] : ma) names[name] = true;
+    for (const auto& [name, v] : mb) names[name] = true;
+    for (const auto& [name, unused] : names) {
+      auto ia = ma.find(name);
+      auto ib = mb.find(name);
+      if (ia == ma.end() || ib == mb.end() || ia->second != ib->second)
+        keys.push_back(field.key + "." + name);
+    }
+  }
+  return keys;
+}
+
 namespace {
 
 // "EXPOSURE_FILTER_REDIS_ADRESS=x is not a variable exposure-filter reads ...".
@@ -306,8 +339,10 @@ void WarnUnknownVariables(char** environment, std::vector<std::string>* warnings
   constexpr std::string_view kPrefix = "EXPOSURE_FILTER_";
   for (char** e = environment; e != nullptr && *e != nullptr; ++e) {
     std::string_view entry(*e);
-    const std::string_view name = entry.substr(0, entry.find('='));
+    const size_t eq = entry.find('=');
+    const std::string_view name = entry.substr(0, eq);
     if (name.substr(0, kPrefix.size()) != kPrefix) continue;
+    if (eq == std::string_view::npos || eq + 1 == entry.size()) continue;  // empty = unset
     const auto known = [&](const EnvironmentVariable& v) { return name == v.name; };
     if (std::any_of(std::begin(kEnvVars), std::end(kEnvVars), known)) continue;
     std::string best;
@@ -478,6 +513,14 @@ Status Validate(const Config& config) {
   if (!m.listen.empty() && config.serve.listen == m.listen) {
     return InvalidArgument("serve.listen (" + config.serve.listen +
                            ") must differ from metrics.listen: give serve its own port");
+  }
+  for (const auto& [key, other] : {std::pair<const char*, const std::string*>{"metrics.listen", &m.listen},
+                                   {"serve.listen", &config.serve.listen}}) {
+    if (SamePort(c.listen, *other)) {
+      return InvalidArgument("content.listen (" + c.listen + ") must use another port than " +
+                             key + " (" + *other +
+                             "): `content` runs beside run and serve with the same config");
+    }
   }
   if (m.freshness_target_ms > m.freshness_limit_ms) {
     return InvalidArgument("metrics.freshness_target (" + FormatDurationMs(m.freshness_target_ms) +

@@ -50,6 +50,11 @@ std::span<const EnvironmentVariable> EnvironmentVariables();
 //   SASL_SSL or SASL_PLAINTEXT (librdkafka then connects without SASL).
 std::vector<std::string> ConfigWarnings(const Config& config, char** environment);
 
+// The keys whose values differ between a and b, in the order of the table
+// (DumpConfig's); a changed kafka.properties entry is named
+// "kafka.properties.<name>".
+std::vector<std::string> ChangedKeys(const Config& a, const Config& b);
+
 // Cross-field checks (bucket divides a day or is whole days, window >= bucket,
 // sizing gives m < 2^32, ...). Called by the loaders.
 Status Validate(const Config& config);

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "common/clock.h"
+#include "common/log_fields.h"
 #include "kafka/consumer_handle.h"
 #include "kafka/handles.h"
 #include "kafka/log.h"
@@ -115,8 +116,9 @@ struct KafkaConsumer::Impl {
     cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk.get()), "COOPERATIVE") == 0;
     auto tps = FromList(partitions);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-      spdlog::info("kafka: assigned {} partition(s){}: {}", tps.size(),
-                   cooperative ? " (cooperative, added)" : "", Describe(tps));
+      LogWith(spdlog::level::info, {{"partitions", Describe(tps)}},
+              "kafka: assigned {} partition(s){}: {}", tps.size(),
+              cooperative ? " (cooperative, added)" : "", Describe(tps));
       Status st =
           cooperative
               ? TakeError(rd_kafka_incremental_assign(rk.get(), partitions), "assign")
@@ -141,8 +143,9 @@ struct KafkaConsumer::Impl {
     if (cooperative && !lost && err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS)
       hold.rejoin_after_assign = true;
     if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
-      spdlog::info("kafka: revoking {} partition(s){}: {}", tps.size(),
-                   lost ? " (assignment lost: no commit)" : "", Describe(tps));
+      LogWith(spdlog::level::info, {{"partitions", Describe(tps)}},
+              "kafka: revoking {} partition(s){}: {}", tps.size(),
+              lost ? " (assignment lost: no commit)" : "", Describe(tps));
     } else {
       spdlog::error("kafka: rebalance error: {}", rd_kafka_err2str(err));
       tps = {assigned.begin(), assigned.end()};
@@ -235,8 +238,10 @@ void CommitCb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_lis
   }
   for (int i = 0; offsets && i < offsets->cnt; ++i) {
     if (offsets->elems[i].err)
-      spdlog::warn("kafka: offset commit failed for {}/{}: {}", offsets->elems[i].topic,
-                   offsets->elems[i].partition, rd_kafka_err2str(offsets->elems[i].err));
+      LogWith(spdlog::level::warn,
+              {{"topic", offsets->elems[i].topic}, {"partition", offsets->elems[i].partition}},
+              "kafka: offset commit failed for {}/{}: {}", offsets->elems[i].topic,
+              offsets->elems[i].partition, rd_kafka_err2str(offsets->elems[i].err));
   }
 }
 

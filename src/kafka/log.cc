@@ -8,6 +8,8 @@
 #include <map>
 #include <mutex>
 
+#include "common/log_fields.h"
+
 namespace ef::kafka {
 namespace {
 
@@ -48,9 +50,9 @@ void LogCb(const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
   if (level > 4 || std::string_view(fac) == "FAIL") {
     spdlog::debug("librdkafka {}: {}", fac, buf);
   } else if (level <= 3) {
-    spdlog::error("librdkafka {}: {}", fac, buf);
+    LogWith(spdlog::level::err, {{"facility", fac}}, "librdkafka {}: {}", fac, buf);
   } else {
-    spdlog::warn("librdkafka {}: {}", fac, buf);
+    LogWith(spdlog::level::warn, {{"facility", fac}}, "librdkafka {}: {}", fac, buf);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "bloom/keys.h"
+#include "common/log_fields.h"
 #include "common/printable.h"
 #include "common/time_arg.h"
 #include "redis/cluster.h"
@@ -793,8 +794,9 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
           if (key_index != last_skipped) {
             ++local.skipped_keys;
             last_skipped = key_index;
-            spdlog::warn("redis: key '{}' holds another type ({}); its bits are skipped",
-                         Printable(batch.keys[key_index].key), Printable(e.text));
+            LogWith(spdlog::level::warn, {{"key", Printable(batch.keys[key_index].key)}},
+                    "redis: key '{}' holds another type ({}); its bits are skipped",
+                    Printable(batch.keys[key_index].key), Printable(e.text));
           }
           continue;
         }
@@ -877,7 +879,9 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
     // keys were lost behind our back and it may be gone with them: store it
     // again before this Write succeeds.
     if (meta_gone)
-      spdlog::warn(
+      LogWith(
+          spdlog::level::warn,
+          {{"redis", conn_->address()}, {"key", MetaKey(options_.layout->prefix)}},
           "redis {}: {} was gone (FLUSHDB, FLUSHALL or DEL?): storing the layout last read "
           "(version {}{}) again",
           conn_->address(), MetaKey(options_.layout->prefix),
@@ -989,10 +993,10 @@ void RedisBitWriter::LogExpiredKeys(uint64_t n, int64_t now_s) {
 void RedisBitWriter::LogLostKeys(const BitBatch& batch, int64_t now_s) {
   lost_keys_ += follow_up_.size();
   if (now_s - lost_logged_at_s_ < 60) return;
-  spdlog::warn(
-      "redis: {} key(s) found lost and written again since the last report (deleted, evicted, "
-      "flushed, a restart or a resync), e.g. '{}'; their expiry is set again",
-      lost_keys_, Printable(batch.keys[follow_up_.front()].key));
+  LogWith(spdlog::level::warn, {{"key", Printable(batch.keys[follow_up_.front()].key)}},
+          "redis: {} key(s) found lost and written again since the last report (deleted, "
+          "evicted, flushed, a restart or a resync), e.g. '{}'; their expiry is set again",
+          lost_keys_, Printable(batch.keys[follow_up_.front()].key));
   lost_keys_ = 0;
   lost_logged_at_s_ = now_s;
 }

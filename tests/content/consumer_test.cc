@@ -7,7 +7,11 @@
 // clusters; with Redis down nothing is committed, and once it is back the
 // command finishes; SIGTERM commits what was assigned and exits 0, or exits 1
 // within the shutdown grace while Redis is down.
+#include <arpa/inet.h>
 #include <catch2/catch.hpp>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <csignal>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -19,7 +23,9 @@
 #include "content/stories.h"
 #include "content/tokenizer.h"
 #include "contentdb/index.h"
+#include "support/scrape.h"
 #include "support/stack.h"
+#include "support/temp_dir.h"
 #include "support/wait.h"
 
 namespace ef::test {
@@ -202,4 +208,40 @@ TEST_CASE("items topic: SIGTERM commits what was assigned and exits 0", "[conten
 }
 
 }  // namespace
+
+TEST_CASE(
+    "items topic: content serves /metrics on content.listen beside a daemon holding metrics.listen",
+    "[content]") {
+  Stack stack(1, "items");
+  stack.ProduceRaw({R"({"item_id": "a", "simhash": 1})"});
+  // The shared config names a metrics.listen that `run` holds on this host.
+  const int metrics_port = FreePort();
+  const int content_port = FreePort();
+  const std::string config = stack.WriteConfig(
+      "ef.yaml", "content:\n  topic: items\n  listen: 127.0.0.1:" + std::to_string(content_port) +
+                     "\nmetrics:\n  listen: 127.0.0.1:" + std::to_string(metrics_port) + "\n");
+  // What the daemon does with metrics.listen: holds it.
+  const int held = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(held >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(metrics_port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(held, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(listen(held, 16) == 0);
+  Process cmd({EF_BINARY, "content", "-c", config, "--set", "content.group_id=beside"},
+              stack.dir().File("content.log"));
+  const bool up = WaitFor(
+      [&] { return !cmd.Running() || HttpGet(content_port, "/metrics").status == 200; },
+      std::chrono::seconds(30));
+  INFO(cmd.Output());
+  REQUIRE(up);
+  REQUIRE(cmd.Running());  // before content.listen it exited 4: metrics.listen in use
+  CHECK(HttpGet(content_port, "/metrics").body.find("exposure_filter_build_info") !=
+        std::string::npos);
+  cmd.Signal(SIGTERM);
+  CHECK(cmd.Wait(std::chrono::seconds(15)) == std::optional<int>(0));
+  close(held);
+}
+
 }  // namespace ef::test

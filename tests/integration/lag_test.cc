@@ -418,20 +418,6 @@ TEST_CASE("lag --help documents the status rules, and bad options are usage erro
   CHECK(bad.err.find("--freshness-target") != std::string::npos);
 }
 
-// Whether process `pid` runs the exposure-filter binary (it has exec'd: before
-// that, the forked child has this test's handlers) and has a handler for `sig`
-// (its SigCgt mask in /proc).
-bool Handles(pid_t pid, int sig) {
-  std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
-  if (ec || exe != std::filesystem::canonical(EF_BINARY)) return false;
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("SigCgt:", 0) != 0) continue;
-    return (std::stoull(line.substr(7), nullptr, 16) >> (sig - 1)) & 1;
-  }
-  return false;
-}
 
 // docs/CLI.md exit codes: `lag --check --watch` (one window of samples, then the
 // verdict) stopped by a signal exits 130: interrupted, the check never finished.
@@ -448,7 +434,7 @@ TEST_CASE("lag --check --watch stopped by a signal exits 130, --watch alone 0",
                                      "0.5",     "--samples", "1000", "--json"};
     if (check) argv.push_back("--check");
     Process watch(argv, stack.dir().File(check ? "lag-check.log" : "lag-watch.log"));
-    REQUIRE(WaitFor([&] { return Handles(watch.pid(), SIGTERM); }, 30s));
+    REQUIRE(WaitFor([&] { return HandlesSignal(watch.pid(), SIGTERM); }, 30s));
     if (!check) REQUIRE(WaitFor([&] { return !Documents(watch).empty(); }, 30s));
     INFO(watch.Output());
     CHECK(watch.Running());

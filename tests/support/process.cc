@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -185,6 +186,18 @@ SplitRunResult Ef(std::vector<std::string> args, const std::vector<std::string>&
                   const std::string& stdin_text, std::chrono::milliseconds timeout) {
   args.insert(args.begin(), EF_BINARY);
   return RunCommandWithEnv(args, env, stdin_text, timeout);
+}
+
+bool HandlesSignal(pid_t pid, int sig) {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
+  if (ec || exe != std::filesystem::canonical(EF_BINARY)) return false;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    return (std::stoull(line.substr(7), nullptr, 16) >> (sig - 1)) & 1;
+  }
+  return false;
 }
 
 }  // namespace ef::test

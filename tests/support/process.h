@@ -57,6 +57,11 @@ SplitRunResult Ef(std::vector<std::string> args, const std::vector<std::string>&
                   const std::string& stdin_text = "",
                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
+// Whether process `pid` runs the exposure-filter binary (EF_BINARY: it has
+// exec'd; before that, the forked child has this test's handlers) and has a
+// handler for `sig` (its SigCgt mask in /proc): a signal sent now is handled.
+bool HandlesSignal(pid_t pid, int sig);
+
 SplitRunResult RunCommandWithEnv(const std::vector<std::string>& argv,
                                  const std::vector<std::string>& env,
                                  const std::string& stdin_text = "",

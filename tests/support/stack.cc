@@ -89,6 +89,8 @@ std::string Stack::WriteConfig(const std::string& name, const std::string& extra
       "  retry_backoff_max: 500ms\n" +
       TlsBlock() +
       "metrics:\n"
+      "  listen: \"\"\n"
+      "content:\n"
       "  listen: \"\"\n";
   // `extra` is merged key by key into the sections above (its values win).
   YAML::Node merged = YAML::Load(yaml);

@@ -203,6 +203,8 @@ Config NonDefaultConfig() {
   c.content.group_id = "stories-index";
   c.content.cache_items = 0;
   c.log.level = "debug";
+  c.log.format = "json";
+  c.content.listen = "0.0.0.0:9476";
   return c;
 }
 
@@ -921,4 +923,74 @@ TEST_CASE("config: a kafka property name must be a plain dotted name", "[config]
             .ok());
 }
 
+}  // namespace ef
+
+namespace ef {
+namespace {
+
+std::vector<std::string> Warnings(const Config& c, std::vector<std::string> env) {
+  std::vector<char*> environ_like;
+  for (std::string& e : env) environ_like.push_back(e.data());
+  environ_like.push_back(nullptr);
+  return ConfigWarnings(c, environ_like.data());
+}
+
+TEST_CASE("config warnings: an unknown EXPOSURE_FILTER_ variable is named with a suggestion",
+          "[config]") {
+  CleanEnv env;
+  const Config c;
+  const auto w = Warnings(c, {"EXPOSURE_FILTER_REDIS_ADRESS=foo", "PATH=/bin",
+                              "EXPOSURE_FILTER_REDIS_PASSWORD=x", "EXPOSURE_FILTER_EMPTY="});
+  REQUIRE(w.size() == 1);
+  CHECK(w[0] ==
+        "environment: EXPOSURE_FILTER_REDIS_ADRESS is not a variable exposure-filter reads; it "
+        "is ignored (did you mean EXPOSURE_FILTER_REDIS_ADDRESS?); the variables are listed in "
+        "docs/CONFIG.md#environment");
+  const auto far = Warnings(c, {"EXPOSURE_FILTER_LOG_LEVEL=debug"});
+  REQUIRE(far.size() == 1);
+  CHECK_THAT(far[0], Catch::StartsWith("environment: EXPOSURE_FILTER_LOG_LEVEL is not a variable"));
+  CHECK(far[0].find("did you mean") == std::string::npos);
+  // Every variable the loaders read is known.
+  for (const EnvironmentVariable& v : EnvironmentVariables())
+    CHECK(Warnings(c, {std::string(v.name) + "=x"}).empty());
+}
+
+TEST_CASE("config warnings: SASL settings without a SASL security.protocol", "[config]") {
+  CleanEnv env;
+  Config c;
+  CHECK(Warnings(c, {}).empty());
+  c.kafka.properties["sasl.password"] = "pw";
+  c.kafka.properties["sasl.mechanism"] = "PLAIN";
+  auto w = Warnings(c, {});
+  REQUIRE(w.size() == 1);
+  CHECK(w[0] ==
+        "kafka.properties: sasl.mechanism, sasl.password set but security.protocol is unset "
+        "(plaintext): Kafka is reached without SASL; set security.protocol to SASL_SSL (or "
+        "SASL_PLAINTEXT), e.g. EXPOSURE_FILTER_KAFKA_SECURITY_PROTOCOL=SASL_SSL");
+  c.kafka.properties["security.protocol"] = "ssl";
+  w = Warnings(c, {});
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].find("security.protocol is 'ssl'") != std::string::npos);
+  for (const char* ok : {"SASL_SSL", "sasl_plaintext"}) {
+    c.kafka.properties["security.protocol"] = ok;
+    CHECK(Warnings(c, {}).empty());
+  }
+  // An empty SASL entry (a Secret key left blank) sets nothing.
+  Config blank;
+  blank.kafka.properties["sasl.username"] = "";
+  CHECK(Warnings(blank, {}).empty());
+}
+
+TEST_CASE("changed keys: the keys whose values differ in table order", "[config]") {
+  Config a;
+  Config b;
+  CHECK(ChangedKeys(a, b).empty());
+  b.log.level = "debug";
+  b.filter.fpr = 0.002;
+  b.kafka.properties["fetch.wait.max.ms"] = "10";
+  CHECK(ChangedKeys(a, b) == std::vector<std::string>{"kafka.properties.fetch.wait.max.ms",
+                                                      "filter.fpr", "log.level"});
+}
+
+}  // namespace
 }  // namespace ef
