@@ -42,6 +42,7 @@
 #include "app/exit_codes.h"
 #include "common/clock.h"
 #include "support/process.h"
+#include "support/scrape.h"
 #include "support/stack.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
@@ -1493,6 +1494,54 @@ TEST_CASE(
     for (const auto& p : problems) UNSCOPED_INFO(p);
     CHECK(problems.empty());
   }
+}
+
+// components/content probes `exposure-filter content` on content.listen as the
+// daemon's are probed on metrics.listen: the probes' paths answer 200 from a
+// running content, on the port its --set names.
+TEST_CASE("kubernetes: content answers its Deployment's probes on content.listen",
+          "[stack][kubernetes]") {
+  using namespace std::chrono_literals;
+  RequireTool("kubectl");
+  const auto r = RunCommand({"kubectl", "kustomize", Source("deploy/kubernetes/overlays/content")});
+  REQUIRE(r.code == 0);
+  YAML::Node container;
+  for (const auto& o : YAML::LoadAll(r.out)) {
+    if (o["kind"].as<std::string>() == "Deployment" &&
+        o["metadata"]["name"].as<std::string>() == "exposure-filter-content") {
+      container = o["spec"]["template"]["spec"]["containers"][0];
+    }
+  }
+  REQUIRE(container.IsMap());
+  std::string listen;
+  for (const auto& a : container["args"]) {
+    if (StartsWith(a.as<std::string>(), "content.listen=")) listen = a.as<std::string>().substr(15);
+  }
+  const int port = HostPort(listen).second;
+  CHECK(port == container["ports"][0]["containerPort"].as<int>());
+  std::set<std::string> paths;
+  for (const char* probe : {"livenessProbe", "readinessProbe", "startupProbe"}) {
+    INFO(probe);
+    REQUIRE(container[probe]["httpGet"]["port"].as<std::string>() ==
+            container["ports"][0]["name"].as<std::string>());
+    paths.insert(container[probe]["httpGet"]["path"].as<std::string>());
+  }
+  CHECK(paths == std::set<std::string>{"/healthz", "/readyz"});
+
+  Stack stack(1, "items");
+  stack.ProduceRaw({R"({"item_id": "a", "simhash": 1})"});
+  const int local = FreePort();
+  const std::string config = stack.WriteConfig("ef.yaml", "content:\n  topic: items\n");
+  Process cmd({EF_BINARY, "content", "-c", config, "--set",
+               "content.listen=127.0.0.1:" + std::to_string(local)},
+              stack.dir().File("content.log"));
+  for (const auto& path : paths) {
+    INFO(path << "\n" << cmd.Output());
+    CHECK(WaitFor([&] { return HttpGet(local, path).status == 200; }, 30s, 200ms));
+  }
+  CHECK(cmd.Running());
+  cmd.Signal(SIGTERM);
+  CHECK(cmd.Wait(15s) == std::optional<int>(0));
 }
 
 }  // namespace ef::test
