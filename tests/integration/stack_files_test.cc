@@ -42,6 +42,7 @@
 #include "app/exit_codes.h"
 #include "common/clock.h"
 #include "support/process.h"
+#include "support/scrape.h"
 #include "support/stack.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
@@ -321,7 +322,15 @@ void CheckServiceConfig(const std::vector<Stage>& dockerfile, Service* service,
     if (StartsWith(a, "--config=")) config_container = a.substr(9);
     if (a == "--set") {
       for (size_t j = i + 1; j < argv.size() && !StartsWith(argv[j], "-"); ++j) {
-        sets.push_back(argv[j]);
+        // A value naming a file of a mounted volume (kafka.properties.ssl.ca.location
+        // =/etc/kafka-ca/ca.crt) is checked on the mounted host file.
+        std::string set = argv[j];
+        const auto eq = set.find('=');
+        if (eq != std::string::npos && StartsWith(set.substr(eq + 1), "/")) {
+          if (auto host = HostPath(*service, set.substr(eq + 1)))
+            set = set.substr(0, eq + 1) + *host;
+        }
+        sets.push_back(set);
       }
     }
   }
@@ -549,6 +558,16 @@ std::vector<std::string> UnitFiles() {
   return units;
 }
 
+// The healthcheck's test as a list ("CMD", program, args... or "CMD-SHELL",
+// script), or empty when there is none or it is disabled.
+std::vector<std::string> HealthcheckArgv(const Service& s) {
+  const YAML::Node hc = s.node["healthcheck"];
+  if (!hc || !hc["test"] || hc["disable"].as<bool>(false)) return {};
+  const auto test = Sequence(hc["test"]);
+  if (!test.empty() && test[0] == "NONE") return {};
+  return test;
+}
+
 TEST_CASE("stack: docker-compose.yml parses and holds the demo stack", "[stack]") {
   RequireTool("docker-compose");
   const ComposeStack& stack = LoadCompose();
@@ -620,6 +639,31 @@ TEST_CASE("stack: docker-compose.yml parses and holds the demo stack", "[stack]"
   CHECK(cluster(runs));
   CHECK(cluster(serves));
   CHECK(!loadgens.empty());
+  // With the profile content: `exposure-filter content`, and a one-shot that
+  // creates the topic it reads before it starts.
+  const Service* content = nullptr;
+  for (const auto& [name, s] : stack.services) {
+    if (s.subcommand == "content") content = &s;
+  }
+  REQUIRE(content != nullptr);
+  CHECK(content->profiles == std::set<std::string>{"content"});
+  const std::string items_topic =
+      content->effective ? (*content->effective)["content"]["topic"].as<std::string>("") : "";
+  bool items_created = false;
+  for (const auto& [name, s] : stack.services) {
+    const auto& a = s.argv;
+    for (size_t i = 0; i + 1 < a.size(); ++i) {
+      if (a[i] == "--topic" && a[i + 1] == items_topic &&
+          std::find(a.begin(), a.end(), "--create") != a.end() && s.profiles == content->profiles &&
+          content->node["depends_on"][name]) {
+        CHECK(content->node["depends_on"][name]["condition"].as<std::string>("") ==
+              "service_completed_successfully");
+        items_created = true;
+      }
+    }
+  }
+  INFO("content's topic " << items_topic << " is created by a one-shot it depends on");
+  CHECK(items_created);
 
   bool prometheus = false, grafana = false;
   for (const auto& [name, s] : stack.services) {
@@ -677,9 +721,21 @@ TEST_CASE(
   };
   std::map<std::string, std::string> layout_by_redis;
   for (const auto& [name, s] : stack.services) {
-    if (s.subcommand != "run" && s.subcommand != "serve") continue;
+    if (s.subcommand != "run" && s.subcommand != "serve" && s.subcommand != "content") continue;
     check_hosts(s, "redis", "address");
-    if (s.subcommand == "run") {
+    if (s.subcommand == "content") {
+      check_hosts(s, "kafka", "bootstrap_servers");
+      const auto [host, port] = HostPort(Effective(s, "content", "listen"));
+      INFO(name << ": content.listen must answer Prometheus from another container");
+      CHECK(port > 0);
+      CHECK(!IsLoopback(host));
+      // Its healthcheck asks its own listener's /readyz.
+      std::string joined;
+      for (const auto& a : HealthcheckArgv(s)) joined += a + " ";
+      INFO("healthcheck: " << joined);
+      CHECK(joined.find("/dev/tcp/127.0.0.1/" + std::to_string(port) + " ") != std::string::npos);
+      CHECK(joined.find("/readyz") != std::string::npos);
+    } else if (s.subcommand == "run") {
       check_hosts(s, "kafka", "bootstrap_servers");
       const auto [host, port] = HostPort(Effective(s, "metrics", "listen"));
       INFO(name << ": metrics.listen must answer Prometheus from another container");
@@ -965,6 +1021,7 @@ TEST_CASE(
   for (const auto& u : units) names.insert(fs::path(u).filename().string());
   CHECK(names.count("exposure-filter.service") == 1);
   CHECK(names.count("exposure-filter-serve.service") == 1);
+  CHECK(names.count("exposure-filter-content.service") == 1);
 
   TempDir dir;
   for (const auto& unit : units) {
@@ -982,7 +1039,7 @@ TEST_CASE(
     }
     REQUIRE(argv.size() >= 2);
     CHECK(fs::path(argv[0]).filename() == "exposure-filter");
-    CHECK((argv[1] == "run" || argv[1] == "serve"));
+    CHECK((argv[1] == "run" || argv[1] == "serve" || argv[1] == "content"));
 
     // verify needs the ExecStart binary to exist: point a copy at the built one.
     std::string copy = text;
@@ -1063,16 +1120,6 @@ namespace ef::test {
 // Docker image tag and /metrics' build_info.
 // ---- healthchecks (issue 27 section 4) -------------------------------------------
 
-// The healthcheck's test as a list ("CMD", program, args... or "CMD-SHELL",
-// script), or empty when there is none or it is disabled.
-std::vector<std::string> HealthcheckArgv(const Service& s) {
-  const YAML::Node hc = s.node["healthcheck"];
-  if (!hc || !hc["test"] || hc["disable"].as<bool>(false)) return {};
-  const auto test = Sequence(hc["test"]);
-  if (!test.empty() && test[0] == "NONE") return {};
-  return test;
-}
-
 bool LongRunning(const Service& s) { return s.node["restart"].as<std::string>("no") != "no"; }
 
 TEST_CASE(
@@ -1091,7 +1138,7 @@ TEST_CASE(
     CHECK((argv[0] == "CMD" || argv[0] == "CMD-SHELL"));
     apps += s.ours;
   }
-  CHECK(apps == 4);  // run and serve, on the single Redis and on the cluster
+  CHECK(apps == 5);  // run and serve, on the single Redis and on the cluster; content
   for (const auto& [name, s] : stack.services) {
     const YAML::Node deps = s.node["depends_on"];
     if (!deps) continue;
@@ -1239,15 +1286,32 @@ TEST_CASE("stack: one version - CMake's project version is --version's and the i
   CHECK(tagged);
 }
 
-// ---- deploy/kubernetes (issue 32) ------------------------------------------------
+// ---- deploy/kubernetes (issues 32 and 50) -----------------------------------------
+// The values of deploy/kubernetes/examples/credentials-secret.yaml, by key.
+std::map<std::string, std::string> ExampleCredentials() {
+  std::map<std::string, std::string> values;
+  const YAML::Node secret =
+      YAML::LoadFile(Source("deploy/kubernetes/examples/credentials-secret.yaml"));
+  for (const auto& kv : secret["stringData"]) {
+    values[kv.first.as<std::string>()] = kv.second.as<std::string>();
+  }
+  return values;
+}
+
+// A PEM CA bundle of this host: stands in for a Secret's CA certificate.
+const char* const kHostCaBundle = "/etc/ssl/certs/ca-certificates.crt";
+
 // Each container of each overlay as a Service of the checks above: its args, its
-// EXPOSURE_FILTER_* variables (a Secret's as a placeholder value) and the
-// ConfigMap mounted at the -c path, written to a temporary directory.
+// EXPOSURE_FILTER_* variables (a Secret's with the example Secret's value), the
+// ConfigMap mounted at the -c path and a Secret's certificates (the host's CA
+// bundle in their place), written to a temporary directory. Rendered with
+// Kustomize's default settings, as `kubectl apply -k` does.
 std::vector<Service> KubernetesContainers(const std::string& overlay, const TempDir& dir,
                                           std::vector<std::string>* problems,
                                           std::vector<YAML::Node>* objects) {
-  const auto r = RunCommand({"kubectl", "kustomize", "--load-restrictor", "LoadRestrictionsNone",
-                             Source("deploy/kubernetes/overlays/" + overlay)});
+  const auto credentials = ExampleCredentials();
+  const auto r =
+      RunCommand({"kubectl", "kustomize", Source("deploy/kubernetes/overlays/" + overlay)});
   INFO(overlay << ": " << r.out);
   REQUIRE(r.code == 0);
   *objects = YAML::LoadAll(r.out);
@@ -1263,6 +1327,21 @@ std::vector<Service> KubernetesContainers(const std::string& overlay, const Temp
     const YAML::Node pod = o["spec"]["template"]["spec"];
     std::map<std::string, std::string> volume_dirs;  // volume name -> its files
     for (const auto& v : pod["volumes"]) {
+      if (v["secret"]) {
+        const std::string sub = overlay + "-" + v["name"].as<std::string>();
+        fs::create_directories(dir.File(sub));
+        for (const auto& item : v["secret"]["items"]) {
+          const std::string path = item["path"].as<std::string>();
+          if (fs::path(path).extension() != ".crt" && fs::path(path).extension() != ".pem") {
+            problems->push_back(overlay + ": Secret volume file " + path +
+                                " is not a certificate (.crt, .pem): nothing stands in for it");
+            continue;
+          }
+          dir.Write(sub + "/" + path, ReadText(kHostCaBundle));
+        }
+        volume_dirs[v["name"].as<std::string>()] = dir.File(sub);
+        continue;
+      }
       if (!v["configMap"]) continue;
       const std::string cm = v["configMap"]["name"].as<std::string>();
       const std::string sub = overlay + "-" + v["name"].as<std::string>();
@@ -1285,8 +1364,18 @@ std::vector<Service> KubernetesContainers(const std::string& overlay, const Temp
       for (const auto& a : c["args"]) s.argv.push_back(a.as<std::string>());
       if (s.argv.size() >= 2) s.subcommand = s.argv[1];
       for (const auto& e : c["env"]) {
-        s.env[e["name"].as<std::string>()] =
-            e["value"] ? e["value"].as<std::string>() : "from-a-kubernetes-secret";
+        const std::string name = e["name"].as<std::string>();
+        if (e["value"]) {
+          s.env[name] = e["value"].as<std::string>();
+          continue;
+        }
+        const std::string key = e["valueFrom"]["secretKeyRef"]["key"].as<std::string>("");
+        if (!credentials.count(key)) {
+          problems->push_back(s.name + ": " + name + " reads Secret key '" + key +
+                              "', which deploy/kubernetes/examples/credentials-secret.yaml lacks");
+          continue;
+        }
+        s.env[name] = credentials.at(key);
       }
       for (const auto& m : c["volumeMounts"]) {
         const auto it = volume_dirs.find(m["name"].as<std::string>());
@@ -1339,6 +1428,16 @@ TEST_CASE(
     "listen where their probes and Services look",
     "[stack][kubernetes]") {
   RequireTool("kubectl");
+  REQUIRE(fs::exists(kHostCaBundle));
+  // The image of every container: the base's images: entry, the project version.
+  std::string image;
+  for (const auto& entry :
+       YAML::LoadFile(Source("deploy/kubernetes/base/kustomization.yaml"))["images"]) {
+    if (entry["name"].as<std::string>() == "exposure-filter") {
+      image = entry["newName"].as<std::string>() + ":" + entry["newTag"].as<std::string>();
+    }
+  }
+  CHECK(image == "registry.example.com/exposure-filter:" + std::string(EF_VERSION));
   const auto dockerfile = ParseDockerfile(ReadText(Source("Dockerfile")));
   std::vector<std::string> overlays;
   for (const auto& e : fs::directory_iterator(Source("deploy/kubernetes/overlays"))) {
@@ -1351,16 +1450,27 @@ TEST_CASE(
     std::vector<std::string> problems;
     std::vector<YAML::Node> objects;
     auto containers = KubernetesContainers(overlay, dir, &problems, &objects);
-    CHECK(containers.size() == 2);  // run and serve
+    // run and serve; content with components/content
+    std::set<std::string> subcommands;
+    for (const auto& s : containers) subcommands.insert(s.subcommand);
+    CHECK(containers.size() == subcommands.size());
+    CHECK(subcommands.count("run") == 1);
+    CHECK(subcommands.count("serve") == 1);
     for (auto& s : containers) {
       INFO(s.name);
-      CHECK(s.node["image"].as<std::string>() == std::string("exposure-filter:") + EF_VERSION);
+      CHECK((s.subcommand == "run" || s.subcommand == "serve" || s.subcommand == "content"));
+      CHECK(s.node["image"].as<std::string>() == image);
       CHECK(fs::path(s.argv.at(0)).filename() == "exposure-filter");
       CheckServiceConfig(dockerfile, &s, &problems);
+      std::string why;
+      for (const auto& p : problems) why += "\n  " + p;
+      INFO("config check:" << why);
       REQUIRE(s.effective.has_value());
       const YAML::Node& eff = *s.effective;
       // The probes' and the Service's named port is where the process listens.
-      const std::string section = s.subcommand == "serve" ? "serve" : "metrics";
+      const std::string section = s.subcommand == "serve"     ? "serve"
+                                  : s.subcommand == "content" ? "content"
+                                                              : "metrics";
       int port = -1;
       for (const auto& p : s.node["ports"]) port = p["containerPort"].as<int>();
       CHECK(ListenPort(eff, section) == port);
@@ -1384,6 +1494,54 @@ TEST_CASE(
     for (const auto& p : problems) UNSCOPED_INFO(p);
     CHECK(problems.empty());
   }
+}
+
+// components/content probes `exposure-filter content` on content.listen as the
+// daemon's are probed on metrics.listen: the probes' paths answer 200 from a
+// running content, on the port its --set names.
+TEST_CASE("kubernetes: content answers its Deployment's probes on content.listen",
+          "[stack][kubernetes]") {
+  using namespace std::chrono_literals;
+  RequireTool("kubectl");
+  const auto r = RunCommand({"kubectl", "kustomize", Source("deploy/kubernetes/overlays/content")});
+  REQUIRE(r.code == 0);
+  YAML::Node container;
+  for (const auto& o : YAML::LoadAll(r.out)) {
+    if (o["kind"].as<std::string>() == "Deployment" &&
+        o["metadata"]["name"].as<std::string>() == "exposure-filter-content") {
+      container = o["spec"]["template"]["spec"]["containers"][0];
+    }
+  }
+  REQUIRE(container.IsMap());
+  std::string listen;
+  for (const auto& a : container["args"]) {
+    if (StartsWith(a.as<std::string>(), "content.listen=")) listen = a.as<std::string>().substr(15);
+  }
+  const int port = HostPort(listen).second;
+  CHECK(port == container["ports"][0]["containerPort"].as<int>());
+  std::set<std::string> paths;
+  for (const char* probe : {"livenessProbe", "readinessProbe", "startupProbe"}) {
+    INFO(probe);
+    REQUIRE(container[probe]["httpGet"]["port"].as<std::string>() ==
+            container["ports"][0]["name"].as<std::string>());
+    paths.insert(container[probe]["httpGet"]["path"].as<std::string>());
+  }
+  CHECK(paths == std::set<std::string>{"/healthz", "/readyz"});
+
+  Stack stack(1, "items");
+  stack.ProduceRaw({R"({"item_id": "a", "simhash": 1})"});
+  const int local = FreePort();
+  const std::string config = stack.WriteConfig("ef.yaml", "content:\n  topic: items\n");
+  Process cmd({EF_BINARY, "content", "-c", config, "--set",
+               "content.listen=127.0.0.1:" + std::to_string(local)},
+              stack.dir().File("content.log"));
+  for (const auto& path : paths) {
+    INFO(path << "\n" << cmd.Output());
+    CHECK(WaitFor([&] { return HttpGet(local, path).status == 200; }, 30s, 200ms));
+  }
+  CHECK(cmd.Running());
+  cmd.Signal(SIGTERM);
+  CHECK(cmd.Wait(15s) == std::optional<int>(0));
 }
 
 }  // namespace ef::test
