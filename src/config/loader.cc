@@ -377,8 +377,9 @@ void WarnSaslWithoutProtocol(const KafkaConfig& kafka, std::vector<std::string>*
   if (upper == "SASL_SSL" || upper == "SASL_PLAINTEXT") return;
   warnings->push_back("kafka.properties: " + sasl_keys + " set but security.protocol is " +
                       (protocol.empty() ? std::string("unset (plaintext)") : "'" + protocol + "'") +
-                      ": Kafka is reached without SASL; set security.protocol to SASL_SSL (or "
-                      "SASL_PLAINTEXT), e.g. EXPOSURE_FILTER_KAFKA_SECURITY_PROTOCOL=SASL_SSL");
+                      ": Kafka is reached without SASL; set kafka.properties.security.protocol "
+                      "to SASL_SSL (or SASL_PLAINTEXT), e.g. "
+                      "EXPOSURE_FILTER_KAFKA_SECURITY_PROTOCOL=SASL_SSL");
 }
 
 }  // namespace

@@ -1079,6 +1079,10 @@ TEST_CASE(
     }
     CHECK(entries.count("TimeoutStopSec") == 1);
     CHECK(entries.count("LimitNOFILE") == 1);
+    // systemctl reload: SIGHUP, which run, serve and content take as a reload of
+    // log.* (docs/CLI.md#signals; conventions_test.cc sends it).
+    REQUIRE(entries.count("ExecReload") == 1);
+    CHECK(entries.find("ExecReload")->second == "/bin/kill -HUP $MAINPID");
 
     // No restart exactly on the exit codes a restart cannot cure: the table's
     // in code (src/app/exit_codes.h) and in docs/CLI.md.

@@ -965,8 +965,8 @@ TEST_CASE("config warnings: SASL settings without a SASL security.protocol", "[c
   REQUIRE(w.size() == 1);
   CHECK(w[0] ==
         "kafka.properties: sasl.mechanism, sasl.password set but security.protocol is unset "
-        "(plaintext): Kafka is reached without SASL; set security.protocol to SASL_SSL (or "
-        "SASL_PLAINTEXT), e.g. EXPOSURE_FILTER_KAFKA_SECURITY_PROTOCOL=SASL_SSL");
+        "(plaintext): Kafka is reached without SASL; set kafka.properties.security.protocol to "
+        "SASL_SSL (or SASL_PLAINTEXT), e.g. EXPOSURE_FILTER_KAFKA_SECURITY_PROTOCOL=SASL_SSL");
   c.kafka.properties["security.protocol"] = "ssl";
   w = Warnings(c, {});
   REQUIRE(w.size() == 1);
