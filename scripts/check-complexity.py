@@ -51,7 +51,6 @@ EXCEPTIONS = {
     "src/read/bloom_reader.cc ef::anonymous_namespace::TestItemsMasked": SPLIT,
     "src/client/cluster_calls.cc exposure_filter::Client::Impl::ClusterMget": SPLIT,
     "src/write/cluster_writer.cc ef::ClusterBitWriter::WriteRounds": SPLIT,
-    "src/kafka/message_time.cc ef::ReadMessageTimestamps": SPLIT,
     "src/pipeline/content_consumer.cc ef::ContentConsumer::AssignBatch": SPLIT,
     "src/redis/reply_scanner.cc ef::ReplyScanner::ParseValue": SPLIT,
     "src/redis/connection.cc ef::RedisConnection::Exchange": SPLIT,
