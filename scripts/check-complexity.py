@@ -48,7 +48,6 @@ EXCEPTIONS = {
     "src/event/item_decoder.cc ef::ItemDecoder::Impl::Decode": SPLIT,
     "src/bloom/stage_planner.cc ef::StagePlanner::PlanFrom": SPLIT,
     "src/read/bloom_reader.cc ef::anonymous_namespace::TestItemsMasked": SPLIT,
-    "src/client/cluster_calls.cc exposure_filter::Client::Impl::ClusterMget": SPLIT,
     "src/write/cluster_writer.cc ef::ClusterBitWriter::WriteRounds": SPLIT,
     "src/pipeline/content_consumer.cc ef::ContentConsumer::AssignBatch": SPLIT,
     "src/redis/reply_scanner.cc ef::ReplyScanner::ParseValue": SPLIT,
