@@ -41,7 +41,6 @@ EXCEPTIONS = {
         "a table: one registration per metric family, no branches",
     "src/write/bit_writer.cc ef::RedisBitWriter::WriteOnce": SPLIT,
     "src/write/bit_writer.cc ef::RedisBitWriter::PlanStages": SPLIT,
-    "src/client/call.cc exposure_filter::Client::Impl::RunOnce": SPLIT,
     "src/redis/cluster.cc ef::SlotMap::FromClusterSlots": SPLIT,
     "src/event/decoder.cc ef::Decoder::Impl::Decode": SPLIT,
     "src/event/decoder.cc ef::Decoder::Impl::ReadId": SPLIT,
