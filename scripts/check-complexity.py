@@ -41,9 +41,9 @@ EXCEPTIONS = {
         "a table: one registration per metric family, no branches",
     "src/write/bit_writer.cc ef::RedisBitWriter::WriteOnce": SPLIT,
     "src/write/bit_writer.cc ef::RedisBitWriter::PlanStages": SPLIT,
-    "src/redis/cluster.cc ef::SlotMap::FromClusterSlots": SPLIT,
     "src/event/decoder.cc ef::Decoder::Impl::Decode": SPLIT,
     "src/event/decoder.cc ef::Decoder::Impl::ReadId": SPLIT,
+    "src/config/loader.cc ef::Validate": SPLIT,
     "src/event/item_decoder.cc ef::ItemDecoder::Impl::Decode": SPLIT,
     "src/bloom/stage_planner.cc ef::StagePlanner::PlanFrom": SPLIT,
     "src/read/bloom_reader.cc ef::anonymous_namespace::TestItemsMasked": SPLIT,
@@ -51,7 +51,6 @@ EXCEPTIONS = {
     "src/pipeline/content_consumer.cc ef::ContentConsumer::AssignBatch": SPLIT,
     "src/redis/reply_scanner.cc ef::ReplyScanner::ParseValue": SPLIT,
     "src/redis/connection.cc ef::RedisConnection::Exchange": SPLIT,
-    "src/config/loader.cc ef::Validate": SPLIT,
 }
 
 

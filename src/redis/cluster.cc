@@ -168,56 +168,75 @@ std::vector<NodeAddress> SlotMap::AllNodes() const {
   return out;
 }
 
+namespace {
+
+using ReplyType = RedisReply::Type;
+
+std::string SlotsEntry(size_t entry) { return "CLUSTER SLOTS entry " + std::to_string(entry); }
+
+// A node of CLUSTER SLOTS entry `entry`: [host, port, id, ...]; an empty, NULL
+// or "?" host is `queried_host`. *id (if given): the node ID, "" if none.
+StatusOr<NodeAddress> ReadSlotsNode(const RedisReply& n, size_t entry,
+                                    std::string_view queried_host, std::string* id) {
+  if (n.type != ReplyType::kArray || n.elements.size() < 2 ||
+      n.elements[1].type != ReplyType::kInteger)
+    return Internal(SlotsEntry(entry) + ": a node is not [host, port, ...]");
+  const RedisReply& h = n.elements[0];
+  if (h.type != ReplyType::kString && h.type != ReplyType::kNil)
+    return Internal(SlotsEntry(entry) + ": a node's host is not a string");
+  NodeAddress a;
+  a.host = h.type == ReplyType::kNil || h.str.empty() || h.str == "?" ? std::string(queried_host)
+                                                                      : h.str;
+  if (n.elements[1].integer < 1 || n.elements[1].integer > 65535 || !ValidHost(a.host))
+    return Internal(SlotsEntry(entry) + ": bad node address '" + a.host + ":" +
+                    std::to_string(n.elements[1].integer) + "'");
+  a.port = static_cast<int>(n.elements[1].integer);
+  if (id)
+    *id =
+        n.elements.size() > 2 && n.elements[2].type == ReplyType::kString ? n.elements[2].str : "";
+  return a;
+}
+
+// The slot range of CLUSTER SLOTS entry `entry`: [start, end, master, replicas...].
+StatusOr<std::pair<long long, long long>> ReadSlotRange(const RedisReply& r, size_t entry) {
+  if (r.type != ReplyType::kArray || r.elements.size() < 3 ||
+      r.elements[0].type != ReplyType::kInteger || r.elements[1].type != ReplyType::kInteger)
+    return Internal(SlotsEntry(entry) + ": not [start, end, master, replicas...]");
+  const long long start = r.elements[0].integer, end = r.elements[1].integer;
+  if (start < 0 || end < start || end >= kClusterSlots)
+    return Internal(SlotsEntry(entry) + ": bad slot range " + std::to_string(start) + "-" +
+                    std::to_string(end));
+  return std::make_pair(start, end);
+}
+
+}  // namespace
+
 StatusOr<SlotMap> SlotMap::FromClusterSlots(const RedisReply& reply,
                                             std::string_view queried_host) {
-  using T = RedisReply::Type;
-  if (reply.type != T::kArray) {
+  if (reply.type != ReplyType::kArray) {
     return Internal("CLUSTER SLOTS: expected an array, got " +
-                    (reply.type == T::kError ? "error '" + reply.str + "'"
-                                             : std::string("another reply type")));
+                    (reply.type == ReplyType::kError ? "error '" + reply.str + "'"
+                                                     : std::string("another reply type")));
   }
-  auto node = [&](const RedisReply& n, size_t entry, std::string* id) -> StatusOr<NodeAddress> {
-    const std::string where = "CLUSTER SLOTS entry " + std::to_string(entry);
-    if (n.type != T::kArray || n.elements.size() < 2 || n.elements[1].type != T::kInteger)
-      return Internal(where + ": a node is not [host, port, ...]");
-    const RedisReply& h = n.elements[0];
-    if (h.type != T::kString && h.type != T::kNil)
-      return Internal(where + ": a node's host is not a string");
-    NodeAddress a;
-    a.host = h.type == T::kNil || h.str.empty() || h.str == "?" ? std::string(queried_host) : h.str;
-    if (n.elements[1].integer < 1 || n.elements[1].integer > 65535 || !ValidHost(a.host))
-      return Internal(where + ": bad node address '" + a.host + ":" +
-                      std::to_string(n.elements[1].integer) + "'");
-    a.port = static_cast<int>(n.elements[1].integer);
-    if (id)
-      *id = n.elements.size() > 2 && n.elements[2].type == T::kString ? n.elements[2].str : "";
-    return a;
-  };
   SlotMap map;
   for (size_t e = 0; e < reply.elements.size(); ++e) {
     const RedisReply& r = reply.elements[e];
-    const std::string where = "CLUSTER SLOTS entry " + std::to_string(e);
-    if (r.type != T::kArray || r.elements.size() < 3 || r.elements[0].type != T::kInteger ||
-        r.elements[1].type != T::kInteger)
-      return Internal(where + ": not [start, end, master, replicas...]");
-    const long long start = r.elements[0].integer, end = r.elements[1].integer;
-    if (start < 0 || end < start || end >= kClusterSlots)
-      return Internal(where + ": bad slot range " + std::to_string(start) + "-" +
-                      std::to_string(end));
+    StatusOr<std::pair<long long, long long>> range = ReadSlotRange(r, e);
+    if (!range.ok()) return range.status();
     std::string id;
-    StatusOr<NodeAddress> master = node(r.elements[2], e, &id);
+    StatusOr<NodeAddress> master = ReadSlotsNode(r.elements[2], e, queried_host, &id);
     if (!master.ok()) return master.status();
     const int shard = map.ShardIndexOf(*master, id);
     for (size_t i = 3; i < r.elements.size(); ++i) {
-      StatusOr<NodeAddress> replica = node(r.elements[i], e, nullptr);
+      StatusOr<NodeAddress> replica = ReadSlotsNode(r.elements[i], e, queried_host, nullptr);
       if (!replica.ok()) return replica.status();
       auto& replicas = map.shards_[static_cast<size_t>(shard)].replicas;
       if (std::find(replicas.begin(), replicas.end(), *replica) == replicas.end())
         replicas.push_back(*replica);
     }
-    for (long long s = start; s <= end; ++s) {
+    for (long long s = range->first; s <= range->second; ++s) {
       if (map.slot_shard_[static_cast<size_t>(s)] >= 0)
-        return Internal(where + ": slot " + std::to_string(s) + " listed twice");
+        return Internal(SlotsEntry(e) + ": slot " + std::to_string(s) + " listed twice");
       map.slot_shard_[static_cast<size_t>(s)] = static_cast<int16_t>(shard);
     }
   }
