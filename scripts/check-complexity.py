@@ -47,7 +47,6 @@ EXCEPTIONS = {
     "src/bloom/stage_planner.cc ef::StagePlanner::PlanFrom": SPLIT,
     "src/read/bloom_reader.cc ef::anonymous_namespace::TestItemsMasked": SPLIT,
     "src/write/cluster_writer.cc ef::ClusterBitWriter::WriteRounds": SPLIT,
-    "src/pipeline/content_consumer.cc ef::ContentConsumer::AssignBatch": SPLIT,
     "src/redis/reply_scanner.cc ef::ReplyScanner::ParseValue": SPLIT,
     "src/redis/connection.cc ef::RedisConnection::Exchange": SPLIT,
 }
