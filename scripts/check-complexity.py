@@ -43,7 +43,6 @@ EXCEPTIONS = {
     "src/write/bit_writer.cc ef::RedisBitWriter::PlanStages": SPLIT,
     "src/event/decoder.cc ef::Decoder::Impl::Decode": SPLIT,
     "src/event/decoder.cc ef::Decoder::Impl::ReadId": SPLIT,
-    "src/event/item_decoder.cc ef::ItemDecoder::Impl::Decode": SPLIT,
     "src/bloom/stage_planner.cc ef::StagePlanner::PlanFrom": SPLIT,
     "src/read/bloom_reader.cc ef::anonymous_namespace::TestItemsMasked": SPLIT,
     "src/write/cluster_writer.cc ef::ClusterBitWriter::WriteRounds": SPLIT,
