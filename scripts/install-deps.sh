@@ -42,6 +42,7 @@ TEST=(
   binutils dpkg      # readelf, dpkg -S: tests check the Dockerfile's runtime libraries
   fortunes fortunes-zh  # real English and Chinese texts: the content fingerprint tests
   nodejs             # deploy/kubernetes/validate: schema checks of the manifests (npm ci below)
+  pmccabe            # scripts/check-complexity.py: per-function complexity and length
 )
 
 mode=all

@@ -8,9 +8,9 @@
 
 #include "app/commands.h"
 #include "app/common.h"
-#include "bloom/activity.h"
 #include "bloom/layout.h"
-#include "bloom/size_report.h"
+#include "capacity/activity.h"
+#include "capacity/size_report.h"
 #include "config/loader.h"
 
 namespace ef::app {

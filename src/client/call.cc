@@ -74,27 +74,98 @@ std::vector<Result> Client::Impl::Run(const Work* work, size_t n, const CallOpti
   return results;
 }
 
-std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const CallOptions& call,
-                                          bool first, bool* redo) {
-  const Clock::time_point start = Clock::now();
-  const Clock::time_point deadline =
-      start + (call.deadline.count() > 0 ? call.deadline : options.timeout);
-  const int64_t now_s = call.at_unix_seconds > 0
-                            ? call.at_unix_seconds
-                            : std::chrono::duration_cast<std::chrono::seconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
-  std::vector<Result> results(n);
-  std::vector<ef::ReadPlan> plans(n);
-  std::vector<size_t> valid;
-  valid.reserve(n);
-  uint64_t candidates = 0;
+const std::vector<std::string_view>& CallReplies::values(
+    size_t v, std::vector<std::string_view>* scratch) const {
+  if (single) return (*single)[v].values;
+  scratch->clear();
+  for (const ef::RedisReply& e : cluster[v].elements) scratch->emplace_back(e.str);
+  return *scratch;
+}
+
+namespace {
+
+// One MGET per valid user: its bucket keys, then its served ring (the last value).
+std::vector<std::vector<std::string>> MgetCommands(CallPlan* plan) {
+  std::vector<std::vector<std::string>> commands(plan->valid.size());
+  for (size_t v = 0; v < plan->valid.size(); ++v) {
+    ef::ReadPlan& p = plan->plans[plan->valid[v]];
+    commands[v].reserve(p.keys.size() + 2);
+    commands[v].emplace_back("MGET");
+    for (std::string& key : p.keys) commands[v].push_back(std::move(key));
+    commands[v].push_back(std::move(p.served_key));
+  }
+  return commands;
+}
+
+// filter.near_duplicates: the map entries of the candidates with no cluster
+// given, read with the MGETs (docs/CONTENT.md rule 5), in user order.
+Lookups PlanLookups(const Work* work, const std::vector<size_t>& valid, const std::string& prefix) {
+  Lookups lookups;
+  for (size_t v = 0; v < valid.size(); ++v) {
+    const Work& w = work[valid[v]];
+    for (size_t j = 0; j < w.candidates.size(); ++j) {
+      const std::string_view item = w.candidates[j];
+      if (w.clusters.size() != 0 && !w.clusters[j].empty()) continue;
+      // Not an item the index files (contentdb/map.h): unknown, nothing read.
+      if (item.empty() || item.size() > ef::contentdb::kMaxContentItemBytes) continue;
+      lookups.keys.push_back(ef::contentdb::MapKey(prefix, item));
+      lookups.of.emplace_back(v, j);
+    }
+  }
+  return lookups;
+}
+
+// One Redis has no slots: the lookups are one more MGET in the same pipeline.
+void AppendLookupMget(const Lookups& lookups, std::vector<std::vector<std::string>>* commands) {
+  commands->emplace_back();
+  commands->back().reserve(lookups.keys.size() + 1);
+  commands->back().emplace_back("MGET");
+  for (const std::string& key : lookups.keys) commands->back().push_back(key);
+}
+
+// Valid user v's clusters: those given, then those looked up (lookups.of is in
+// user order; *next_lookup moves past v's).
+void UserClusters(const Work& w, size_t v, const Lookups& lookups, size_t* next_lookup,
+                  std::vector<std::string_view>* clusters) {
+  clusters->assign(w.candidates.size(), std::string_view());
+  for (size_t j = 0; j < w.clusters.size(); ++j) (*clusters)[j] = w.clusters[j];
+  for (; *next_lookup < lookups.of.size() && lookups.of[*next_lookup].first == v; ++*next_lookup)
+    (*clusters)[lookups.of[*next_lookup].second] = lookups.clusters[*next_lookup];
+}
+
+// A user's test into its result (served all false when the ring was not read).
+void TakeCheck(ef::CheckResult cr, bool near_duplicates, bool with_buckets,
+               const std::vector<std::string_view>& clusters, Result* r) {
+  if (near_duplicates) {
+    r->near_duplicate = std::move(cr.near_duplicate);
+    r->near_duplicate_count = cr.near_duplicate_count;
+    r->cluster.assign(clusters.begin(), clusters.end());
+  }
+  r->seen = std::move(cr.seen);
+  r->seen_count = cr.seen_count;
+  r->buckets_present = cr.buckets_present;
+  if (cr.served.empty()) {
+    r->served.assign(r->seen.size(), false);
+  } else {
+    r->served = std::move(cr.served);
+    r->served_count = cr.served_count;
+  }
+  if (with_buckets) r->seen_bucket = std::move(cr.seen_bucket);
+}
+
+}  // namespace
+
+CallPlan Client::Impl::PlanUsers(const Work* work, size_t n, int64_t now_s) {
+  CallPlan plan;
+  plan.results.resize(n);
+  plan.plans.resize(n);
+  plan.valid.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    Result& r = results[i];
+    Result& r = plan.results[i];
     r.seen.assign(work[i].candidates.size(), false);
     r.served.assign(work[i].candidates.size(), false);
     r.near_duplicate.assign(work[i].candidates.size(), false);
-    candidates += work[i].candidates.size();
+    plan.candidates += work[i].candidates.size();
     if (near_duplicates && work[i].clusters.size() != 0 &&
         work[i].clusters.size() != work[i].candidates.size()) {
       Failed(ef::InvalidArgument("clusters: " + std::to_string(work[i].clusters.size()) +
@@ -105,156 +176,127 @@ std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const Call
     }
     // Keys depend only on prefix, bucket and window, which the stored layout
     // shares with the configured one.
-    auto plan = ef::PlanRead(configured, work[i].user, now_s);
-    if (!plan.ok()) {
-      Failed(plan.status(), false, &r);
+    auto read = ef::PlanRead(configured, work[i].user, now_s);
+    if (!read.ok()) {
+      Failed(read.status(), false, &r);
       continue;
     }
-    r.buckets_read = plan->keys.size();
-    plans[i] = std::move(*plan);
-    valid.push_back(i);
+    r.buckets_read = read->keys.size();
+    plan.plans[i] = std::move(*read);
+    plan.valid.push_back(i);
   }
-  if (first) {
-    Add(counters.calls, 1);
-    Add(counters.users, n);
-    Add(counters.candidates, candidates);
-  }
-  if (valid.empty()) return results;
+  return plan;
+}
 
-  std::vector<std::vector<std::string>> commands(valid.size());
-  for (size_t v = 0; v < valid.size(); ++v) {
-    std::vector<std::string>& keys = plans[valid[v]].keys;
-    commands[v].reserve(keys.size() + 2);
-    commands[v].emplace_back("MGET");
-    for (std::string& key : keys) commands[v].push_back(std::move(key));
-    commands[v].push_back(std::move(plans[valid[v]].served_key));  // the last value
+Status Client::Impl::ReadUsers(const std::vector<std::vector<std::string>>& commands,
+                               Lookups* lookups, Clock::time_point start,
+                               Clock::time_point deadline, CallPlan* plan, CallReplies* replies) {
+  if (!cluster) return SingleMget(commands, start, deadline, &replies->single);
+  ef::client::Pooled<RouterSlot> pr(routers);
+  Status st = PrepareRouter(pr, start, deadline);
+  if (st.ok())
+    st = ClusterMget(pr.conn()->router, commands, start, deadline, &replies->cluster,
+                     &replies->user_status, lookups->keys.empty() ? nullptr : lookups);
+  for (size_t v = 0; st.ok() && v < replies->user_status.size(); ++v) {
+    if (replies->user_status[v].ok()) continue;
+    ++replies->failed_users;
+    Failed(replies->user_status[v], true, &plan->results[plan->valid[v]]);
   }
-  // filter.near_duplicates: the map entries of the candidates with no cluster
-  // given, read with the MGETs (docs/CONTENT.md rule 5).
-  Lookups lookups;
-  if (near_duplicates && call.cluster_lookup) {
-    for (size_t v = 0; v < valid.size(); ++v) {
-      const Work& w = work[valid[v]];
-      for (size_t j = 0; j < w.candidates.size(); ++j) {
-        const std::string_view item = w.candidates[j];
-        if (w.clusters.size() != 0 && !w.clusters[j].empty()) continue;
-        // Not an item the index files (contentdb/map.h): unknown, nothing read.
-        if (item.empty() || item.size() > ef::contentdb::kMaxContentItemBytes) continue;
-        lookups.keys.push_back(ef::contentdb::MapKey(configured.prefix, item));
-        lookups.of.emplace_back(v, j);
-      }
-    }
-  }
-  const bool single_lookup = !cluster && !lookups.keys.empty();
-  if (single_lookup) {  // one more MGET in the same pipeline: one Redis has no slots
-    commands.emplace_back();
-    commands.back().reserve(lookups.keys.size() + 1);
-    commands.back().emplace_back("MGET");
-    for (const std::string& key : lookups.keys) commands.back().push_back(key);
-  }
-  std::vector<ef::RedisReply> cluster_replies;
-  // Standalone: the replies' values, views into the thread's receive buffer.
-  std::vector<ef::RedisConnection::ArrayReply>* single_replies = nullptr;
-  // Cluster: per user (a master down fails its users only); empty = all OK.
-  std::vector<Status> user_status;
-  size_t failed_users = 0;
-  Status st;
-  if (cluster) {
-    ef::client::Pooled<RouterSlot> pr(routers);
-    st = PrepareRouter(pr, start, deadline);
-    if (st.ok())
-      st = ClusterMget(pr.conn()->router, commands, start, deadline, &cluster_replies, &user_status,
-                       lookups.keys.empty() ? nullptr : &lookups);
-    for (size_t v = 0; st.ok() && v < user_status.size(); ++v) {
-      if (user_status[v].ok()) continue;
-      ++failed_users;
-      Failed(user_status[v], true, &results[valid[v]]);
-    }
-    if ((!st.ok() || failed_users > 0) && pr.conn()) pr.conn()->meta_due = true;
-  } else {
-    st = SingleMget(commands, start, deadline, &single_replies);
-  }
-  if (!st.ok()) {
-    Add(counters.redis_errors, 1);
-    ready.store(false, std::memory_order_relaxed);
-    for (size_t i : valid) Failed(st, true, &results[i]);
-    return results;
-  }
-  if (failed_users > 0) Add(counters.redis_errors, 1);
-  ready.store(failed_users < valid.size(), std::memory_order_relaxed);
+  if ((!st.ok() || replies->failed_users > 0) && pr.conn()) pr.conn()->meta_due = true;
+  return st;
+}
 
-  const std::shared_ptr<const ef::Layout> layout_now = CurrentLayout();
-  std::vector<std::string_view> cluster_values;
-  auto values_of = [&](size_t v) -> const std::vector<std::string_view>& {
-    if (single_replies) return (*single_replies)[v].values;
-    cluster_values.clear();
-    for (const ef::RedisReply& e : cluster_replies[v].elements) cluster_values.emplace_back(e.str);
-    return cluster_values;
-  };
-  if (first) {
-    bool long_value = false;
-    for (size_t v = 0; v < valid.size() && !long_value; ++v) {
-      if (!user_status.empty() && !user_status[v].ok()) continue;
-      const std::vector<std::string_view>& values = values_of(v);
-      for (size_t b = 0; b + 1 < values.size(); ++b)  // the buckets (the served ring is last)
-        long_value = long_value || NoteValueLength(values[b].size(), *layout_now);
-    }
-    if (long_value) {
-      *redo = true;
-      return results;
-    }
+bool Client::Impl::AnyLongValue(const CallReplies& replies, size_t users,
+                                const ef::Layout& layout) {
+  std::vector<std::string_view> scratch;
+  bool long_value = false;
+  for (size_t v = 0; v < users && !long_value; ++v) {
+    if (!replies.answered(v)) continue;
+    const std::vector<std::string_view>& values = replies.values(v, &scratch);
+    for (size_t b = 0; b + 1 < values.size(); ++b)  // the buckets (the served ring is last)
+      long_value = long_value || NoteValueLength(values[b].size(), layout);
   }
-  if (single_lookup) DecodeLookups((*single_replies)[valid.size()].values, &lookups);
-  if (!lookups.keys.empty()) {  // counted once per call, not again by a redo (above)
-    Add(counters.cluster_lookups, lookups.keys.size());
-    Add(counters.clusters_unknown, lookups.unknown);
-    Add(counters.map_bad_values, lookups.bad);
-  }
+  return long_value;
+}
+
+void Client::Impl::TestUsers(const Work* work, const CallOptions& call, const Lookups& lookups,
+                             const CallReplies& replies, const ef::Layout& layout, CallPlan* plan) {
   uint64_t seen_total = 0, served_total = 0, near_total = 0;
   thread_local std::vector<std::string_view> buckets;
+  std::vector<std::string_view> scratch;
   std::vector<std::string_view> clusters;  // one user's, with filter.near_duplicates
-  size_t next_lookup = 0;                  // lookups.of is in user order
-  for (size_t v = 0; v < valid.size(); ++v) {
-    const size_t i = valid[v];
+  size_t next_lookup = 0;
+  for (size_t v = 0; v < plan->valid.size(); ++v) {
+    const size_t i = plan->valid[v];
     const Work& w = work[i];
-    if (near_duplicates) {
-      clusters.assign(w.candidates.size(), std::string_view());
-      for (size_t j = 0; j < w.clusters.size(); ++j) clusters[j] = w.clusters[j];
-      for (; next_lookup < lookups.of.size() && lookups.of[next_lookup].first == v; ++next_lookup)
-        clusters[lookups.of[next_lookup].second] = lookups.clusters[next_lookup];
-    }
-    if (!user_status.empty() && !user_status[v].ok()) continue;  // failed above
-    const std::vector<std::string_view>& values = values_of(v);
+    if (near_duplicates) UserClusters(w, v, lookups, &next_lookup, &clusters);
+    if (!replies.answered(v)) continue;  // failed in ReadUsers
+    const std::vector<std::string_view>& values = replies.values(v, &scratch);
     buckets.assign(values.begin(), values.end() - 1);
+    const std::vector<int64_t>& starts = plan->plans[i].bucket_starts;
     ef::CheckResult cr =
-        near_duplicates ? ef::TestItems(*layout_now, buckets, plans[i].bucket_starts, w.candidates,
+        near_duplicates ? ef::TestItems(layout, buckets, starts, w.candidates,
                                         std::span<const std::string_view>(clusters), values.back())
-                        : ef::TestItems(*layout_now, buckets, plans[i].bucket_starts, w.candidates,
-                                        values.back());
-    Result& r = results[i];
-    if (near_duplicates) {
-      r.near_duplicate = std::move(cr.near_duplicate);
-      r.near_duplicate_count = cr.near_duplicate_count;
-      r.cluster.assign(clusters.begin(), clusters.end());
-      near_total += r.near_duplicate_count;
-    }
-    r.seen = std::move(cr.seen);
-    r.seen_count = cr.seen_count;
-    r.buckets_present = cr.buckets_present;
-    if (cr.served.empty()) {
-      r.served.assign(r.seen.size(), false);
-    } else {
-      r.served = std::move(cr.served);
-      r.served_count = cr.served_count;
-    }
-    if (call.with_buckets) r.seen_bucket = std::move(cr.seen_bucket);
+                        : ef::TestItems(layout, buckets, starts, w.candidates, values.back());
+    Result& r = plan->results[i];
+    TakeCheck(std::move(cr), near_duplicates, call.with_buckets, clusters, &r);
+    near_total += near_duplicates ? r.near_duplicate_count : 0;
     seen_total += r.seen_count;
     served_total += r.served_count;
   }
   Add(counters.seen, seen_total);
   Add(counters.served, served_total);
   Add(counters.near_duplicates, near_total);
-  return results;
+}
+
+std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const CallOptions& call,
+                                          bool first, bool* redo) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline =
+      start + (call.deadline.count() > 0 ? call.deadline : options.timeout);
+  const int64_t now_s = call.at_unix_seconds > 0
+                            ? call.at_unix_seconds
+                            : std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  CallPlan plan = PlanUsers(work, n, now_s);
+  if (first) {
+    Add(counters.calls, 1);
+    Add(counters.users, n);
+    Add(counters.candidates, plan.candidates);
+  }
+  if (plan.valid.empty()) return std::move(plan.results);
+
+  std::vector<std::vector<std::string>> commands = MgetCommands(&plan);
+  Lookups lookups;
+  if (near_duplicates && call.cluster_lookup)
+    lookups = PlanLookups(work, plan.valid, configured.prefix);
+  const bool single_lookup = !cluster && !lookups.keys.empty();
+  if (single_lookup) AppendLookupMget(lookups, &commands);
+  CallReplies replies;
+  const Status st = ReadUsers(commands, &lookups, start, deadline, &plan, &replies);
+  if (!st.ok()) {
+    Add(counters.redis_errors, 1);
+    ready.store(false, std::memory_order_relaxed);
+    for (size_t i : plan.valid) Failed(st, true, &plan.results[i]);
+    return std::move(plan.results);
+  }
+  if (replies.failed_users > 0) Add(counters.redis_errors, 1);
+  ready.store(replies.failed_users < plan.valid.size(), std::memory_order_relaxed);
+
+  const std::shared_ptr<const ef::Layout> layout_now = CurrentLayout();
+  if (first && AnyLongValue(replies, plan.valid.size(), *layout_now)) {
+    *redo = true;
+    return std::move(plan.results);
+  }
+  if (single_lookup) DecodeLookups((*replies.single)[plan.valid.size()].values, &lookups);
+  if (!lookups.keys.empty()) {  // counted once per call, not again by a redo (above)
+    Add(counters.cluster_lookups, lookups.keys.size());
+    Add(counters.clusters_unknown, lookups.unknown);
+    Add(counters.map_bad_values, lookups.bad);
+  }
+  TestUsers(work, call, lookups, replies, *layout_now, &plan);
+  return std::move(plan.results);
 }
 
 void Client::Impl::DecodeLookups(const std::vector<std::string_view>& values, Lookups* lookups) {

@@ -19,6 +19,123 @@ constexpr auto kPeriodicMetaBudget = std::chrono::milliseconds(100);
 
 bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
+using SlotCommands = std::vector<ef::ClusterRouter::SlotCommand>;
+
+// The first error of a user stands.
+void FailUser(std::vector<Status>* user_status, size_t v, Status st) {
+  if ((*user_status)[v].ok()) (*user_status)[v] = std::move(st);
+}
+
+// One MGET per user in its slot, then one GET per content map entry, each in its
+// own slot (they go in the same pipelines).
+SlotCommands RouteMgets(const std::vector<std::vector<std::string>>& commands,
+                        const Lookups* lookups) {
+  SlotCommands routed(commands.size());
+  for (size_t v = 0; v < commands.size(); ++v) {
+    // All of a user's keys share its hash tag, so the first key's slot is the user's.
+    routed[v].slot = ef::KeySlot(commands[v][1]);
+    routed[v].args = commands[v];
+  }
+  if (lookups != nullptr) {
+    routed.reserve(commands.size() + lookups->keys.size());
+    for (const std::string& key : lookups->keys) routed.push_back({ef::KeySlot(key), {"GET", key}});
+  }
+  return routed;
+}
+
+// The map entries' values, read past the users' replies: empty (unknown) for a
+// GET with no answer (its master down) or an error reply.
+std::vector<std::string_view> LookupValues(size_t users, size_t keys,
+                                           const std::vector<ef::RedisReply>& replies,
+                                           const std::vector<Status>& status) {
+  std::vector<std::string_view> values(keys);
+  for (size_t k = 0; k < keys; ++k) {
+    const size_t at = users + k;
+    if (status[at].ok() && replies[at].type == ef::RedisReply::Type::kString)
+      values[k] = replies[at].str;
+  }
+  return values;
+}
+
+// What the users' MGET replies leave to do.
+struct MgetCheck {
+  std::vector<size_t> split;  // users whose MGET met a migration (TRYAGAIN): one GET per key
+  bool timed_out = false;     // a user's master gave no reply within the deadline
+};
+
+// Fails each user whose MGET got an error reply or not one value per key.
+MgetCheck CheckMgets(const SlotCommands& routed,
+                     const std::vector<std::vector<std::string>>& commands,
+                     const std::vector<ef::RedisReply>& replies, std::vector<Status>* user_status) {
+  MgetCheck check;
+  for (size_t v = 0; v < replies.size(); ++v) {
+    if (!(*user_status)[v].ok()) {
+      check.timed_out = true;
+      continue;
+    }
+    const ef::RedisReply& reply = replies[v];
+    auto where = [&] { return "redis cluster (slot " + std::to_string(routed[v].slot) + ")"; };
+    if (reply.type == ef::RedisReply::Type::kError) {
+      if (StartsWith(reply.str, "TRYAGAIN")) {
+        check.split.push_back(v);
+      } else {
+        FailUser(user_status, v, MgetReplyError(where(), reply.str));
+      }
+    } else if (reply.type != ef::RedisReply::Type::kArray ||
+               reply.elements.size() != commands[v].size() - 1) {
+      FailUser(user_status, v, ef::Internal(where() + ": MGET: unexpected reply"));
+    }
+  }
+  return check;
+}
+
+// One GET per key of each split user, in the user's slot, in split order.
+SlotCommands SplitGets(const std::vector<size_t>& split, const SlotCommands& routed,
+                       const std::vector<std::vector<std::string>>& commands) {
+  SlotCommands gets;
+  for (size_t v : split) {
+    for (size_t k = 1; k < commands[v].size(); ++k)
+      gets.push_back({routed[v].slot, {"GET", commands[v][k]}});
+  }
+  return gets;
+}
+
+// Each split user's GET replies as the array its MGET would have been (a
+// WRONGTYPE error is MGET's nil); a GET without an answer or with another error
+// fails the user. True if a GET had no answer within the deadline.
+bool MergeGets(const std::vector<size_t>& split, const SlotCommands& routed,
+               const std::vector<std::vector<std::string>>& commands,
+               std::vector<ef::RedisReply>& gets, const std::vector<Status>& get_status,
+               std::vector<ef::RedisReply>* replies, std::vector<Status>* user_status) {
+  bool timed_out = false;
+  size_t at = 0;
+  for (size_t v : split) {
+    ef::RedisReply array;
+    array.type = ef::RedisReply::Type::kArray;
+    for (size_t k = 1; k < commands[v].size(); ++k, ++at) {
+      if (!get_status[at].ok()) {
+        timed_out = true;
+        FailUser(user_status, v, get_status[at]);
+        continue;
+      }
+      ef::RedisReply& e = gets[at];
+      if (e.type == ef::RedisReply::Type::kError) {
+        if (!StartsWith(e.str, "WRONGTYPE")) {
+          FailUser(user_status, v,
+                   ef::Unavailable("redis cluster (slot " + std::to_string(routed[v].slot) +
+                                   "): GET " + commands[v][k] + ": " + e.str));
+          continue;
+        }
+        e = ef::RedisReply{};
+        e.type = ef::RedisReply::Type::kNil;
+      }
+      array.elements.push_back(std::move(e));
+    }
+    if ((*user_status)[v].ok()) (*replies)[v] = std::move(array);
+  }
+  return timed_out;
+}
+
 }  // namespace
 
 Status Client::Impl::PrepareRouter(ef::client::Pooled<RouterSlot>& pr, Clock::time_point start,
@@ -98,99 +215,30 @@ Status Client::Impl::ClusterMget(ef::ClusterRouter& router,
                                  Clock::time_point start, Clock::time_point deadline,
                                  std::vector<ef::RedisReply>* replies,
                                  std::vector<Status>* user_status, Lookups* lookups) {
-  std::vector<ef::ClusterRouter::SlotCommand> routed(commands.size());
-  for (size_t v = 0; v < commands.size(); ++v) {
-    // All of a user's keys share its hash tag, so the first key's slot is the user's.
-    routed[v].slot = ef::KeySlot(commands[v][1]);
-    routed[v].args = commands[v];
-  }
-  // The map entries: one GET each, in its own slot, in the same pipelines.
-  if (lookups != nullptr) {
-    routed.reserve(commands.size() + lookups->keys.size());
-    for (const std::string& key : lookups->keys) routed.push_back({ef::KeySlot(key), {"GET", key}});
-  }
+  const SlotCommands routed = RouteMgets(commands, lookups);
   auto r = router.Commands(routed, user_status);
   if (!r.ok()) return r.status();
   *replies = std::move(*r);
   if (lookups != nullptr) {
-    // A GET with no answer (its master down) or an error reply: unknown.
-    std::vector<std::string_view> values(lookups->keys.size());
-    for (size_t k = 0; k < lookups->keys.size(); ++k) {
-      const size_t at = commands.size() + k;
-      if ((*user_status)[at].ok() && (*replies)[at].type == ef::RedisReply::Type::kString)
-        values[k] = (*replies)[at].str;
-    }
-    DecodeLookups(values, lookups);
+    DecodeLookups(LookupValues(commands.size(), lookups->keys.size(), *replies, *user_status),
+                  lookups);
     replies->resize(commands.size());
     user_status->resize(commands.size());
   }
-  bool timed_out = false;
-  auto fail = [&](size_t v, Status st) {
-    if ((*user_status)[v].ok()) (*user_status)[v] = std::move(st);
-  };
-  // Users whose MGET met a migration (TRYAGAIN): one GET per key.
-  std::vector<size_t> split;
-  for (size_t v = 0; v < replies->size(); ++v) {
-    if (!(*user_status)[v].ok()) {
-      timed_out = true;  // no reply from its master within the deadline
-      continue;
-    }
-    const ef::RedisReply& reply = (*replies)[v];
-    if (reply.type == ef::RedisReply::Type::kError) {
-      if (StartsWith(reply.str, "TRYAGAIN")) {
-        split.push_back(v);
-        continue;
-      }
-      fail(v, MgetReplyError("redis cluster (slot " + std::to_string(routed[v].slot) + ")",
-                             reply.str));
-      continue;
-    }
-    if (reply.type != ef::RedisReply::Type::kArray ||
-        reply.elements.size() != commands[v].size() - 1)
-      fail(v, ef::Internal("redis cluster (slot " + std::to_string(routed[v].slot) +
-                           "): MGET: unexpected reply"));
-  }
-  if (!split.empty() && !SetRouterDeadline(router, deadline)) {
+  MgetCheck check = CheckMgets(routed, commands, *replies, user_status);
+  if (!check.split.empty() && !SetRouterDeadline(router, deadline)) {
     const Status late = DeadlineError(start, deadline, "reading the keys of a migrating slot");
-    for (size_t v : split) fail(v, late);
-    split.clear();
+    for (size_t v : check.split) FailUser(user_status, v, late);
+    check.split.clear();
   }
-  if (!split.empty()) {
-    std::vector<ef::ClusterRouter::SlotCommand> gets;
-    for (size_t v : split) {
-      for (size_t k = 1; k < commands[v].size(); ++k)
-        gets.push_back({routed[v].slot, {"GET", commands[v][k]}});
-    }
+  if (!check.split.empty()) {
     std::vector<Status> get_status;
-    auto g = router.Commands(gets, &get_status);
+    auto g = router.Commands(SplitGets(check.split, routed, commands), &get_status);
     if (!g.ok()) return g.status();
-    size_t at = 0;
-    for (size_t v : split) {
-      ef::RedisReply array;
-      array.type = ef::RedisReply::Type::kArray;
-      for (size_t k = 1; k < commands[v].size(); ++k, ++at) {
-        if (!get_status[at].ok()) {
-          timed_out = true;
-          fail(v, get_status[at]);
-          continue;
-        }
-        ef::RedisReply& e = (*g)[at];
-        if (e.type == ef::RedisReply::Type::kError) {
-          // MGET answers nil for a key of another type; GET says WRONGTYPE.
-          if (!StartsWith(e.str, "WRONGTYPE")) {
-            fail(v, ef::Unavailable("redis cluster (slot " + std::to_string(routed[v].slot) +
-                                    "): GET " + commands[v][k] + ": " + e.str));
-            continue;
-          }
-          e = ef::RedisReply{};
-          e.type = ef::RedisReply::Type::kNil;
-        }
-        array.elements.push_back(std::move(e));
-      }
-      if ((*user_status)[v].ok()) (*replies)[v] = std::move(array);
-    }
+    if (MergeGets(check.split, routed, commands, *g, get_status, replies, user_status))
+      check.timed_out = true;
   }
-  if (timed_out && Clock::now() >= deadline) Add(counters.timeouts, 1);
+  if (check.timed_out && Clock::now() >= deadline) Add(counters.timeouts, 1);
   if (Clock::now() > deadline) return DeadlineError(start, deadline, "waiting for Redis Cluster");
   return Status::Ok();
 }

@@ -87,6 +87,31 @@ struct RouterSlot {
   Clock::time_point meta_attempt{};
 };
 
+// A call's users, planned (call.cc PlanUsers), then answered in place.
+struct CallPlan {
+  std::vector<Result> results;      // one per user; a user that cannot be read has failed
+  std::vector<ef::ReadPlan> plans;  // per user: its keys (moved into the MGETs), bucket starts
+  std::vector<size_t> valid;        // the users with a plan, in order
+  uint64_t candidates = 0;          // over all users
+};
+
+// What a call's MGETs brought back (call.cc ReadUsers), per valid user v.
+struct CallReplies {
+  // Standalone: the values, views into the thread's receive buffers.
+  std::vector<ef::RedisConnection::ArrayReply>* single = nullptr;
+  // Cluster: one array per user, and each user's status (a master down fails its
+  // users only); user_status empty = all OK.
+  std::vector<ef::RedisReply> cluster;
+  std::vector<ef::Status> user_status;
+  size_t failed_users = 0;
+
+  bool answered(size_t v) const { return user_status.empty() || user_status[v].ok(); }
+  // User v's values: the buckets, then the served ring. A cluster user's are
+  // views put into *scratch (valid until the next call with it).
+  const std::vector<std::string_view>& values(size_t v,
+                                              std::vector<std::string_view>* scratch) const;
+};
+
 // An error reply to MGET: kPermissionDenied for an ACL refusal, else kUnavailable.
 ef::Status MgetReplyError(const std::string& where, std::string_view error);
 
@@ -157,6 +182,25 @@ struct Client::Impl {
   std::vector<Result> RunOnce(const Work* work, size_t n, const CallOptions& call, bool first,
                               bool* redo);
   bool Ping(std::chrono::milliseconds deadline);
+  // RunOnce's steps. Each user's keys; a user that cannot be read (clusters not
+  // one per candidate, a user PlanRead refuses) fails alone, not fail-open.
+  client_internal::CallPlan PlanUsers(const Work* work, size_t n, int64_t now_s);
+  // The MGETs of `commands` (one per valid user, then on one Redis the lookups'),
+  // on a pooled connection or router. A cluster user whose master did not answer
+  // fails alone (plan->results); the status returned fails every valid user.
+  Status ReadUsers(const std::vector<std::vector<std::string>>& commands,
+                   client_internal::Lookups* lookups, Clock::time_point start,
+                   Clock::time_point deadline, client_internal::CallPlan* plan,
+                   client_internal::CallReplies* replies);
+  // Whether some answered user's bucket value is longer than `layout` allows
+  // (NoteValueLength: the layout is then marked stale).
+  bool AnyLongValue(const client_internal::CallReplies& replies, size_t users,
+                    const ef::Layout& layout);
+  // Tests each answered user's candidates against its values into its result;
+  // counts what was seen, served and near-duplicate.
+  void TestUsers(const Work* work, const CallOptions& call, const client_internal::Lookups& lookups,
+                 const client_internal::CallReplies& replies, const ef::Layout& layout,
+                 client_internal::CallPlan* plan);
 
   // --- served.cc
   // Appends the fingerprints of items to user's served ring (one EVALSHA, EVAL if

@@ -440,19 +440,21 @@ StatusOr<Config> LoadConfig(const std::string& path, const std::vector<std::stri
   return LoadConfigFromString(text.str(), path, overrides);
 }
 
-Status Validate(const Config& config) {
-  for (const Field& field : config_internal::Fields()) {
-    if (!field.canonical) continue;
-    EF_RETURN_IF_ERROR(field.check(field.get(config)).Prefixed(field.key));
-  }
+namespace {
 
-  const FilterConfig& f = config.filter;
+// Each section's checks across keys, in the order Validate runs them: the first
+// error found is the one reported.
+
+Status CheckFilterWindow(const FilterConfig& f) {
   if (f.bucket_seconds <= 0 || f.window_seconds <= 0 || f.window_seconds % f.bucket_seconds != 0) {
     return InvalidArgument("filter.window (" + Seconds(f.window_seconds) +
                            ") must be a positive multiple of filter.bucket (" +
                            Seconds(f.bucket_seconds) + ")");
   }
-  const RedisConfig& r = config.redis;
+  return Status::Ok();
+}
+
+Status CheckRedisTimeouts(const RedisConfig& r) {
   if (r.retry_backoff_min_ms > r.retry_backoff_max_ms) {
     return InvalidArgument("redis.retry_backoff_min (" + FormatDurationMs(r.retry_backoff_min_ms) +
                            ") must be <= redis.retry_backoff_max (" +
@@ -464,6 +466,12 @@ Status Validate(const Config& config) {
                            FormatDurationMs(r.command_timeout_ms) +
                            ") when redis.wait_replicas > 0: WAIT answers within it");
   }
+  return Status::Ok();
+}
+
+// Mutual TLS needs both files; TLS settings with TLS off are a mistake that
+// would connect in plain text.
+Status CheckRedisTls(const RedisConfig& r) {
   if (r.tls_cert_file.empty() != r.tls_key_file.empty()) {
     return InvalidArgument(
         std::string(r.tls_cert_file.empty() ? "redis.tls.key_file" : "redis.tls.cert_file") +
@@ -471,7 +479,6 @@ Status Validate(const Config& config) {
         (r.tls_cert_file.empty() ? "redis.tls.cert_file" : "redis.tls.key_file") +
         ": mutual TLS needs both (or neither)");
   }
-  // TLS settings with TLS off are a mistake that would connect in plain text.
   const bool rediss = r.address.find("rediss://") != std::string::npos;
   if (!r.tls_enabled && !rediss) {
     const std::pair<const char*, bool> set[] = {
@@ -489,6 +496,10 @@ Status Validate(const Config& config) {
       }
     }
   }
+  return Status::Ok();
+}
+
+Status CheckRedisTopology(const RedisConfig& r) {
   const bool many = r.address.find(',') != std::string::npos;
   if (many && r.cluster == "false") {
     return InvalidArgument("redis.address lists several nodes (" + r.address +
@@ -499,7 +510,10 @@ Status Validate(const Config& config) {
         "redis.db (" + std::to_string(r.db) +
         ") must be 0 with redis.cluster: true (Redis Cluster has database 0 only)");
   }
-  const ContentConfig& c = config.content;
+  return Status::Ok();
+}
+
+Status CheckContent(const ContentConfig& c, const FilterConfig& f) {
   if (c.index_blocks <= c.max_distance) {
     return InvalidArgument("content.index_blocks (" + std::to_string(c.index_blocks) +
                            ") must be > content.max_distance (" + std::to_string(c.max_distance) +
@@ -510,25 +524,52 @@ Status Validate(const Config& config) {
                            ") must be longer than filter.window (" + Seconds(f.window_seconds) +
                            "): an item's cluster must outlive its exposures");
   }
+  return Status::Ok();
+}
+
+// serve, metrics and content listen on ports of their own.
+Status CheckListenPorts(const Config& config) {
   const MetricsConfig& m = config.metrics;
+  const ContentConfig& c = config.content;
   if (!m.listen.empty() && config.serve.listen == m.listen) {
     return InvalidArgument("serve.listen (" + config.serve.listen +
                            ") must differ from metrics.listen: give serve its own port");
   }
-  for (const auto& [key, other] : {std::pair<const char*, const std::string*>{"metrics.listen", &m.listen},
-                                   {"serve.listen", &config.serve.listen}}) {
+  for (const auto& [key, other] :
+       {std::pair<const char*, const std::string*>{"metrics.listen", &m.listen},
+        {"serve.listen", &config.serve.listen}}) {
     if (SamePort(c.listen, *other)) {
-      return InvalidArgument("content.listen (" + c.listen + ") must use another port than " +
-                             key + " (" + *other +
+      return InvalidArgument("content.listen (" + c.listen + ") must use another port than " + key +
+                             " (" + *other +
                              "): `content` runs beside run and serve with the same config");
     }
   }
+  return Status::Ok();
+}
+
+Status CheckFreshness(const MetricsConfig& m) {
   if (m.freshness_target_ms > m.freshness_limit_ms) {
     return InvalidArgument("metrics.freshness_target (" + FormatDurationMs(m.freshness_target_ms) +
                            ") must be <= metrics.freshness_limit (" +
                            FormatDurationMs(m.freshness_limit_ms) + ")");
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status Validate(const Config& config) {
+  for (const Field& field : config_internal::Fields()) {
+    if (!field.canonical) continue;
+    EF_RETURN_IF_ERROR(field.check(field.get(config)).Prefixed(field.key));
+  }
+  EF_RETURN_IF_ERROR(CheckFilterWindow(config.filter));
+  EF_RETURN_IF_ERROR(CheckRedisTimeouts(config.redis));
+  EF_RETURN_IF_ERROR(CheckRedisTls(config.redis));
+  EF_RETURN_IF_ERROR(CheckRedisTopology(config.redis));
+  EF_RETURN_IF_ERROR(CheckContent(config.content, config.filter));
+  EF_RETURN_IF_ERROR(CheckListenPorts(config));
+  return CheckFreshness(config.metrics);
 }
 
 Status ApplyConfigOverride(const std::string& key, std::string_view text, Config* config) {

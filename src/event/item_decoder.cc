@@ -72,6 +72,24 @@ size_t LoneSurrogateAt(std::string_view s) {
   return std::string_view::npos;
 }
 
+// What Decode's pass over the fields found, per slot; the first occurrence of a
+// key counts.
+struct ItemFields {
+  bool seen[kSlotCount] = {false, false, false, false};
+  bool present[kSlotCount] = {false, false, false, false};  // seen and not null
+  ItemRejectReason reason[kSlotCount] = {ItemRejectReason::kMissingItem, ItemRejectReason::kNone,
+                                         ItemRejectReason::kNone, ItemRejectReason::kNone};
+  std::string text;
+  uint64_t simhash = 0;
+};
+
+Slot SlotOf(std::string_view key) {
+  Slot slot = kSlotNone;
+  for (int s = 0; s < kSlotCount; ++s)
+    if (key == kNames[s]) slot = static_cast<Slot>(s);
+  return slot;
+}
+
 }  // namespace
 
 const char* ItemRejectReasonName(ItemRejectReason r) {
@@ -121,6 +139,16 @@ struct ItemDecoder::Impl {
   ItemRejectReason ReadTokens(od::value& v);
   static ItemRejectReason ReadSimhash(od::value& v, uint64_t* out);
   ItemRejectReason Decode(const char* data, size_t len, DecodedItem* out);
+  // Decode's steps. Why a payload ValidDocument refused was refused: bad_utf8
+  // (with *out's offset) or not_json.
+  static ItemRejectReason RefusedReason(std::string_view payload, DecodedItem* out);
+  // Every field of the valid document into *fields; not_json stops the pass.
+  ItemRejectReason ReadFields(size_t len, ItemFields* fields);
+  // One known field's value into its slot (not_json if it cannot be read).
+  ItemRejectReason ReadField(Slot slot, od::value& value, ItemFields* fields);
+  // The item from its fields: the first reason in precedence order, else the
+  // simhash given, or computed from the tokens or the text.
+  ItemRejectReason Conclude(const ItemFields& fields, DecodedItem* out);
 };
 
 bool ItemDecoder::Impl::ValidDocument(size_t len) {
@@ -208,85 +236,93 @@ ItemRejectReason ItemDecoder::Impl::Decode(const char* data, size_t len, Decoded
   if (data == nullptr) len = 0;
   buf.assign(data == nullptr ? "" : data, len);
   buf.append(simdjson::SIMDJSON_PADDING, '\0');
-  if (!ValidDocument(len)) {
-    // Which failure: simdjson refuses ill-formed UTF-8 and lone surrogates as it
-    // refuses bad JSON; only a payload it refused is looked at again.
-    const std::string_view payload(buf.data(), len);
-    size_t at = content::InvalidUtf8Offset(payload);
-    if (at == std::string_view::npos) at = LoneSurrogateAt(payload);
-    if (at == std::string_view::npos) return ItemRejectReason::kNotJson;
-    out->bad_utf8_offset = at;
-    return ItemRejectReason::kBadUtf8;
-  }
+  if (!ValidDocument(len)) return RefusedReason(std::string_view(buf.data(), len), out);
+  ItemFields fields;
+  if (ItemRejectReason r = ReadFields(len, &fields); r != ItemRejectReason::kNone) return r;
+  return Conclude(fields, out);
+}
+
+ItemRejectReason ItemDecoder::Impl::RefusedReason(std::string_view payload, DecodedItem* out) {
+  // simdjson refuses ill-formed UTF-8 and lone surrogates as it refuses bad
+  // JSON; only a payload it refused is looked at again.
+  size_t at = content::InvalidUtf8Offset(payload);
+  if (at == std::string_view::npos) at = LoneSurrogateAt(payload);
+  if (at == std::string_view::npos) return ItemRejectReason::kNotJson;
+  out->bad_utf8_offset = at;
+  return ItemRejectReason::kBadUtf8;
+}
+
+ItemRejectReason ItemDecoder::Impl::ReadFields(size_t len, ItemFields* fields) {
   if (parser.iterate(buf.data(), len, buf.size()).get(doc) != simdjson::SUCCESS)
     return ItemRejectReason::kNotJson;
   od::object object;
   if (doc.get_object().get(object) != simdjson::SUCCESS) return ItemRejectReason::kNotJson;
-
-  bool seen[kSlotCount] = {false, false, false, false};
-  bool present[kSlotCount] = {false, false, false, false};  // seen and not null
-  ItemRejectReason reason[kSlotCount] = {ItemRejectReason::kMissingItem, ItemRejectReason::kNone,
-                                         ItemRejectReason::kNone, ItemRejectReason::kNone};
-  std::string text;
-  uint64_t simhash = 0;
   for (auto field_result : object) {
     od::field field;
     if (std::move(field_result).get(field) != simdjson::SUCCESS) return ItemRejectReason::kNotJson;
     std::string_view key;
     if (field.unescaped_key().get(key) != simdjson::SUCCESS) return ItemRejectReason::kNotJson;
-    Slot slot = kSlotNone;
-    for (int s = 0; s < kSlotCount; ++s)
-      if (key == kNames[s]) slot = static_cast<Slot>(s);
-    if (slot == kSlotNone || seen[slot]) continue;  // the first occurrence wins
-    seen[slot] = true;
-    od::value& value = field.value();
-    const std::string_view token = TrimRight(value.raw_json_token());
-    const bool is_null = token == "null";
-    present[slot] = !is_null;
-    switch (slot) {
-      case kSlotItem:
-        reason[slot] = ReadId(value);
-        break;
-      case kSlotText: {
-        if (is_null) break;
-        std::string_view s;
-        if (token.empty() || token[0] != '"') {
-          reason[slot] = ItemRejectReason::kBadText;
-        } else if (value.get_string().get(s) != simdjson::SUCCESS) {
-          return ItemRejectReason::kNotJson;
-        } else {
-          text.assign(s);
-        }
-        break;
-      }
-      case kSlotTokens:
-        if (!is_null) reason[slot] = ReadTokens(value);
-        break;
-      case kSlotSimhash:
-        if (!is_null) reason[slot] = ReadSimhash(value, &simhash);
-        break;
-      default:
-        break;
-    }
-    for (ItemRejectReason r : reason)
+    const Slot slot = SlotOf(key);
+    if (slot == kSlotNone || fields->seen[slot]) continue;  // the first occurrence wins
+    fields->seen[slot] = true;
+    if (ReadField(slot, field.value(), fields) == ItemRejectReason::kNotJson)
+      return ItemRejectReason::kNotJson;
+    for (ItemRejectReason r : fields->reason)
       if (r == ItemRejectReason::kNotJson) return r;
   }
+  return ItemRejectReason::kNone;
+}
 
-  if (reason[kSlotItem] != ItemRejectReason::kNone) return reason[kSlotItem];
-  for (Slot s : {kSlotSimhash, kSlotTokens, kSlotText})
-    if (reason[s] != ItemRejectReason::kNone) return reason[s];
-  out->item_id = id;
-  if (present[kSlotSimhash]) {
-    out->form = ItemContentForm::kSimhash;
-    out->simhash = simhash;
+ItemRejectReason ItemDecoder::Impl::ReadField(Slot slot, od::value& value, ItemFields* fields) {
+  const std::string_view token = TrimRight(value.raw_json_token());
+  const bool is_null = token == "null";
+  fields->present[slot] = !is_null;
+  ItemRejectReason& reason = fields->reason[slot];
+  if (slot == kSlotItem) {
+    reason = ReadId(value);
     return ItemRejectReason::kNone;
   }
-  if (present[kSlotTokens]) {
+  if (is_null) return ItemRejectReason::kNone;
+  switch (slot) {
+    case kSlotText: {
+      std::string_view s;
+      if (token.empty() || token[0] != '"') {
+        reason = ItemRejectReason::kBadText;
+      } else if (value.get_string().get(s) != simdjson::SUCCESS) {
+        return ItemRejectReason::kNotJson;
+      } else {
+        fields->text.assign(s);
+      }
+      break;
+    }
+    case kSlotTokens:
+      reason = ReadTokens(value);
+      break;
+    case kSlotSimhash:
+      reason = ReadSimhash(value, &fields->simhash);
+      break;
+    default:
+      break;
+  }
+  return ItemRejectReason::kNone;
+}
+
+ItemRejectReason ItemDecoder::Impl::Conclude(const ItemFields& fields, DecodedItem* out) {
+  if (fields.reason[kSlotItem] != ItemRejectReason::kNone) return fields.reason[kSlotItem];
+  for (Slot s : {kSlotSimhash, kSlotTokens, kSlotText})
+    if (fields.reason[s] != ItemRejectReason::kNone) return fields.reason[s];
+  out->item_id = id;
+  if (fields.present[kSlotSimhash]) {
+    out->form = ItemContentForm::kSimhash;
+    out->simhash = fields.simhash;
+    return ItemRejectReason::kNone;
+  }
+  if (fields.present[kSlotTokens]) {
     out->form = ItemContentForm::kTokens;
-  } else if (present[kSlotText]) {
+  } else if (fields.present[kSlotText]) {
     out->form = ItemContentForm::kText;
     // simdjson checked the UTF-8, so the tokenizer's only refusal cannot happen.
-    if (!tokenizer.Tokenize(text, &tokens).ok()) return ItemRejectReason::kBadText;
+    if (!tokenizer.Tokenize(fields.text, &tokens).ok()) return ItemRejectReason::kBadText;
   } else {
     return ItemRejectReason::kMissingContent;
   }

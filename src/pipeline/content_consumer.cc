@@ -59,92 +59,120 @@ void ContentConsumer::Take(const std::vector<Message>& messages) {
   }
 }
 
+namespace {
+
+// Of a batch's assignments: how many made a new cluster, joined one, or were known.
+struct AssignCounts {
+  uint64_t fresh = 0, joined = 0, known = 0;
+};
+
+AssignCounts CountAssignments(const std::vector<contentdb::Assignment>& assignments) {
+  AssignCounts c;
+  for (const auto& a : assignments) {
+    if (a.known) {
+      ++c.known;
+    } else if (!a.nearest.empty()) {
+      ++c.joined;
+    }
+  }
+  c.fresh = assignments.size() - c.joined - c.known;
+  return c;
+}
+
+// Errors that retrying cannot mend.
+bool RetryCannotMend(const Status& st) {
+  return st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kPermissionDenied ||
+         st.code() == StatusCode::kFailedPrecondition;
+}
+
+}  // namespace
+
 Status ContentConsumer::AssignBatch(const std::atomic<bool>& stop) {
   if (batch_.empty()) return Status::Ok();
-  int64_t backoff = options_.backoff_min_ms;
-  int64_t failing_since = 0;
-  int64_t stop_seen_at = 0;
-  int attempts = 0;
-  bool paused = false;
+  AssignRetry retry;
+  retry.backoff_ms = options_.backoff_min_ms;
   for (;;) {
     StatusOr<std::vector<contentdb::Assignment>> r = std::vector<contentdb::Assignment>{};
     if (!batch_.items.empty()) r = assign_(batch_.items);
-    ++attempts;
+    ++retry.attempts;
     if (r.ok()) {
-      uint64_t joined = 0, known = 0;
-      for (const auto& a : *r) {
-        if (a.known) {
-          ++known;
-        } else if (!a.nearest.empty()) {
-          ++joined;
-        }
-      }
-      const uint64_t fresh = r->size() - joined - known;
-      totals_.items_new += fresh;
-      totals_.items_joined += joined;
-      totals_.items_known += known;
-      if (metrics_) {
-        metrics_->items_new->Increment(static_cast<double>(fresh));
-        metrics_->items_joined->Increment(static_cast<double>(joined));
-        metrics_->items_known->Increment(static_cast<double>(known));
-        metrics_->redis_up->Set(1);
-      }
-      if (!batch_.items.empty()) ++totals_.batches;
-      if (failing_since) {
-        spdlog::info("content: assignments succeed again after {:.1f} s and {} retries; resuming",
-                     static_cast<double>(SteadyNowMs() - failing_since) / 1000.0, attempts - 1);
-      }
-      if (paused) {
-        if (Status rs = source_.ResumeAll(); !rs.ok()) spdlog::warn("{}", rs.message());
-      }
-      MarkDone();
+      Assigned(*r, retry);
       return Status::Ok();
     }
-    const Status st = r.status();
-    if (st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kPermissionDenied ||
-        st.code() == StatusCode::kFailedPrecondition) {
-      return st;  // retrying cannot help
-    }
-    ++totals_.assign_failures;
-    if (metrics_) {
-      metrics_->assign_retries->Increment();
-      metrics_->redis_up->Set(0);
-    }
-    if (failing_since) {
-      spdlog::debug("content: retry {} failed: {}", attempts - 1, st.message());
-    } else {
-      failing_since = SteadyNowMs();
-      spdlog::error(
-          "content: {}; pausing consumption, retrying every {}..{} ms, nothing is committed "
-          "past what was assigned",
-          st.message(), options_.backoff_min_ms, options_.backoff_max_ms);
-    }
-    if (!paused) {
-      if (Status ps = source_.PauseAll(); !ps.ok()) spdlog::warn("{}", ps.message());
-      paused = true;
-    }
-    if (stop.load() && !stop_seen_at) stop_seen_at = SteadyNowMs();
-    if (stop_seen_at && SteadyNowMs() - stop_seen_at >= options_.shutdown_grace_ms) {
-      return Cancelled("stopping while Redis fails (" + st.message() +
-                       "): " + std::to_string(batch_.items.size()) +
-                       " item(s) not assigned; their offsets are not committed, so they will be "
-                       "consumed again");
-    }
-    // Wait out the backoff serving the consumer (heartbeats, rebalances); what
-    // still arrives (fetched before the pause) joins the batch.
-    const int64_t until = SteadyNowMs() + backoff;
-    while (SteadyNowMs() < until) {
-      const int wait = static_cast<int>(
-          std::max<int64_t>(0, std::min<int64_t>(until - SteadyNowMs(), options_.poll_timeout_ms)));
-      messages_.clear();
-      Status ps = source_.Poll(options_.batch_max_items, wait, 0, &messages_);
-      if (!ps.ok() && ps.code() != StatusCode::kUnavailable) return ps;
-      Take(messages_);
-      CommitIfDue();  // earlier batches' offsets again: "alive, stuck"
-      if (stop.load() && !stop_seen_at) break;
-    }
-    backoff = std::min(backoff * 2, options_.backoff_max_ms);
+    if (RetryCannotMend(r.status())) return r.status();
+    EF_RETURN_IF_ERROR(AssignFailed(r.status(), stop, &retry));
+    EF_RETURN_IF_ERROR(WaitOutBackoff(stop, &retry));
+    retry.backoff_ms = std::min(retry.backoff_ms * 2, options_.backoff_max_ms);
   }
+}
+
+void ContentConsumer::Assigned(const std::vector<contentdb::Assignment>& assignments,
+                               const AssignRetry& retry) {
+  const AssignCounts c = CountAssignments(assignments);
+  totals_.items_new += c.fresh;
+  totals_.items_joined += c.joined;
+  totals_.items_known += c.known;
+  if (metrics_) {
+    metrics_->items_new->Increment(static_cast<double>(c.fresh));
+    metrics_->items_joined->Increment(static_cast<double>(c.joined));
+    metrics_->items_known->Increment(static_cast<double>(c.known));
+    metrics_->redis_up->Set(1);
+  }
+  if (!batch_.items.empty()) ++totals_.batches;
+  if (retry.failing_since) {
+    spdlog::info("content: assignments succeed again after {:.1f} s and {} retries; resuming",
+                 static_cast<double>(SteadyNowMs() - retry.failing_since) / 1000.0,
+                 retry.attempts - 1);
+  }
+  if (retry.paused) {
+    if (Status rs = source_.ResumeAll(); !rs.ok()) spdlog::warn("{}", rs.message());
+  }
+  MarkDone();
+}
+
+Status ContentConsumer::AssignFailed(const Status& st, const std::atomic<bool>& stop,
+                                     AssignRetry* retry) {
+  ++totals_.assign_failures;
+  if (metrics_) {
+    metrics_->assign_retries->Increment();
+    metrics_->redis_up->Set(0);
+  }
+  if (retry->failing_since) {
+    spdlog::debug("content: retry {} failed: {}", retry->attempts - 1, st.message());
+  } else {
+    retry->failing_since = SteadyNowMs();
+    spdlog::error(
+        "content: {}; pausing consumption, retrying every {}..{} ms, nothing is committed "
+        "past what was assigned",
+        st.message(), options_.backoff_min_ms, options_.backoff_max_ms);
+  }
+  if (!retry->paused) {
+    if (Status ps = source_.PauseAll(); !ps.ok()) spdlog::warn("{}", ps.message());
+    retry->paused = true;
+  }
+  if (stop.load() && !retry->stop_seen_at) retry->stop_seen_at = SteadyNowMs();
+  if (retry->stop_seen_at && SteadyNowMs() - retry->stop_seen_at >= options_.shutdown_grace_ms) {
+    return Cancelled("stopping while Redis fails (" + st.message() +
+                     "): " + std::to_string(batch_.items.size()) +
+                     " item(s) not assigned; their offsets are not committed, so they will be "
+                     "consumed again");
+  }
+  return Status::Ok();
+}
+
+Status ContentConsumer::WaitOutBackoff(const std::atomic<bool>& stop, AssignRetry* retry) {
+  const int64_t until = SteadyNowMs() + retry->backoff_ms;
+  while (SteadyNowMs() < until) {
+    const int wait = static_cast<int>(
+        std::max<int64_t>(0, std::min<int64_t>(until - SteadyNowMs(), options_.poll_timeout_ms)));
+    messages_.clear();
+    Status ps = source_.Poll(options_.batch_max_items, wait, 0, &messages_);
+    if (!ps.ok() && ps.code() != StatusCode::kUnavailable) return ps;
+    Take(messages_);
+    CommitIfDue();  // earlier batches' offsets again: "alive, stuck"
+    if (stop.load() && !retry->stop_seen_at) break;
+  }
+  return Status::Ok();
 }
 
 void ContentConsumer::MarkDone() {

@@ -106,6 +106,22 @@ class ContentConsumer {
   // Assigns batch_ (retrying while Redis fails, polling the paused source),
   // then marks it done.
   Status AssignBatch(const std::atomic<bool>& stop);
+  // Where AssignBatch's retries stand, handed between its steps.
+  struct AssignRetry {
+    int64_t backoff_ms = 0;     // the next wait
+    int64_t failing_since = 0;  // SteadyNowMs of the first failure, 0 while none
+    int64_t stop_seen_at = 0;   // SteadyNowMs when stop was first seen while failing, or 0
+    int attempts = 0;
+    bool paused = false;  // the source is paused
+  };
+  // The batch assigned: counts and logs it, resumes the source, marks it done.
+  void Assigned(const std::vector<contentdb::Assignment>& assignments, const AssignRetry& retry);
+  // An assignment failed: counts and logs it and pauses the source; kCancelled
+  // once stop has been set for the shutdown grace.
+  Status AssignFailed(const Status& st, const std::atomic<bool>& stop, AssignRetry* retry);
+  // The backoff, polling the paused source (heartbeats, rebalances): what still
+  // arrives (fetched before the pause) joins the batch. Ends early on stop.
+  Status WaitOutBackoff(const std::atomic<bool>& stop, AssignRetry* retry);
   void MarkDone();
   std::vector<PartitionOffset> CommitOffsets(bool step_over_gaps);
   Status Commit(bool sync);

@@ -168,56 +168,75 @@ std::vector<NodeAddress> SlotMap::AllNodes() const {
   return out;
 }
 
+namespace {
+
+using ReplyType = RedisReply::Type;
+
+std::string SlotsEntry(size_t entry) { return "CLUSTER SLOTS entry " + std::to_string(entry); }
+
+// A node of CLUSTER SLOTS entry `entry`: [host, port, id, ...]; an empty, NULL
+// or "?" host is `queried_host`. *id (if given): the node ID, "" if none.
+StatusOr<NodeAddress> ReadSlotsNode(const RedisReply& n, size_t entry,
+                                    std::string_view queried_host, std::string* id) {
+  if (n.type != ReplyType::kArray || n.elements.size() < 2 ||
+      n.elements[1].type != ReplyType::kInteger)
+    return Internal(SlotsEntry(entry) + ": a node is not [host, port, ...]");
+  const RedisReply& h = n.elements[0];
+  if (h.type != ReplyType::kString && h.type != ReplyType::kNil)
+    return Internal(SlotsEntry(entry) + ": a node's host is not a string");
+  NodeAddress a;
+  a.host = h.type == ReplyType::kNil || h.str.empty() || h.str == "?" ? std::string(queried_host)
+                                                                      : h.str;
+  if (n.elements[1].integer < 1 || n.elements[1].integer > 65535 || !ValidHost(a.host))
+    return Internal(SlotsEntry(entry) + ": bad node address '" + a.host + ":" +
+                    std::to_string(n.elements[1].integer) + "'");
+  a.port = static_cast<int>(n.elements[1].integer);
+  if (id)
+    *id =
+        n.elements.size() > 2 && n.elements[2].type == ReplyType::kString ? n.elements[2].str : "";
+  return a;
+}
+
+// The slot range of CLUSTER SLOTS entry `entry`: [start, end, master, replicas...].
+StatusOr<std::pair<long long, long long>> ReadSlotRange(const RedisReply& r, size_t entry) {
+  if (r.type != ReplyType::kArray || r.elements.size() < 3 ||
+      r.elements[0].type != ReplyType::kInteger || r.elements[1].type != ReplyType::kInteger)
+    return Internal(SlotsEntry(entry) + ": not [start, end, master, replicas...]");
+  const long long start = r.elements[0].integer, end = r.elements[1].integer;
+  if (start < 0 || end < start || end >= kClusterSlots)
+    return Internal(SlotsEntry(entry) + ": bad slot range " + std::to_string(start) + "-" +
+                    std::to_string(end));
+  return std::make_pair(start, end);
+}
+
+}  // namespace
+
 StatusOr<SlotMap> SlotMap::FromClusterSlots(const RedisReply& reply,
                                             std::string_view queried_host) {
-  using T = RedisReply::Type;
-  if (reply.type != T::kArray) {
+  if (reply.type != ReplyType::kArray) {
     return Internal("CLUSTER SLOTS: expected an array, got " +
-                    (reply.type == T::kError ? "error '" + reply.str + "'"
-                                             : std::string("another reply type")));
+                    (reply.type == ReplyType::kError ? "error '" + reply.str + "'"
+                                                     : std::string("another reply type")));
   }
-  auto node = [&](const RedisReply& n, size_t entry, std::string* id) -> StatusOr<NodeAddress> {
-    const std::string where = "CLUSTER SLOTS entry " + std::to_string(entry);
-    if (n.type != T::kArray || n.elements.size() < 2 || n.elements[1].type != T::kInteger)
-      return Internal(where + ": a node is not [host, port, ...]");
-    const RedisReply& h = n.elements[0];
-    if (h.type != T::kString && h.type != T::kNil)
-      return Internal(where + ": a node's host is not a string");
-    NodeAddress a;
-    a.host = h.type == T::kNil || h.str.empty() || h.str == "?" ? std::string(queried_host) : h.str;
-    if (n.elements[1].integer < 1 || n.elements[1].integer > 65535 || !ValidHost(a.host))
-      return Internal(where + ": bad node address '" + a.host + ":" +
-                      std::to_string(n.elements[1].integer) + "'");
-    a.port = static_cast<int>(n.elements[1].integer);
-    if (id)
-      *id = n.elements.size() > 2 && n.elements[2].type == T::kString ? n.elements[2].str : "";
-    return a;
-  };
   SlotMap map;
   for (size_t e = 0; e < reply.elements.size(); ++e) {
     const RedisReply& r = reply.elements[e];
-    const std::string where = "CLUSTER SLOTS entry " + std::to_string(e);
-    if (r.type != T::kArray || r.elements.size() < 3 || r.elements[0].type != T::kInteger ||
-        r.elements[1].type != T::kInteger)
-      return Internal(where + ": not [start, end, master, replicas...]");
-    const long long start = r.elements[0].integer, end = r.elements[1].integer;
-    if (start < 0 || end < start || end >= kClusterSlots)
-      return Internal(where + ": bad slot range " + std::to_string(start) + "-" +
-                      std::to_string(end));
+    StatusOr<std::pair<long long, long long>> range = ReadSlotRange(r, e);
+    if (!range.ok()) return range.status();
     std::string id;
-    StatusOr<NodeAddress> master = node(r.elements[2], e, &id);
+    StatusOr<NodeAddress> master = ReadSlotsNode(r.elements[2], e, queried_host, &id);
     if (!master.ok()) return master.status();
     const int shard = map.ShardIndexOf(*master, id);
     for (size_t i = 3; i < r.elements.size(); ++i) {
-      StatusOr<NodeAddress> replica = node(r.elements[i], e, nullptr);
+      StatusOr<NodeAddress> replica = ReadSlotsNode(r.elements[i], e, queried_host, nullptr);
       if (!replica.ok()) return replica.status();
       auto& replicas = map.shards_[static_cast<size_t>(shard)].replicas;
       if (std::find(replicas.begin(), replicas.end(), *replica) == replicas.end())
         replicas.push_back(*replica);
     }
-    for (long long s = start; s <= end; ++s) {
+    for (long long s = range->first; s <= range->second; ++s) {
       if (map.slot_shard_[static_cast<size_t>(s)] >= 0)
-        return Internal(where + ": slot " + std::to_string(s) + " listed twice");
+        return Internal(SlotsEntry(e) + ": slot " + std::to_string(s) + " listed twice");
       map.slot_shard_[static_cast<size_t>(s)] = static_cast<int16_t>(shard);
     }
   }
@@ -375,6 +394,221 @@ StatusOr<RedisReply> ClusterRouter::CommandInSlot(uint16_t slot, std::vector<std
   return std::move(r->front());
 }
 
+namespace {
+
+// Where one Commands call stands between its rounds.
+struct CallProgress {
+  explicit CallProgress(size_t n) : replies(n), pending(n), ask(n), redirects(n, 0) {
+    for (size_t i = 0; i < n; ++i) pending[i] = i;
+  }
+  std::vector<RedisReply> replies;              // the final reply of each command
+  std::vector<size_t> pending;                  // commands without one, in send order
+  std::vector<std::optional<NodeAddress>> ask;  // an ASK to follow on the next send
+  std::vector<int> redirects;                   // redirections followed, per command
+  std::string last_error;                       // for the error if the deadline passes
+};
+
+// The pipeline to one master in a round, then what came of it.
+struct RoundGroup {
+  std::vector<size_t> items;                         // commands, in send order
+  std::unique_ptr<RedisConnection>* conn = nullptr;  // the pooled connection slot
+  std::optional<RedisOptions> connect;               // set when there is no connection yet
+  bool connected = false;                            // a connection was made for it
+  Status status;                                     // of the exchange
+  std::vector<RedisReply> replies;                   // ASKING's +OK included
+};
+
+// One round: the pending commands by master, and those whose slot has none.
+struct RoundPlan {
+  std::map<NodeAddress, RoundGroup> groups;
+  std::vector<size_t> unrouted;
+};
+
+// What a round leaves for the next one.
+struct RoundOutcome {
+  std::vector<size_t> still_pending;
+  bool need_refresh = false;
+  bool need_backoff = false;
+};
+
+// Each pending command to the master of an ASK it follows, else of its slot.
+RoundPlan PlanRound(const std::vector<ClusterRouter::SlotCommand>& commands, const CallProgress& p,
+                    const SlotMap& map) {
+  RoundPlan plan;
+  for (size_t i : p.pending) {
+    const NodeAddress* target = p.ask[i] ? &*p.ask[i] : map.MasterOf(commands[i].slot);
+    if (target) {
+      plan.groups[*target].items.push_back(i);
+    } else {
+      plan.unrouted.push_back(i);
+    }
+  }
+  return plan;
+}
+
+// Commands whose slot has no master wait for a refresh and a backoff; the last
+// error names the slot, unless there is no map at all and the last discovery
+// error says more.
+RoundOutcome HoldUnrouted(const std::vector<ClusterRouter::SlotCommand>& commands,
+                          const std::vector<size_t>& unrouted, bool have_map, CallProgress* p) {
+  RoundOutcome out;
+  for (size_t i : unrouted) {
+    if (have_map || p->last_error.empty())
+      p->last_error = "slot " + std::to_string(commands[i].slot) + " has no master";
+    out.still_pending.push_back(i);
+    out.need_refresh = out.need_backoff = true;
+  }
+  return out;
+}
+
+// One group's pipeline, ASKING before each command that follows an ASK.
+void ExchangeGroup(const std::vector<ClusterRouter::SlotCommand>& commands,
+                   const std::vector<std::optional<NodeAddress>>& ask, int64_t budget_ms,
+                   int64_t command_timeout_ms, RoundGroup& g) {
+  if (!*g.conn) {
+    RedisOptions o = *g.connect;
+    o.connect_timeout_ms = std::min(o.connect_timeout_ms, budget_ms);
+    auto c = RedisConnection::Connect(o);
+    if (!c.ok()) {
+      g.status = c.status();
+      return;
+    }
+    *g.conn = std::move(*c);
+    g.connected = true;
+  }
+  (*g.conn)->SetCommandTimeout(std::min(command_timeout_ms, budget_ms));
+  std::vector<std::vector<std::string>> batch;
+  batch.reserve(g.items.size());
+  for (size_t i : g.items) {
+    if (ask[i]) batch.push_back({"ASKING"});
+    batch.push_back(commands[i].args);
+  }
+  g.status = (*g.conn)->Commands(batch, &g.replies);
+}
+
+// Every group of the round, in parallel when there are several.
+void ExchangeRound(const std::vector<ClusterRouter::SlotCommand>& commands,
+                   const std::vector<std::optional<NodeAddress>>& ask, int64_t budget_ms,
+                   int64_t command_timeout_ms, RoundPlan& plan) {
+  if (plan.groups.size() == 1) {
+    ExchangeGroup(commands, ask, budget_ms, command_timeout_ms, plan.groups.begin()->second);
+    return;
+  }
+  std::vector<std::thread> threads;
+  threads.reserve(plan.groups.size());
+  for (auto& [node, g] : plan.groups) {
+    threads.emplace_back(
+        [&, group = &g] { ExchangeGroup(commands, ask, budget_ms, command_timeout_ms, *group); });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+// A group whose exchange failed: its commands go again (ASKs dropped) after a
+// refresh and a backoff. An ACL refusal or a failed precondition is returned:
+// no retry mends it.
+Status TakeFailedGroup(RoundGroup& g, CallProgress* p, ClusterRouter::Stats* stats,
+                       RoundOutcome* out) {
+  const StatusCode code = g.status.code();
+  if (code == StatusCode::kPermissionDenied || code == StatusCode::kFailedPrecondition)
+    return g.status;
+  p->last_error = g.status.message();
+  g.conn->reset();
+  out->need_refresh = out->need_backoff = true;
+  stats->retries += g.items.size();
+  for (size_t i : g.items) {
+    p->ask[i].reset();
+    out->still_pending.push_back(i);
+  }
+  return Status::Ok();
+}
+
+// A MOVED (the map learns the slot's master) or an ASK (the next send asks
+// that node) for command i.
+void FollowRedirect(const NodeAddress& node, size_t i, Redirect redirect, const std::string& text,
+                    CallProgress* p, SlotMap* map, ClusterRouter::Stats* stats, RoundOutcome* out) {
+  if (redirect.address.host.empty()) redirect.address.host = node.host;
+  if (redirect.kind == Redirect::Kind::kMoved) {
+    map->Assign(redirect.slot, redirect.address);
+    out->need_refresh = true;
+    ++stats->moved;
+  } else {
+    p->ask[i] = redirect.address;
+    ++stats->asked;
+  }
+  // Nodes that disagree (mid-migration) may bounce a command: slow down.
+  if (++p->redirects[i] > 5) out->need_backoff = true;
+  p->last_error = "redis " + node.ToString() + ": " + text;
+  out->still_pending.push_back(i);
+}
+
+// Whether an error reply is worth sending the command again for: a redirect
+// is, and so is a retriable error unless TRYAGAIN is to be returned.
+bool RetryReply(const std::string& text, bool return_tryagain) {
+  return RetriableReply(text) && !(return_tryagain && StartsWith(text, "TRYAGAIN"));
+}
+
+// A group whose exchange succeeded: each command's reply is final, a redirect
+// to follow, or a retriable error to send again.
+void TakeGroupReplies(const NodeAddress& node, RoundGroup& g, bool return_tryagain, CallProgress* p,
+                      SlotMap* map, ClusterRouter::Stats* stats, RoundOutcome* out) {
+  bool reconnect = false;
+  size_t r = 0;
+  for (size_t i : g.items) {
+    if (p->ask[i]) {
+      ++r;  // ASKING's +OK (an error here shows in the command's own reply)
+      p->ask[i].reset();
+    }
+    RedisReply& reply = g.replies[r++];
+    if (reply.type == RedisReply::Type::kError) {
+      if (std::optional<Redirect> redirect = ParseRedirect(reply.str)) {
+        FollowRedirect(node, i, *redirect, reply.str, p, map, stats, out);
+        continue;
+      }
+      if (RetryReply(reply.str, return_tryagain)) {
+        p->last_error = "redis " + node.ToString() + ": " + reply.str;
+        out->need_backoff = true;
+        out->need_refresh = out->need_refresh || CallsForRefresh(reply.str);
+        reconnect = reconnect || RedisConnection::CallsForReconnect(reply.str);
+        ++stats->retries;
+        out->still_pending.push_back(i);
+        continue;
+      }
+    }
+    p->replies[i] = std::move(reply);
+  }
+  if (reconnect) g.conn->reset();
+}
+
+// Every group's outcome, in address order. Stops at an error no retry mends.
+Status TakeRound(RoundPlan& plan, bool return_tryagain, CallProgress* p, SlotMap* map,
+                 ClusterRouter::Stats* stats, RoundOutcome* out) {
+  for (auto& [node, g] : plan.groups) {
+    if (g.connected) ++stats->connects;
+    if (g.status.ok()) {
+      TakeGroupReplies(node, g, return_tryagain, p, map, stats, out);
+    } else {
+      EF_RETURN_IF_ERROR(TakeFailedGroup(g, p, stats, out));
+    }
+  }
+  return Status::Ok();
+}
+
+// The call's result once no command is pending or the deadline passed.
+StatusOr<std::vector<RedisReply>> Answer(CallProgress& p, size_t n, int64_t deadline_ms,
+                                         std::vector<Status>* unanswered) {
+  if (unanswered) unanswered->assign(n, Status::Ok());
+  if (p.pending.empty()) return std::move(p.replies);
+  const Status failed = Unavailable(
+      "redis cluster: " + std::to_string(p.pending.size()) + " of " + std::to_string(n) +
+      " commands without a reply after " + std::to_string(deadline_ms) +
+      " ms; last error: " + (p.last_error.empty() ? "none" : p.last_error));
+  if (!unanswered) return failed;
+  for (size_t i : p.pending) (*unanswered)[i] = failed;
+  return std::move(p.replies);
+}
+
+}  // namespace
+
 StatusOr<std::vector<RedisReply>> ClusterRouter::Commands(const std::vector<SlotCommand>& commands,
                                                           std::vector<Status>* unanswered) {
   const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
@@ -384,12 +618,7 @@ StatusOr<std::vector<RedisReply>> ClusterRouter::Commands(const std::vector<Slot
   for (const SlotCommand& c : commands) {
     if (c.args.empty()) return InvalidArgument("redis cluster: empty command");
   }
-  std::vector<RedisReply> replies(commands.size());
-  std::vector<size_t> pending(commands.size());
-  for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
-  std::vector<std::optional<NodeAddress>> ask(commands.size());
-  std::vector<int> redirects(commands.size(), 0);
-  std::string last_error;
+  CallProgress p(commands.size());
   int64_t backoff_ms = options_.backoff_min_ms;
   call_deadline_ = deadline;
   struct ResetDeadline {
@@ -400,150 +629,40 @@ StatusOr<std::vector<RedisReply>> ClusterRouter::Commands(const std::vector<Slot
   if (!have_map_ || stale_) {
     Status st = Refresh();
     if (!st.ok() && st.code() != StatusCode::kUnavailable) return st;
-    if (!st.ok()) last_error = st.message();
+    if (!st.ok()) p.last_error = st.message();
   }
 
-  struct Group {
-    std::vector<size_t> items;
-    std::unique_ptr<RedisConnection>* conn = nullptr;
-    bool connected = false;
-    Status status;
-    std::vector<RedisReply> replies;
-  };
-
-  while (!pending.empty()) {
-    bool need_refresh = false, need_backoff = false;
-    std::map<NodeAddress, Group> groups;
-    std::vector<size_t> still_pending;
-    for (size_t i : pending) {
-      const NodeAddress* target = ask[i] ? &*ask[i] : map_.MasterOf(commands[i].slot);
-      if (!target) {
-        // Without any map, the last discovery error says more.
-        if (have_map_ || last_error.empty())
-          last_error = "slot " + std::to_string(commands[i].slot) + " has no master";
-        still_pending.push_back(i);
-        need_refresh = need_backoff = true;
-        continue;
-      }
-      groups[*target].items.push_back(i);
-    }
+  while (!p.pending.empty()) {
+    RoundPlan plan = PlanRound(commands, p, map_);
+    RoundOutcome out = HoldUnrouted(commands, plan.unrouted, have_map_, &p);
     const int64_t budget_ms = remaining_ms();
     if (budget_ms <= 0) break;
-    for (auto& [node, g] : groups) g.conn = &connections_[node];
-
-    auto run = [&](const NodeAddress& node, Group& g) {
-      if (!*g.conn) {
-        RedisOptions o = OptionsFor(node);
-        o.connect_timeout_ms = std::min(o.connect_timeout_ms, budget_ms);
-        auto c = RedisConnection::Connect(o);
-        if (!c.ok()) {
-          g.status = c.status();
-          return;
-        }
-        *g.conn = std::move(*c);
-        g.connected = true;
-      }
-      (*g.conn)->SetCommandTimeout(std::min(options_.redis.command_timeout_ms, budget_ms));
-      std::vector<std::vector<std::string>> batch;
-      batch.reserve(g.items.size());
-      for (size_t i : g.items) {
-        if (ask[i]) batch.push_back({"ASKING"});
-        batch.push_back(commands[i].args);
-      }
-      g.status = (*g.conn)->Commands(batch, &g.replies);
-    };
-    if (groups.size() == 1) {
-      run(groups.begin()->first, groups.begin()->second);
-    } else {
-      std::vector<std::thread> threads;
-      threads.reserve(groups.size());
-      for (auto& [node, g] : groups) threads.emplace_back(run, std::cref(node), std::ref(g));
-      for (std::thread& t : threads) t.join();
+    for (auto& [node, g] : plan.groups) {
+      g.conn = &connections_[node];
+      if (!*g.conn) g.connect = OptionsFor(node);
     }
+    ExchangeRound(commands, p.ask, budget_ms, options_.redis.command_timeout_ms, plan);
 
-    for (auto& [node, g] : groups) {
-      if (g.connected) ++stats_.connects;
-      if (!g.status.ok()) {
-        const StatusCode code = g.status.code();
-        if (code == StatusCode::kPermissionDenied || code == StatusCode::kFailedPrecondition)
-          return g.status;
-        last_error = g.status.message();
-        g.conn->reset();
-        need_refresh = need_backoff = true;
-        stats_.retries += g.items.size();
-        for (size_t i : g.items) {
-          ask[i].reset();
-          still_pending.push_back(i);
-        }
-        continue;
-      }
-      bool reconnect = false;
-      size_t r = 0;
-      for (size_t i : g.items) {
-        if (ask[i]) {
-          ++r;  // ASKING's +OK (an error here shows in the command's own reply)
-          ask[i].reset();
-        }
-        RedisReply& reply = g.replies[r++];
-        if (reply.type == RedisReply::Type::kError) {
-          if (std::optional<Redirect> redirect = ParseRedirect(reply.str)) {
-            if (redirect->address.host.empty()) redirect->address.host = node.host;
-            if (redirect->kind == Redirect::Kind::kMoved) {
-              map_.Assign(redirect->slot, redirect->address);
-              need_refresh = true;
-              ++stats_.moved;
-            } else {
-              ask[i] = redirect->address;
-              ++stats_.asked;
-            }
-            // Nodes that disagree (mid-migration) may bounce a command: slow down.
-            if (++redirects[i] > 5) need_backoff = true;
-            last_error = "redis " + node.ToString() + ": " + reply.str;
-            still_pending.push_back(i);
-            continue;
-          }
-          if (RetriableReply(reply.str) &&
-              !(options_.return_tryagain && StartsWith(reply.str, "TRYAGAIN"))) {
-            last_error = "redis " + node.ToString() + ": " + reply.str;
-            need_backoff = true;
-            need_refresh = need_refresh || CallsForRefresh(reply.str);
-            reconnect = reconnect || RedisConnection::CallsForReconnect(reply.str);
-            ++stats_.retries;
-            still_pending.push_back(i);
-            continue;
-          }
-        }
-        replies[i] = std::move(reply);
-      }
-      if (reconnect) g.conn->reset();
-    }
-    pending = std::move(still_pending);
-    if (pending.empty()) break;
+    EF_RETURN_IF_ERROR(TakeRound(plan, options_.return_tryagain, &p, &map_, &stats_, &out));
+    p.pending = std::move(out.still_pending);
+    if (p.pending.empty()) break;
     if (remaining_ms() <= 0) break;
-    if (need_refresh) {
+    bool backoff = out.need_backoff;
+    if (out.need_refresh) {
       Status st = Refresh();
+      if (st.code() == StatusCode::kPermissionDenied) return st;
       if (!st.ok()) {
-        if (st.code() == StatusCode::kPermissionDenied) return st;
-        last_error = st.message();
-        need_backoff = true;
+        p.last_error = st.message();
+        backoff = true;
       }
     }
-    if (need_backoff) {
+    if (backoff) {
       std::this_thread::sleep_for(
           std::chrono::milliseconds(std::max<int64_t>(0, std::min(backoff_ms, remaining_ms()))));
       backoff_ms = std::min(backoff_ms * 2, options_.backoff_max_ms);
     }
   }
-  if (unanswered) unanswered->assign(commands.size(), Status::Ok());
-  if (pending.empty()) return replies;
-  const Status failed =
-      Unavailable("redis cluster: " + std::to_string(pending.size()) + " of " +
-                  std::to_string(commands.size()) + " commands without a reply after " +
-                  std::to_string(options_.deadline_ms) +
-                  " ms; last error: " + (last_error.empty() ? "none" : last_error));
-  if (!unanswered) return failed;
-  for (size_t i : pending) (*unanswered)[i] = failed;
-  return replies;
+  return Answer(p, commands.size(), options_.deadline_ms, unanswered);
 }
 
 StatusOr<bool> DetectCluster(const RedisOptions& options, const std::vector<NodeAddress>& seeds) {

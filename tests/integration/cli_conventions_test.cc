@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "app/exit_codes.h"
-#include "bloom/size_report.h"
+#include "capacity/size_report.h"
 #include "common/clock.h"
 #include "common/duration.h"
 #include "kafka/producer.h"

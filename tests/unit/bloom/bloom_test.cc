@@ -15,8 +15,8 @@
 #include "bloom/hash.h"
 #include "bloom/keys.h"
 #include "bloom/positions.h"
-#include "bloom/size_report.h"
 #include "bloom/sizing.h"
+#include "capacity/size_report.h"
 
 namespace ef {
 namespace {

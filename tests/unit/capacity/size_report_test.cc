@@ -1,8 +1,8 @@
-// The `size` report (bloom/size_report.h): totals that do not fit in 64 bits
+// The `size` report (capacity/size_report.h): totals that do not fit in 64 bits
 // (issue 9's minor defect "saturated totals print as 16.0 EiB"), and the layout
 // v2 figures of issue 10: the contract version, the 1x/4x/16x/64x activity table
 // and the --activity totals, in text and JSON.
-#include "bloom/size_report.h"
+#include "capacity/size_report.h"
 
 #include <fmt/format.h>
 
@@ -14,8 +14,8 @@
 #include <sstream>
 #include <string>
 
-#include "bloom/activity.h"
 #include "bloom/sizing.h"
+#include "capacity/activity.h"
 #include "config/config.h"
 
 namespace ef {

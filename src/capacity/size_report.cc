@@ -1,4 +1,4 @@
-#include "bloom/size_report.h"
+#include "capacity/size_report.h"
 
 #include <fmt/format.h>
 

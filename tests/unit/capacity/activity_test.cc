@@ -1,8 +1,8 @@
 // The stage model and --activity distributions of `exposure-filter size`
-// (bloom/activity.h): the model against the formulas recomputed here, against
+// (capacity/activity.h): the model against the formulas recomputed here, against
 // the real writer's StagePlanner, the parser's good and bad inputs, and the
 // distribution counts against a rank-by-rank count.
-#include "bloom/activity.h"
+#include "capacity/activity.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>

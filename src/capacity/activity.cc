@@ -1,4 +1,4 @@
-#include "bloom/activity.h"
+#include "capacity/activity.h"
 
 #include <fmt/format.h>
 

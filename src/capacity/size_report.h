@@ -1,5 +1,5 @@
-// The report of `exposure-filter size`: what a layout (Sizing, sizing.h, and its
-// stages, stages.h) costs.
+// The report of `exposure-filter size`: what a layout (Sizing, bloom/sizing.h, and its
+// stages, bloom/stages.h) costs.
 //
 // Memory assumes every user has all B bucket keys, each a full string (v1:
 // ceil(m/8) bytes; Redis SETBIT allocates up to the highest offset set, and k
@@ -10,7 +10,7 @@
 //
 // Beside the 1x figures, the report shows users at kActivityTableMultiples x
 // items_per_bucket (stages used, bytes per key, expected FPR per key and per
-// window: the ideal stage model of bloom/activity.h; past the stage limit, the
+// window: the ideal stage model of capacity/activity.h; past the stage limit, the
 // share of the user's items not written), and the cluster memory
 // for an activity distribution (Activity). Pure and thread-safe.
 #pragma once
@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "bloom/activity.h"
 #include "bloom/sizing.h"
 #include "bloom/stages.h"
+#include "capacity/activity.h"
 #include "common/status.h"
 #include "config/config.h"
 
