@@ -29,21 +29,21 @@ void ConfigReloader::Reload() {
   const std::string source = args_.path.empty() ? "(defaults)" : args_.path;
   StatusOr<Config> next = LoadConfig(args_.path, args_.overrides);
   if (!next.ok()) {
-    spdlog::error("SIGHUP: {} does not load, nothing changed: {}", source,
-                  next.status().message());
+    spdlog::error("SIGHUP: {} does not load, nothing changed: {}", source, next.status().message());
     return;
   }
   std::string applied;
   std::string later;
+  const auto append = [](std::string* list, const std::string& item) {
+    *list += (list->empty() ? "" : ", ") + item;
+  };
   for (const std::string& key : ChangedKeys(current_, *next)) {
     if (key == "log.level") {
-      applied += (applied.empty() ? "" : ", ") + key + " " + current_.log.level + " -> " +
-                 next->log.level;
+      append(&applied, key + " " + current_.log.level + " -> " + next->log.level);
     } else if (key == "log.format") {
-      applied += (applied.empty() ? "" : ", ") + key + " " + current_.log.format + " -> " +
-                 next->log.format;
+      append(&applied, key + " " + current_.log.format + " -> " + next->log.format);
     } else {
-      later += (later.empty() ? "" : ", ") + key;
+      append(&later, key);
     }
   }
   // Only log.* changes: the other keys stay what runs, so a later SIGHUP names
@@ -53,8 +53,7 @@ void ConfigReloader::Reload() {
   // Shown at any log.level: at info, or at the level below which nothing shows.
   spdlog::log(std::max(spdlog::level::info, spdlog::default_logger()->level()),
               "SIGHUP: reloaded {}: {}{}", source, applied.empty() ? "log.* unchanged" : applied,
-              later.empty() ? std::string()
-                            : "; changed, applied at the next restart: " + later);
+              later.empty() ? std::string() : "; changed, applied at the next restart: " + later);
 }
 
 }  // namespace ef::app

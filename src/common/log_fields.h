@@ -22,8 +22,6 @@ namespace ef {
 
 struct LogField {
   LogField(std::string_view n, std::string_view v) : name(n), value(v) {}
-  LogField(std::string_view n, const std::string& v) : name(n), value(v) {}
-  LogField(std::string_view n, const char* v) : name(n), value(v) {}
   template <typename T, typename = std::enable_if_t<std::is_integral_v<T>>>
   LogField(std::string_view n, T v) : name(n), value(std::to_string(v)) {}
 

@@ -24,12 +24,6 @@ using Rule = std::function<Status(const std::string&)>;
 // Quoted for one-line error messages: control bytes escaped, long text cut.
 std::string Quote(std::string_view s) { return "'" + Printable(s, 200) + "'"; }
 
-std::string ToLower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // ---- scalar parsers: strict, so that "1.5" is not silently an int 1 ----------
 
 bool ParseInt(std::string_view text, int64_t* out) {
@@ -552,6 +546,26 @@ const Field* FindMapEntry(std::string_view key, std::string* entry) {
   return nullptr;
 }
 
+std::string ToLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string Closest(std::string_view unknown, const std::vector<std::string>& candidates,
+                    size_t limit) {
+  std::string best;
+  size_t best_distance = std::numeric_limits<size_t>::max();
+  for (const auto& c : candidates) {
+    const size_t d = EditDistance(unknown, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best_distance > 0 && best_distance <= limit ? best : "";
+}
+
 size_t EditDistance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -576,18 +590,10 @@ std::string SuggestKey(std::string_view unknown) {
     for (const Field& f : Fields()) candidates.push_back(f.key);
   }
 
-  std::string best;
-  size_t best_distance = std::numeric_limits<size_t>::max();
-  for (const auto& c : candidates) {
-    size_t d = EditDistance(unknown, c);
-    if (d < best_distance) {
-      best_distance = d;
-      best = c;
-    }
-  }
   // Typos only: a third of the key may differ, at least 2 characters.
-  size_t limit = std::max<size_t>(2, unknown.size() / 3);
-  if (best_distance > 0 && best_distance <= limit) return best;
+  if (std::string c = Closest(unknown, candidates, std::max<size_t>(2, unknown.size() / 3));
+      !c.empty())
+    return c;
 
   // Right name, wrong section (or no section): "redis.key_prefix", "fpr".
   std::string_view name = unknown.substr(unknown.find('.') + 1);

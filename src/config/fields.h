@@ -68,6 +68,12 @@ const Field* FindMapEntry(std::string_view key, std::string* entry);
 // or a key with the same name in another section; "" when nothing is close.
 std::string SuggestKey(std::string_view unknown);
 size_t EditDistance(std::string_view a, std::string_view b);
+// The candidate nearest to `unknown` (edit distance), if it differs by 1..limit
+// characters; "" otherwise. The first of equally near ones.
+std::string Closest(std::string_view unknown, const std::vector<std::string>& candidates,
+                    size_t limit);
+// ASCII lower case.
+std::string ToLower(std::string_view s);
 
 // "'abc'", "nothing", "a list", "a map": how a node is named in messages.
 std::string DescribeNode(const YAML::Node& node);

@@ -4,14 +4,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string_view>
 
@@ -319,10 +318,10 @@ std::vector<std::string> ChangedKeys(const Config& a, const Config& b) {
     }
     const auto& ma = std::get<config_internal::StringMap>(va);
     const auto& mb = std::get<config_internal::StringMap>(vb);
-    std::map<std::string, bool> names;
-    for (const auto& [name, v] : ma) names[name] = true;
-    for (const auto& [name, v] : mb) names[name] = true;
-    for (const auto& [name, unused] : names) {
+    std::set<std::string> names;
+    for (const auto& [name, v] : ma) names.insert(name);
+    for (const auto& [name, v] : mb) names.insert(name);
+    for (const std::string& name : names) {
       auto ia = ma.find(name);
       auto ib = mb.find(name);
       if (ia == ma.end() || ib == mb.end() || ia->second != ib->second)
@@ -345,16 +344,14 @@ void WarnUnknownVariables(char** environment, std::vector<std::string>* warnings
     if (eq == std::string_view::npos || eq + 1 == entry.size()) continue;  // empty = unset
     const auto known = [&](const EnvironmentVariable& v) { return name == v.name; };
     if (std::any_of(std::begin(kEnvVars), std::end(kEnvVars), known)) continue;
-    std::string best;
-    size_t best_distance = std::numeric_limits<size_t>::max();
-    for (const EnvironmentVariable& v : kEnvVars) {
-      const size_t d = config_internal::EditDistance(name, v.name);
-      if (d < best_distance) best_distance = d, best = v.name;
-    }
     std::string message = "environment: " + std::string(name) +
                           " is not a variable exposure-filter reads; it is ignored";
-    if (best_distance <= std::max<size_t>(2, name.size() / 6))
-      message += " (did you mean " + best + "?)";
+    std::vector<std::string> names;
+    for (const EnvironmentVariable& v : kEnvVars) names.emplace_back(v.name);
+    if (std::string near =
+            config_internal::Closest(name, names, std::max<size_t>(2, name.size() / 6));
+        !near.empty())
+      message += " (did you mean " + near + "?)";
     warnings->push_back(message + "; the variables are listed in docs/CONFIG.md#environment");
   }
 }
@@ -371,10 +368,8 @@ void WarnSaslWithoutProtocol(const KafkaConfig& kafka, std::vector<std::string>*
   std::string protocol;
   if (auto it = kafka.properties.find("security.protocol"); it != kafka.properties.end())
     protocol = it->second;
-  std::string upper = protocol;
-  std::transform(upper.begin(), upper.end(), upper.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  if (upper == "SASL_SSL" || upper == "SASL_PLAINTEXT") return;
+  const std::string lower = config_internal::ToLower(protocol);
+  if (lower == "sasl_ssl" || lower == "sasl_plaintext") return;
   warnings->push_back("kafka.properties: " + sasl_keys + " set but security.protocol is " +
                       (protocol.empty() ? std::string("unset (plaintext)") : "'" + protocol + "'") +
                       ": Kafka is reached without SASL; set kafka.properties.security.protocol "
