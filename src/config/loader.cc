@@ -208,11 +208,10 @@ Status Finish(const std::vector<std::string>& overrides, Config* config) {
   return Validate(*config);
 }
 
-// Two listeners on one port (port 0, any free one, never clashes; "" is off).
+// Two listeners on one port ("" is off; HostPort rules out port 0).
 bool SamePort(const std::string& a, const std::string& b) {
   if (a.empty() || b.empty()) return false;
-  const std::string pa = a.substr(a.rfind(':') + 1);
-  return pa != "0" && pa == b.substr(b.rfind(':') + 1);
+  return a.substr(a.rfind(':') + 1) == b.substr(b.rfind(':') + 1);
 }
 
 std::string Seconds(int64_t seconds) { return FormatDurationMs(seconds * 1000); }

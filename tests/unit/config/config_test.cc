@@ -994,3 +994,23 @@ TEST_CASE("changed keys: the keys whose values differ in table order", "[config]
 
 }  // namespace
 }  // namespace ef
+
+namespace ef {
+namespace {
+
+TEST_CASE("content.listen needs a port of its own", "[config]") {
+  CleanEnv env;
+  CHECK(Load("").content.listen == "127.0.0.1:9466");
+  CHECK(LoadError("content:\n  listen: 0.0.0.0:9464\n") ==
+        "content.listen (0.0.0.0:9464) must use another port than metrics.listen "
+        "(127.0.0.1:9464): `content` runs beside run and serve with the same config");
+  CHECK(LoadError("content:\n  listen: 127.0.0.1:8090\n") ==
+        "content.listen (127.0.0.1:8090) must use another port than serve.listen "
+        "(127.0.0.1:8090): `content` runs beside run and serve with the same config");
+  // "" (off) never clashes.
+  CHECK(Load("content:\n  listen: \"\"\nmetrics:\n  listen: \"\"\n").content.listen.empty());
+  CHECK(Load("content:\n  listen: \"\"\n").content.listen.empty());
+}
+
+}  // namespace
+}  // namespace ef
