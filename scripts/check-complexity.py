@@ -41,7 +41,6 @@ HOT = "issue 51: hot path, to be split with before/after benchmarks"
 EXCEPTIONS = {
     "src/metrics/ingest_metrics.cc ef::IngestMetrics::IngestMetrics":
         "a table: one registration per metric family, no branches",
-    "src/write/bit_writer.cc ef::RedisBitWriter::PlanStages": HOT,
     "src/event/decoder.cc ef::Decoder::Impl::Decode": HOT,
     "src/event/decoder.cc ef::Decoder::Impl::ReadId": HOT,
     "src/bloom/stage_planner.cc ef::StagePlanner::PlanFrom": HOT,

@@ -496,6 +496,18 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
   group_positions_.clear();
   reads_.clear();
   values_.assign(batch.size, std::string_view());
+  skip_.assign(ChooseReads(batch, now_s), 0);
+  std::vector<RedisReply> replies;  // values_ points into it until the keys are planned
+  EF_RETURN_IF_ERROR(ReadStates(batch, &replies, stats));
+  for (size_t k = 0; k < batch.size; ++k) PlanKey(batch, k, stats);
+  values_.assign(batch.size, std::string_view());  // `replies` goes now
+  for (PlannedGroup& g : groups_) {
+    if (g.begin != SIZE_MAX) g.p = group_positions_.data() + g.begin;
+  }
+  return Status::Ok();
+}
+
+size_t RedisBitWriter::ChooseReads(const BitBatch& batch, int64_t now_s) {
   size_t skip_items = 0;
   for (size_t k = 0; k < batch.size; ++k) {
     KeyPlan& plan = plans_[k];
@@ -510,30 +522,18 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
       if (options_.read_before_write) skip_items += kb.items.size();
     }
   }
-  // Those keys: one MGET per kReadKeysPerMget keys, all in one round. (A key
-  // holding another type reads as nil, and its write then fails with WRONGTYPE as
-  // usual.)
-  skip_.assign(skip_items, 0);
-  // One MGET of the round: the keys reads_[first, end), sent as commands[command]
-  // (after its ASKING, if any).
-  struct Mget {
-    size_t command, first, end;
-  };
+  return skip_items;
+}
+
+Status RedisBitWriter::ReadStates(const BitBatch& batch, std::vector<RedisReply>* replies,
+                                  WriteStats* stats) {
+  // The keys of reads_: one MGET per kReadKeysPerMget keys, all in one round. (A
+  // key holding another type reads as nil, and its write then fails with
+  // WRONGTYPE as usual.)
   std::vector<Mget> mgets;
   std::vector<std::vector<std::string>> commands;
-  std::vector<RedisReply> replies;
   for (size_t at = 0; at < reads_.size();) {
-    size_t end = std::min(reads_.size(), at + kReadKeysPerMget);
-    if (options_.cluster_node) {
-      // One slot per MGET (CROSSSLOT otherwise): a user's keys share one.
-      const uint16_t slot = KeySlot(batch.keys[reads_[at]].key);
-      for (size_t r = at + 1; r < end; ++r) {
-        if (KeySlot(batch.keys[reads_[r]].key) != slot) {
-          end = r;
-          break;
-        }
-      }
-    }
+    const size_t end = MgetEnd(batch, at);
     if (asking_) commands.push_back({"ASKING"});
     mgets.push_back({commands.size(), at, end});
     commands.emplace_back();
@@ -543,7 +543,7 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
     at = end;
   }
   if (!commands.empty()) {
-    Status st = conn_->Commands(commands, &replies);
+    Status st = conn_->Commands(commands, replies);
     if (!st.ok()) {
       RedisErrorKind kind = conn_->last_error_kind();
       conn_.reset();
@@ -552,81 +552,91 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
     stats->commands += commands.size();
   }
   size_t next_skip = 0;
-  for (const Mget& mget : mgets) {
-    const RedisReply& reply = replies[mget.command];
-    if (reply.type == RedisReply::Type::kError && options_.cluster_node &&
-        ParseRedirect(reply.str)) {
-      // Not this node's keys (any more): reported, not planned, not written.
-      for (size_t r = mget.first; r < mget.end; ++r) Redirect(reads_[r], reply.str);
-      continue;
-    }
-    if (reply.type == RedisReply::Type::kError) {
-      RedisConnection::ReplyError e{mget.command, RedisConnection::ClassifyErrorReply(reply.str),
-                                    reply.str};
-      if (observer_) observer_(e.kind);
-      return ReplyFailure("reading", batch.keys[reads_[mget.first]].key, e);
-    }
-    if (reply.type != RedisReply::Type::kArray || reply.elements.size() != mget.end - mget.first)
-      return Fail(RedisErrorKind::kProtocol,
-                  Unavailable("redis " + conn_->address() + ": MGET: unexpected reply"));
-    for (size_t r = 0; r < reply.elements.size(); ++r) {
-      const size_t k = reads_[mget.first + r];
-      KeyPlan& plan = plans_[k];
-      plan.read = true;
-      values_[k] = reply.elements[r].str;  // "" for nil; lives as long as `replies`
-      ++stats->keys_read;
-      if (!options_.read_before_write) continue;
-      // replay: an item the value holds in any stage (rule 6) is not written again,
-      // so replaying a range does not fill a stage by itself.
-      plan.skip_at = next_skip;
-      for (const Hash128& h : batch.keys[k].items) {
-        const bool present =
-            !values_[k].empty() && ValueContains(values_[k], stages_, key_rule_[k], h);
-        skip_[next_skip++] = present;
-        stats->items_present += present;
-      }
-    }
+  for (const Mget& mget : mgets)
+    EF_RETURN_IF_ERROR(TakeValues(batch, mget, (*replies)[mget.command], &next_skip, stats));
+  return Status::Ok();
+}
+
+size_t RedisBitWriter::MgetEnd(const BitBatch& batch, size_t at) const {
+  const size_t end = std::min(reads_.size(), at + kReadKeysPerMget);
+  if (!options_.cluster_node) return end;
+  // One slot per MGET (CROSSSLOT otherwise): a user's keys share one.
+  const uint16_t slot = KeySlot(batch.keys[reads_[at]].key);
+  for (size_t r = at + 1; r < end; ++r) {
+    if (KeySlot(batch.keys[reads_[r]].key) != slot) return r;
   }
-  // Where each key's items go.
-  for (size_t k = 0; k < batch.size; ++k) {
-    const KeyBits& kb = batch.keys[k];
+  return end;
+}
+
+Status RedisBitWriter::TakeValues(const BitBatch& batch, const Mget& mget, const RedisReply& reply,
+                                  size_t* next_skip, WriteStats* stats) {
+  if (reply.type == RedisReply::Type::kError && options_.cluster_node && ParseRedirect(reply.str)) {
+    // Not this node's keys (any more): reported, not planned, not written.
+    for (size_t r = mget.first; r < mget.end; ++r) Redirect(reads_[r], reply.str);
+    return Status::Ok();
+  }
+  if (reply.type == RedisReply::Type::kError) {
+    RedisConnection::ReplyError e{mget.command, RedisConnection::ClassifyErrorReply(reply.str),
+                                  reply.str};
+    if (observer_) observer_(e.kind);
+    return ReplyFailure("reading", batch.keys[reads_[mget.first]].key, e);
+  }
+  if (reply.type != RedisReply::Type::kArray || reply.elements.size() != mget.end - mget.first)
+    return Fail(RedisErrorKind::kProtocol,
+                Unavailable("redis " + conn_->address() + ": MGET: unexpected reply"));
+  for (size_t r = 0; r < reply.elements.size(); ++r) {
+    const size_t k = reads_[mget.first + r];
     KeyPlan& plan = plans_[k];
-    plan.first_group = groups_.size();
-    if (key_state_[k].failed || key_state_[k].redirected) continue;
-    const uint8_t* skip = plan.skip_at == SIZE_MAX ? nullptr : skip_.data() + plan.skip_at;
-    if (plan.read) {
-      plan.staged = planner_.PlanValue(values_[k], kb.items.data(), kb.items.size(), skip,
-                                       key_rule_[k], &stats->stages);
-      plan.state = planner_.start();
-      stats->items_present += planner_.present();
-    } else {
-      plan.staged = planner_.Plan(plan.state, kb.items.data(), kb.items.size(), skip, key_rule_[k],
-                                  &stats->stages, plan.fit);
+    plan.read = true;
+    values_[k] = reply.elements[r].str;  // "" for nil; lives as long as the reply
+    ++stats->keys_read;
+    if (!options_.read_before_write) continue;
+    // replay: an item the value holds in any stage (rule 6) is not written again,
+    // so replaying a range does not fill a stage by itself.
+    plan.skip_at = *next_skip;
+    for (const Hash128& h : batch.keys[k].items) {
+      const bool present =
+          !values_[k].empty() && ValueContains(values_[k], stages_, key_rule_[k], h);
+      skip_[(*next_skip)++] = present;
+      stats->items_present += present;
     }
-    if (!plan.staged) {
-      PlannedGroup g;
-      g.p = key_pos_[k].p;
-      g.n = key_pos_[k].n;
-      groups_.push_back(g);
-    } else {
-      const size_t base = group_positions_.size();
-      group_positions_.insert(group_positions_.end(), planner_.positions().begin(),
-                              planner_.positions().end());
-      for (const auto& pg : planner_.groups()) {
-        PlannedGroup g;
-        g.stage = pg.stage;
-        g.begin = base + pg.begin;
-        g.n = pg.end - pg.begin;
-        groups_.push_back(g);
-      }
-    }
-    plan.n_groups = groups_.size() - plan.first_group;
-  }
-  values_.assign(batch.size, std::string_view());  // `replies` goes now
-  for (PlannedGroup& g : groups_) {
-    if (g.begin != SIZE_MAX) g.p = group_positions_.data() + g.begin;
   }
   return Status::Ok();
+}
+
+void RedisBitWriter::PlanKey(const BitBatch& batch, size_t k, WriteStats* stats) {
+  const KeyBits& kb = batch.keys[k];
+  KeyPlan& plan = plans_[k];
+  plan.first_group = groups_.size();
+  if (key_state_[k].failed || key_state_[k].redirected) return;
+  const uint8_t* skip = plan.skip_at == SIZE_MAX ? nullptr : skip_.data() + plan.skip_at;
+  if (plan.read) {
+    plan.staged = planner_.PlanValue(values_[k], kb.items.data(), kb.items.size(), skip,
+                                     key_rule_[k], &stats->stages);
+    plan.state = planner_.start();
+    stats->items_present += planner_.present();
+  } else {
+    plan.staged = planner_.Plan(plan.state, kb.items.data(), kb.items.size(), skip, key_rule_[k],
+                                &stats->stages, plan.fit);
+  }
+  if (!plan.staged) {
+    PlannedGroup g;
+    g.p = key_pos_[k].p;
+    g.n = key_pos_[k].n;
+    groups_.push_back(g);
+  } else {
+    const size_t base = group_positions_.size();
+    group_positions_.insert(group_positions_.end(), planner_.positions().begin(),
+                            planner_.positions().end());
+    for (const auto& pg : planner_.groups()) {
+      PlannedGroup g;
+      g.stage = pg.stage;
+      g.begin = base + pg.begin;
+      g.n = pg.end - pg.begin;
+      groups_.push_back(g);
+    }
+  }
+  plan.n_groups = groups_.size() - plan.first_group;
 }
 
 namespace {

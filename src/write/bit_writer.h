@@ -299,7 +299,31 @@ class RedisBitWriter : public BitSink {
   Status ChooseMode(RedisConnection& conn);
   // Layout v2/v3: reads the keys whose stage state is unknown or whose stage may
   // fill in this batch, and plans every key (plans_, groups_, group_positions_).
+  // In steps: ChooseReads, ReadStates, then PlanKey for each key.
   Status PlanStages(const BitBatch& batch, int64_t now_s, WriteStats* stats);
+  // reads_: the keys to read (state unknown, a stage that may fill, or
+  // read_before_write), with plans_' state and fit of the others; returns how
+  // many "already present" flags (skip_) the reads will set.
+  size_t ChooseReads(const BitBatch& batch, int64_t now_s);
+  // One MGET of ReadStates' round: the keys reads_[first, end), sent as
+  // commands[command] (after its ASKING, if any).
+  struct Mget {
+    size_t command, first, end;
+  };
+  // Reads reads_' keys in one round of MGETs into *replies; values_ points into
+  // them (TakeValues).
+  Status ReadStates(const BitBatch& batch, std::vector<RedisReply>* replies, WriteStats* stats);
+  // Where the MGET of reads_ from `at` ends: kReadKeysPerMget keys, one slot on a
+  // cluster node.
+  size_t MgetEnd(const BitBatch& batch, size_t at) const;
+  // One MGET's reply: its keys redirected, or their values_ (plans_' read, and
+  // for read_before_write their items' skip_ flags from *next_skip on); an
+  // error reply fails the Write.
+  Status TakeValues(const BitBatch& batch, const Mget& mget, const RedisReply& reply,
+                    size_t* next_skip, WriteStats* stats);
+  // Key k's plan: its groups (planned from its value if read, else from its
+  // remembered state; its stage-0 positions if unstaged) appended to groups_.
+  void PlanKey(const BitBatch& batch, size_t k, WriteStats* stats);
   // Each key's stage-0 positions by the rule of its bucket in the stored layout
   // (key_pos_, key_rule_): the batch's own, or computed again from its items
   // when the coalescer guessed another rule. kInternal if a key has no items to
