@@ -41,7 +41,6 @@ HOT = "issue 51: hot path, to be split with before/after benchmarks"
 EXCEPTIONS = {
     "src/metrics/ingest_metrics.cc ef::IngestMetrics::IngestMetrics":
         "a table: one registration per metric family, no branches",
-    "src/redis/connection.cc ef::RedisConnection::Exchange": HOT,
 }
 
 
