@@ -34,9 +34,6 @@ SUFFIXES = (".cc", ".h", ".c")
 MAX_COMPLEXITY = 25
 MAX_LINES = 100
 
-# On the ingest, write or read hot path: split with before/after benchmarks
-# (ef_microbench, scripts/bench.sh --write-modes), issue 51.
-HOT = "issue 51: hot path, to be split with before/after benchmarks"
 # "path function" (as pmccabe names it) -> why it may exceed the limits.
 EXCEPTIONS = {
     "src/metrics/ingest_metrics.cc ef::IngestMetrics::IngestMetrics":
