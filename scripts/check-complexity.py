@@ -34,22 +34,10 @@ SUFFIXES = (".cc", ".h", ".c")
 MAX_COMPLEXITY = 25
 MAX_LINES = 100
 
-# On the ingest, write or read hot path: split with before/after benchmarks
-# (ef_microbench, scripts/bench.sh --write-modes), issue 51.
-HOT = "issue 51: hot path, to be split with before/after benchmarks"
 # "path function" (as pmccabe names it) -> why it may exceed the limits.
 EXCEPTIONS = {
     "src/metrics/ingest_metrics.cc ef::IngestMetrics::IngestMetrics":
         "a table: one registration per metric family, no branches",
-    "src/write/bit_writer.cc ef::RedisBitWriter::WriteOnce": HOT,
-    "src/write/bit_writer.cc ef::RedisBitWriter::PlanStages": HOT,
-    "src/event/decoder.cc ef::Decoder::Impl::Decode": HOT,
-    "src/event/decoder.cc ef::Decoder::Impl::ReadId": HOT,
-    "src/bloom/stage_planner.cc ef::StagePlanner::PlanFrom": HOT,
-    "src/read/bloom_reader.cc ef::anonymous_namespace::TestItemsMasked": HOT,
-    "src/write/cluster_writer.cc ef::ClusterBitWriter::WriteRounds": HOT,
-    "src/redis/reply_scanner.cc ef::ReplyScanner::ParseValue": HOT,
-    "src/redis/connection.cc ef::RedisConnection::Exchange": HOT,
 }
 
 

@@ -73,6 +73,38 @@ void StagePlanner::LoadStage(uint32_t s, const std::string_view* value) {
   std::memcpy(bits_.data(), value->data() + first, std::min(bytes, value->size() - first));
 }
 
+namespace {
+
+// Every one of an item's k positions is set in a stage's bits (Redis bit order).
+inline bool AllSet(const std::vector<uint8_t>& bits, const uint32_t* pos, uint32_t k) {
+  bool all = true;
+  for (uint32_t j = 0; j < k && all; ++j) all = (bits[pos[j] >> 3] & (0x80u >> (pos[j] & 7))) != 0;
+  return all;
+}
+
+// Sets an item's k positions in a stage's bits; returns how many were 0.
+inline uint64_t SetAll(std::vector<uint8_t>& bits, const uint32_t* pos, uint32_t k) {
+  uint64_t added = 0;
+  for (uint32_t j = 0; j < k; ++j) {
+    uint8_t& byte = bits[pos[j] >> 3];
+    const uint8_t mask = static_cast<uint8_t>(0x80u >> (pos[j] & 7));
+    if (!(byte & mask)) {
+      byte |= mask;
+      ++added;
+    }
+  }
+  return added;
+}
+
+inline size_t CountSkipped(const uint8_t* skip, size_t n) {
+  size_t skipped = 0;
+  if (skip)
+    for (size_t i = 0; i < n; ++i) skipped += skip[i] != 0;
+  return skipped;
+}
+
+}  // namespace
+
 bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, const Hash128* items,
                             size_t n, const uint8_t* skip, PositionRule rule, StageStats* stats,
                             Fit fit) {
@@ -81,12 +113,10 @@ bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, con
   positions_.clear();
   present_ = 0;
   const uint32_t last = static_cast<uint32_t>(stages_.size() - 1);
-  uint32_t s = std::min(state.stage, last);
-  uint64_t fill = state.fill;
+  const uint32_t s = std::min(state.stage, last);
+  const uint64_t fill = state.fill;
   start_ = StageState{s, state.fill};
-  size_t skipped = 0;
-  if (skip)
-    for (size_t i = 0; i < n; ++i) skipped += skip[i] != 0;
+  const size_t skipped = CountSkipped(skip, n);
   const uint64_t placed = n - skipped;
 
   // At the stage limit: nothing is written (counted), and no bit is needed.
@@ -101,22 +131,41 @@ bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, con
   // the bits decide (ef_microbench and scripts/bench.sh module mode, 2026-11-28:
   // this path was most of PlanFrom's 6.8% of the daemon's CPU).
   if ((skip ? fill + uint64_t{stages_[s].k} * placed < stages_[s].fill
-            : fit == Fit::kBelowFill || BelowFill(StageState{s, state.fill}, items, n))) {
-    stats->items[s] += placed;
-    if (s == 0 && skipped == 0) return false;
-    const Stage& st = stages_[s];
-    for (size_t i = 0; i < n; ++i) {
-      if (skip && skip[i]) continue;
-      const size_t at = positions_.size();
-      positions_.resize(at + st.k);
-      ComputeStagePositions(items[i], st, rule, positions_.data() + at);
-    }
-    if (!positions_.empty()) runs_.push_back(Group{s, 0, positions_.size()});
-    MakeGroups();
-    return true;
-  }
+            : fit == Fit::kBelowFill || BelowFill(StageState{s, state.fill}, items, n)))
+    return PlanIntoStage(s, items, n, skip, skipped, rule, stats);
 
+  const bool dropped_any = PlanItemByItem(s, fill, value, items, n, skip, rule, stats);
+  if (dropped_any) ++stats->limit_keys;
+  // Everything into stage 0 (or no item) and nothing left out: the coalescer's
+  // positions are these.
+  if (skipped == 0 && present_ == 0 && !dropped_any &&
+      (runs_.empty() || (runs_.size() == 1 && runs_[0].stage == 0)))
+    return false;
+  MakeGroups();
+  return true;
+}
+
+bool StagePlanner::PlanIntoStage(uint32_t s, const Hash128* items, size_t n, const uint8_t* skip,
+                                 size_t skipped, PositionRule rule, StageStats* stats) {
+  stats->items[s] += n - skipped;
+  if (s == 0 && skipped == 0) return false;
+  const Stage& st = stages_[s];
+  for (size_t i = 0; i < n; ++i) {
+    if (skip && skip[i]) continue;
+    const size_t at = positions_.size();
+    positions_.resize(at + st.k);
+    ComputeStagePositions(items[i], st, rule, positions_.data() + at);
+  }
+  if (!positions_.empty()) runs_.push_back(Group{s, 0, positions_.size()});
+  MakeGroups();
+  return true;
+}
+
+bool StagePlanner::PlanItemByItem(uint32_t s, uint64_t fill, const std::string_view* value,
+                                  const Hash128* items, size_t n, const uint8_t* skip,
+                                  PositionRule rule, StageStats* stats) {
   // Item by item, against the current stage's bits (rule 8 exactly, given them).
+  const uint32_t last = static_cast<uint32_t>(stages_.size() - 1);
   LoadStage(s, value);
   bool dropped_any = false;
   item_.resize(stages_.back().k);
@@ -133,10 +182,7 @@ bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, con
     }
     const Stage* st = &stages_[s];
     ComputePositions(items[i], st->m, st->k, rule, item_.data());
-    bool present = true;
-    for (uint32_t j = 0; j < st->k && present; ++j)
-      present = (bits_[item_[j] >> 3] & (0x80u >> (item_[j] & 7))) != 0;
-    if (present) {
+    if (AllSet(bits_, item_.data(), st->k)) {
       ++present_;
       continue;
     }
@@ -146,26 +192,11 @@ bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, con
         dropped_any = true;
         continue;
       }
-      if (s == 0) {
-        ++stats->stage0_advances;
-        stats->stage0_fill_ppm_sum += fill * 1000000 / st->m;
-      }
-      ++stats->advances;
-      ++s;
+      fill = NextStage(&s, fill, value, skip != nullptr, stats);
       st = &stages_[s];
-      if (skip) left_.push_back(Left{s - 1, bits_});  // its bits, with this plan's
-      LoadStage(s, value);
-      fill = value ? StagePopcount(*value, *st) : 0;
       ComputePositions(items[i], st->m, st->k, rule, item_.data());
     }
-    for (uint32_t j = 0; j < st->k; ++j) {
-      uint8_t& byte = bits_[item_[j] >> 3];
-      const uint8_t mask = static_cast<uint8_t>(0x80u >> (item_[j] & 7));
-      if (!(byte & mask)) {
-        byte |= mask;
-        ++fill;
-      }
-    }
+    fill += SetAll(bits_, item_.data(), st->k);
     if (runs_.empty() || runs_.back().stage != s)
       runs_.push_back(Group{s, positions_.size(), positions_.size()});
     const uint32_t offset = static_cast<uint32_t>(st->offset);
@@ -173,14 +204,20 @@ bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, con
     runs_.back().end = positions_.size();
     ++stats->items[s];
   }
-  if (dropped_any) ++stats->limit_keys;
-  // Everything into stage 0 (or no item) and nothing left out: the coalescer's
-  // positions are these.
-  if (skipped == 0 && present_ == 0 && !dropped_any &&
-      (runs_.empty() || (runs_.size() == 1 && runs_[0].stage == 0)))
-    return false;
-  MakeGroups();
-  return true;
+  return dropped_any;
+}
+
+uint64_t StagePlanner::NextStage(uint32_t* s, uint64_t fill, const std::string_view* value,
+                                 bool keep_left, StageStats* stats) {
+  if (*s == 0) {
+    ++stats->stage0_advances;
+    stats->stage0_fill_ppm_sum += fill * 1000000 / stages_[0].m;
+  }
+  ++stats->advances;
+  ++*s;
+  if (keep_left) left_.push_back(Left{*s - 1, bits_});  // its bits, with this plan's
+  LoadStage(*s, value);
+  return value ? StagePopcount(*value, stages_[*s]) : 0;
 }
 
 void StagePlanner::MakeGroups() {

@@ -96,6 +96,20 @@ class StagePlanner {
  private:
   bool PlanFrom(StageState state, const std::string_view* value, const Hash128* items, size_t n,
                 const uint8_t* skip, PositionRule rule, StageStats* stats, Fit fit);
+  // PlanFrom where no item can bring stage s to its fill: every item not skipped
+  // into s (no bits needed). False (no groups) for stage 0 with nothing skipped.
+  bool PlanIntoStage(uint32_t s, const Hash128* items, size_t n, const uint8_t* skip,
+                     size_t skipped, PositionRule rule, StageStats* stats);
+  // PlanFrom item by item against the bits of stage s (of *value, or zeros), from
+  // its fill: runs_ and positions_ (not grouped yet), present_ counted. Returns
+  // whether some item was dropped at the stage limit.
+  bool PlanItemByItem(uint32_t s, uint64_t fill, const std::string_view* value,
+                      const Hash128* items, size_t n, const uint8_t* skip, PositionRule rule,
+                      StageStats* stats);
+  // Starts stage *s + 1 (counted in stats; with keep_left, the stage left goes to
+  // left_ with its bits): loads its bits and returns its fill from *value (0 without).
+  uint64_t NextStage(uint32_t* s, uint64_t fill, const std::string_view* value, bool keep_left,
+                     StageStats* stats);
   // The number of distinct items (by hash).
   size_t Distinct(const Hash128* items, size_t n);
   // fill + k_s * (distinct items) < fill_s in state.stage (<= the last stage).

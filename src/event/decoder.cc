@@ -141,12 +141,46 @@ struct Decoder::Impl {
   RejectReason Decode(const char* data, size_t len, int64_t kafka_ts_ms, int64_t now_ms,
                       Event* out);
 
+  // What one event's fields said (the first occurrence of each): a reason per
+  // field, kNone when it was read well, ranked by Conclude.
+  struct Fields {
+    bool seen[kSlotCount] = {false, false, false, false, false, false};
+    RejectReason user = RejectReason::kNone;
+    RejectReason items = RejectReason::kNone;
+    RejectReason item = RejectReason::kNone;
+    RejectReason ts = RejectReason::kNone;
+    RejectReason cluster = RejectReason::kNone;
+    RejectReason simhash = RejectReason::kNone;
+    std::string_view cluster_id;
+    bool simhash_present = false;
+    uint64_t simhash_value = 0;
+    bool items_null = false;
+    bool ts_null = false;
+    std::string_view single_item;
+    int64_t ts_ms = 0;
+  };
+  // Every field of the object into *f (user and items straight into *out);
+  // kNotJson as soon as any value is malformed, else kNone.
+  RejectReason ReadFields(od::object& object, Event* out, Fields* f);
+  // The first occurrence of a configured field: its reason, also stored in *f.
+  RejectReason ReadField(Slot slot, od::value& value, Event* out, Fields* f);
+  // The items field: a list (ReadItems), null (*is_null), else kMissingItem or kNotJson.
+  RejectReason ReadItemsField(od::value& value, bool* is_null,
+                              std::vector<std::string_view>* items);
+  // Ranks the fields' reasons (user, items, timestamp, cluster) and completes *out.
+  RejectReason Conclude(const Fields& f, int64_t kafka_ts_ms, int64_t now_ms, Event* out);
+
   void CopyIn(const char* data, size_t len);
   Slot MatchKey(od::field& field);
   bool Validate(od::value& v, int depth);
   RejectReason ReadId(od::value& v, int depth, RejectReason missing, RejectReason empty,
                       std::string_view* id);
   RejectReason CheckId(std::string_view body, RejectReason empty, std::string_view* id) const;
+  // ReadId's cases: a string token (in place when it has no escape), an integer.
+  RejectReason ReadStringId(od::value& v, std::string_view token, RejectReason empty,
+                            std::string_view* id);
+  RejectReason ReadNumberId(std::string_view token, RejectReason missing,
+                            std::string_view* id) const;
   RejectReason ReadItems(od::value& v, std::vector<std::string_view>* items);
   RejectReason ReadTimestamp(od::value& v, bool* is_null, int64_t* ms);
   RejectReason ReadSimhash(od::value& v, bool* present, uint64_t* simhash);
@@ -243,6 +277,34 @@ inline RejectReason Decoder::Impl::CheckId(std::string_view body, RejectReason e
   return RejectReason::kNone;
 }
 
+inline RejectReason Decoder::Impl::ReadStringId(od::value& v, std::string_view token,
+                                                RejectReason empty, std::string_view* id) {
+  if (token.size() < 2 || token.back() != '"') return RejectReason::kNotJson;
+  const std::string_view raw = token.substr(1, token.size() - 2);
+  if (std::memchr(raw.data(), '\\', raw.size()) == nullptr) {
+    if (!ConsumePlainString(v)) return RejectReason::kNotJson;
+    return CheckId(raw, empty, id);
+  }
+  // Unescaped into the parser's string buffer, valid until the next iterate().
+  // A separate variable from `raw`: taking the address of one view for both
+  // paths made the fast path reload it through memory (a store-forwarding stall).
+  std::string_view unescaped;
+  if (v.get_string().get(unescaped) != simdjson::SUCCESS) return RejectReason::kNotJson;
+  return CheckId(unescaped, empty, id);
+}
+
+inline RejectReason Decoder::Impl::ReadNumberId(std::string_view token, RejectReason missing,
+                                                std::string_view* id) const {
+  const NumberToken n = SplitNumber(token);
+  if (!n.valid) return RejectReason::kNotJson;
+  if (!n.is_integer) return missing;
+  // The decimal text as written (no leading zeros or '+' exist in JSON
+  // integers), so 42 and "42" are the same ID.
+  if (token.size() > max_id_bytes) return RejectReason::kIdTooLong;
+  *id = token;
+  return RejectReason::kNone;
+}
+
 RejectReason Decoder::Impl::ReadId(od::value& v, int depth, RejectReason missing,
                                    RejectReason empty, std::string_view* id) {
   // Dispatching on the token's first byte is cheaper than value::type() and lets
@@ -250,40 +312,8 @@ RejectReason Decoder::Impl::ReadId(od::value& v, int depth, RejectReason missing
   const std::string_view token = TrimRight(v.raw_json_token());
   if (token.empty()) return RejectReason::kNotJson;
   switch (token[0]) {
-    case '"': {
-      if (token.size() < 2 || token.back() != '"') return RejectReason::kNotJson;
-      const std::string_view raw = token.substr(1, token.size() - 2);
-      if (std::memchr(raw.data(), '\\', raw.size()) == nullptr) {
-        if (!ConsumePlainString(v)) return RejectReason::kNotJson;
-        return CheckId(raw, empty, id);
-      }
-      // Unescaped into the parser's string buffer, valid until the next iterate().
-      // A separate variable from `raw`: taking the address of one view for both
-      // paths made the fast path reload it through memory (a store-forwarding stall).
-      std::string_view unescaped;
-      if (v.get_string().get(unescaped) != simdjson::SUCCESS) return RejectReason::kNotJson;
-      return CheckId(unescaped, empty, id);
-    }
-    case '-':
-    case '0':
-    case '1':
-    case '2':
-    case '3':
-    case '4':
-    case '5':
-    case '6':
-    case '7':
-    case '8':
-    case '9': {
-      const NumberToken n = SplitNumber(token);
-      if (!n.valid) return RejectReason::kNotJson;
-      if (!n.is_integer) return missing;
-      // The decimal text as written (no leading zeros or '+' exist in JSON
-      // integers), so 42 and "42" are the same ID.
-      if (token.size() > max_id_bytes) return RejectReason::kIdTooLong;
-      *id = token;
-      return RejectReason::kNone;
-    }
+    case '"':
+      return ReadStringId(v, token, empty, id);
     case 't':
       return token == "true" ? missing : RejectReason::kNotJson;
     case 'f':
@@ -293,7 +323,8 @@ RejectReason Decoder::Impl::ReadId(od::value& v, int depth, RejectReason missing
     case '{':
     case '[':
       return Validate(v, depth) ? missing : RejectReason::kNotJson;
-    default:
+    default:  // a number ('-' or a digit), else not JSON
+      if (token[0] == '-' || IsDigit(token[0])) return ReadNumberId(token, missing, id);
       return RejectReason::kNotJson;
   }
 }
@@ -401,24 +432,17 @@ RejectReason Decoder::Impl::Decode(const char* data, size_t len, int64_t kafka_t
   }
   od::object object;
   if (doc.get_object().get(object) != simdjson::SUCCESS) return RejectReason::kNotJson;
+  Fields f;
+  if (ReadFields(object, out, &f) == RejectReason::kNotJson) return RejectReason::kNotJson;
+  // Trailing content after the object ("{...}{...}", "{...}]"): the document has
+  // no at_end() in simdjson 3.0, but its location is out of bounds exactly there.
+  if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) return RejectReason::kNotJson;
+  return Conclude(f, kafka_ts_ms, now_ms, out);
+}
 
+inline RejectReason Decoder::Impl::ReadFields(od::object& object, Event* out, Fields* f) {
   // Every field is visited (field order is free and a malformed value anywhere makes
-  // the payload not_json); per-field outcomes are ranked only at the end.
-  bool seen[kSlotCount] = {false, false, false, false, false, false};
-  RejectReason user_reason = RejectReason::kNone;
-  RejectReason items_reason = RejectReason::kNone;
-  RejectReason item_reason = RejectReason::kNone;
-  RejectReason ts_reason = RejectReason::kNone;
-  RejectReason cluster_reason = RejectReason::kNone;
-  RejectReason simhash_reason = RejectReason::kNone;
-  std::string_view cluster;
-  bool simhash_present = false;
-  uint64_t simhash = 0;
-  bool items_null = false;
-  bool ts_null = false;
-  std::string_view single_item;
-  int64_t ts_ms = 0;
-
+  // the payload not_json); per-field outcomes are ranked only at the end (Conclude).
   for (auto field_result : object) {
     od::field field;
     if (std::move(field_result).get(field) != simdjson::SUCCESS) return RejectReason::kNotJson;
@@ -426,78 +450,76 @@ RejectReason Decoder::Impl::Decode(const char* data, size_t len, int64_t kafka_t
     if (slot == kSlotBadKey) return RejectReason::kNotJson;
     od::value& value = field.value();
     // Duplicate keys: the first occurrence wins; later ones are only validated.
-    if (slot == kSlotNone || seen[slot]) {
+    if (slot == kSlotNone || f->seen[slot]) {
       if (!Validate(value, kFieldDepth)) return RejectReason::kNotJson;
       continue;
     }
-    seen[slot] = true;
-    switch (slot) {
-      case kSlotUser:
-        user_reason = ReadId(value, kFieldDepth, RejectReason::kMissingUser,
-                             RejectReason::kEmptyUser, &out->user);
-        if (user_reason == RejectReason::kNotJson) return user_reason;
-        break;
-      case kSlotItems: {
-        const std::string_view token = TrimRight(value.raw_json_token());
-        if (token == "null") {
-          items_null = true;
-        } else if (!token.empty() && token[0] == '[') {
-          items_reason = ReadItems(value, &out->items);
-        } else {
-          // Wrong type, unless the token is not even JSON.
-          std::string_view ignored;
-          items_reason = ReadId(value, kFieldDepth, RejectReason::kMissingItem,
-                                RejectReason::kMissingItem, &ignored);
-          if (items_reason != RejectReason::kNotJson) items_reason = RejectReason::kMissingItem;
-        }
-        if (items_reason == RejectReason::kNotJson) return items_reason;
-        break;
-      }
-      case kSlotItem:
-        item_reason = ReadId(value, kFieldDepth, RejectReason::kMissingItem,
-                             RejectReason::kEmptyItem, &single_item);
-        if (item_reason == RejectReason::kNotJson) return item_reason;
-        break;
-      case kSlotTs:
-        ts_reason = ReadTimestamp(value, &ts_null, &ts_ms);
-        if (ts_reason == RejectReason::kNotJson) return ts_reason;
-        break;
-      case kSlotCluster:
-        if (TrimRight(value.raw_json_token()) == "null") break;
-        cluster_reason = ReadId(value, kFieldDepth, RejectReason::kBadCluster,
-                                RejectReason::kBadCluster, &cluster);
-        if (cluster_reason == RejectReason::kNotJson) return cluster_reason;
-        break;
-      case kSlotSimhash:
-        simhash_reason = ReadSimhash(value, &simhash_present, &simhash);
-        if (simhash_reason == RejectReason::kNotJson) return simhash_reason;
-        break;
-      default:
-        break;
-    }
+    f->seen[slot] = true;
+    if (ReadField(slot, value, out, f) == RejectReason::kNotJson) return RejectReason::kNotJson;
   }
-  // Trailing content after the object ("{...}{...}", "{...}]"): the document has
-  // no at_end() in simdjson 3.0, but its location is out of bounds exactly there.
-  if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) return RejectReason::kNotJson;
+  return RejectReason::kNone;
+}
 
-  if (!seen[kSlotUser]) return RejectReason::kMissingUser;
-  if (user_reason != RejectReason::kNone) return user_reason;
+inline RejectReason Decoder::Impl::ReadField(Slot slot, od::value& value, Event* out, Fields* f) {
+  switch (slot) {
+    case kSlotUser:
+      return f->user = ReadId(value, kFieldDepth, RejectReason::kMissingUser,
+                              RejectReason::kEmptyUser, &out->user);
+    case kSlotItems:
+      return f->items = ReadItemsField(value, &f->items_null, &out->items);
+    case kSlotItem:
+      return f->item = ReadId(value, kFieldDepth, RejectReason::kMissingItem,
+                              RejectReason::kEmptyItem, &f->single_item);
+    case kSlotTs:
+      return f->ts = ReadTimestamp(value, &f->ts_null, &f->ts_ms);
+    case kSlotCluster:
+      if (TrimRight(value.raw_json_token()) == "null") return RejectReason::kNone;
+      return f->cluster = ReadId(value, kFieldDepth, RejectReason::kBadCluster,
+                                 RejectReason::kBadCluster, &f->cluster_id);
+    case kSlotSimhash:
+      return f->simhash = ReadSimhash(value, &f->simhash_present, &f->simhash_value);
+    default:
+      return RejectReason::kNone;
+  }
+}
+
+inline RejectReason Decoder::Impl::ReadItemsField(od::value& value, bool* is_null,
+                                                  std::vector<std::string_view>* items) {
+  const std::string_view token = TrimRight(value.raw_json_token());
+  if (token == "null") {
+    *is_null = true;
+    return RejectReason::kNone;
+  }
+  if (!token.empty() && token[0] == '[') return ReadItems(value, items);
+  // Wrong type, unless the token is not even JSON.
+  std::string_view ignored;
+  const RejectReason r =
+      ReadId(value, kFieldDepth, RejectReason::kMissingItem, RejectReason::kMissingItem, &ignored);
+  return r == RejectReason::kNotJson ? r : RejectReason::kMissingItem;
+}
+
+RejectReason Decoder::Impl::Conclude(const Fields& f, int64_t kafka_ts_ms, int64_t now_ms,
+                                     Event* out) {
+  if (!f.seen[kSlotUser]) return RejectReason::kMissingUser;
+  if (f.user != RejectReason::kNone) return f.user;
   if (!IsValidUserId(out->user)) return RejectReason::kUserLeadingBrace;
 
-  if (seen[kSlotItems] && !items_null) {
-    if (items_reason != RejectReason::kNone) return items_reason;
-  } else if (seen[kSlotItem]) {
-    if (item_reason != RejectReason::kNone) return item_reason;
-    out->items.push_back(single_item);
+  const bool item_list = f.seen[kSlotItems] && !f.items_null;
+  if (item_list) {
+    if (f.items != RejectReason::kNone) return f.items;
+  } else if (f.seen[kSlotItem]) {
+    if (f.item != RejectReason::kNone) return f.item;
+    out->items.push_back(f.single_item);
   } else {
     return RejectReason::kMissingItem;
   }
 
-  if (!seen[kSlotTs] || ts_null) {
+  int64_t ts_ms = f.ts_ms;
+  if (!f.seen[kSlotTs] || f.ts_null) {
     if (kafka_ts_ms <= 0) return RejectReason::kMissingTimestamp;
     ts_ms = kafka_ts_ms;
-  } else if (ts_reason != RejectReason::kNone) {
-    return ts_reason;
+  } else if (f.ts != RejectReason::kNone) {
+    return f.ts;
   }
   if (ts_ms > SaturatingAdd(now_ms, max_future_ms)) return RejectReason::kFutureTimestamp;
   if (FloorDiv(ts_ms, 1000) < OldestLiveBucket(FloorDiv(now_ms, 1000))) {
@@ -507,12 +529,12 @@ RejectReason Decoder::Impl::Decode(const char* data, size_t len, int64_t kafka_t
   // bucket of the clock, which every reader at that time reads.
   out->ts_ms = std::min(ts_ms, now_ms);
   // Content clusters: single-item events only (list events validated them above).
-  if (out->items.size() == 1 && !(seen[kSlotItems] && !items_null)) {
-    if (cluster_reason != RejectReason::kNone) return cluster_reason;
-    if (simhash_reason != RejectReason::kNone) return simhash_reason;
-    out->cluster = cluster;
-    out->has_simhash = simhash_present;
-    out->simhash = simhash;
+  if (out->items.size() == 1 && !item_list) {
+    if (f.cluster != RejectReason::kNone) return f.cluster;
+    if (f.simhash != RejectReason::kNone) return f.simhash;
+    out->cluster = f.cluster_id;
+    out->has_simhash = f.simhash_present;
+    out->simhash = f.simhash_value;
   }
   return RejectReason::kNone;
 }

@@ -83,53 +83,152 @@ constexpr size_t kSliceBytesPerItem = 8;
 // The rounds themselves are ProbeRounds (bloom/probe_rounds.h): eight items per
 // step with AVX-512 where the CPU has it (2026-11-25: BM_TestItems -14/-22/-25%,
 // the library -8% CPU per candidate; `serve` within its noise, 0-2%).
+// The newest bucket of a mask of buckets (not 0).
+template <typename W>
+inline int8_t Newest(W alive) {
+  return static_cast<int8_t>(8 * sizeof(W) - 1 - std::countl_zero(alive));
+}
+
+// What TestItemsMasked knows of its buckets (up to 8 * sizeof(W)) before any item.
+template <typename W>
+struct BucketMasks {
+  static constexpr int kWidth = 8 * sizeof(W);
+  // has[s]: the buckets whose value holds stage s (StagesPresent); remix: the
+  // buckets that follow rule 9 (version 3, from v3_from on), the others rule 2.
+  std::array<W, StageStats::kTrackedStages> has{};
+  W remix = 0;
+  size_t stages_used = 0;  // stages held by some bucket
+  size_t present = 0;      // buckets with a value
+  std::array<const char*, kWidth> data{};
+  std::array<size_t, kWidth> len{};
+};
+
+template <typename W>
+BucketMasks<W> MaskBuckets(const Layout& layout, const std::vector<std::string_view>& bucket_values,
+                           const std::vector<int64_t>& bucket_starts) {
+  BucketMasks<W> m;
+  for (size_t b = 0; b < bucket_values.size(); ++b) {
+    const std::string_view v = bucket_values[b];
+    m.data[b] = v.data();
+    m.len[b] = v.size();
+    if (layout.RuleFor(bucket_starts[b]) == PositionRule::kRemix) m.remix |= W{1} << b;
+    if (v.empty()) continue;
+    ++m.present;
+    const size_t present = std::min(StagesPresent(layout.stage_table, v.size()), m.has.size());
+    for (size_t s = 0; s < present; ++s) m.has[s] |= W{1} << b;
+    m.stages_used = std::max(m.stages_used, present);
+  }
+  return m;
+}
+
+// Where each stage's slices start in *scratch (SIZE_MAX: too large to slice for
+// this many items), the stages sliced into it (grown as needed, never shrunk).
+template <typename W>
+std::array<size_t, StageStats::kTrackedStages> SliceStages(
+    const std::vector<Stage>& stages, const std::vector<std::string_view>& bucket_values,
+    const BucketMasks<W>& m, size_t items, std::vector<W>* scratch, BitSlicer* slicer) {
+  std::array<size_t, StageStats::kTrackedStages> slice_at{};
+  size_t words = 0;
+  for (size_t s = 0; s < m.stages_used; ++s) {
+    const size_t bytes = (stages[s].m + 7) / 8;
+    slice_at[s] = bytes <= kSliceBytesPerItem * items ? words : SIZE_MAX;
+    if (slice_at[s] != SIZE_MAX) words += BitSlicer::Words(bytes);
+  }
+  if (scratch->size() < words) scratch->resize(words);
+  for (size_t s = 0; s < m.stages_used; ++s) {
+    if (slice_at[s] == SIZE_MAX) continue;
+    slicer->template SliceRange<W>(bucket_values.data(), m.has[s], stages[s].offset / 8,
+                                   (stages[s].m + 7) / 8, scratch->data() + slice_at[s]);
+  }
+  return slice_at;
+}
+
+// A stage too large to slice: item by item, the bit in each bucket of has_rule
+// still in the running (newer than best[i]); best[i] becomes the newest bucket
+// holding every position.
+template <typename W>
+void ProbeUnsliced(const Stage& st, PositionRule rule, const FastMod& mod, W has_rule,
+                   const BucketMasks<W>& m, const std::vector<Hash128>& hashes,
+                   std::vector<int8_t>& best) {
+  for (size_t i = 0; i < hashes.size(); ++i) {
+    W alive = has_rule & ProbeRounds::NewerThan<W>(best[i]);
+    uint64_t x = hashes[i].h1;
+    for (uint32_t p = 0; p < st.k && alive != 0; ++p, x += hashes[i].h2) {
+      const uint64_t pos =
+          st.offset + (rule == PositionRule::kRemix ? ReduceV3(RemixV3(x), st.m) : mod.Mod(x));
+      // Branch-free per bucket (the bits are random: a branch would mispredict
+      // about every other time). Bits past a value's end are 0; the value is
+      // not empty, so its byte 0 is a safe stand-in to read.
+      const size_t byte = pos >> 3;
+      const unsigned shift = 7 - (pos & 7);
+      W keep = 0;
+      for (W a = alive; a != 0; a &= a - 1) {
+        const int b = std::countr_zero(a);
+        const bool inside = byte < m.len[b];
+        const auto c = static_cast<unsigned char>(m.data[b][inside ? byte : 0]);
+        keep |= static_cast<W>(((c >> shift) & 1u) & static_cast<unsigned>(inside)) << b;
+      }
+      alive &= keep;
+    }
+    if (alive != 0) best[i] = Newest(alive);
+  }
+}
+
+// The result from best[] (the newest bucket each item was found in, -1: none),
+// and the served ring for the items not seen.
+inline void TakeBest(const std::vector<int8_t>& best, const std::vector<int64_t>& bucket_starts,
+                     const std::vector<Hash128>& hashes, const ServedSet* served, CheckResult* r) {
+  for (size_t i = 0; i < best.size(); ++i) {
+    if (best[i] < 0) continue;
+    r->seen[i] = true;
+    ++r->seen_count;
+    r->seen_bucket[i] = bucket_starts[best[i]];
+  }
+  if (!served) return;
+  r->served.assign(best.size(), false);
+  for (size_t i = 0; i < best.size(); ++i) {
+    if (best[i] >= 0 || !served->Contains(hashes[i])) continue;
+    r->served[i] = true;
+    ++r->served_count;
+  }
+}
+
+// TestItems for up to 8 * sizeof(W) buckets. Each item is hashed once, and each
+// of its positions computed once for all the buckets: a position is the same in
+// every bucket (same m, k and offset per stage), so one probe tests the bit in
+// every bucket still in the running (a mask of buckets), and the item is out of
+// a bucket at its first 0 bit. A probe reads one word of the bit-sliced stage
+// (BitSlicer), or, for a stage too large to slice for few items, the bit in
+// each bucket still in the running.
+//
+// A sliced stage is probed in rounds: round p probes position p of every item
+// still in the running in that stage (a work list, compacted as items drop out),
+// so a round's loads are independent of each other and no branch waits on one.
+// Item by item, an unseen item's exit from the stage (after 4 to 8 probes, at
+// random) was a mispredicted branch that waited for its load. Measured
+// (docs/PERFORMANCE.md "Read side"): ef_microbench BM_TestItems -12% light, -26%
+// heavy and top; `serve` -14% CPU per request, the library -20% per candidate.
+// The rounds themselves are ProbeRounds (bloom/probe_rounds.h): eight items per
+// step with AVX-512 where the CPU has it (2026-11-25: BM_TestItems -14/-22/-25%,
+// the library -8% CPU per candidate; `serve` within its noise, 0-2%).
 template <typename W>
 CheckResult TestItemsMasked(const Layout& layout,
                             const std::vector<std::string_view>& bucket_values,
                             const std::vector<int64_t>& bucket_starts, ItemList items,
                             const ServedSet* served) {
-  constexpr int kWidth = 8 * sizeof(W);
-  const size_t nb = bucket_values.size();
   CheckResult r;
   r.seen.assign(items.size(), false);
   r.seen_bucket.assign(items.size(), -1);
   const std::vector<Stage>& stages = layout.stage_table;
-  // has[s]: the buckets whose value holds stage s (StagesPresent); remix: the
-  // buckets that follow rule 9 (version 3, from v3_from on), the others rule 2.
-  std::array<W, StageStats::kTrackedStages> has{};
-  W remix = 0;
-  size_t stages_used = 0;
-  std::array<const char*, kWidth> data{};
-  std::array<size_t, kWidth> len{};
-  for (size_t b = 0; b < nb; ++b) {
-    const std::string_view v = bucket_values[b];
-    data[b] = v.data();
-    len[b] = v.size();
-    if (layout.RuleFor(bucket_starts[b]) == PositionRule::kRemix) remix |= W{1} << b;
-    if (v.empty()) continue;
-    ++r.buckets_present;
-    const size_t present = std::min(StagesPresent(stages, v.size()), has.size());
-    for (size_t s = 0; s < present; ++s) has[s] |= W{1} << b;
-    stages_used = std::max(stages_used, present);
-  }
+  const BucketMasks<W> m = MaskBuckets<W>(layout, bucket_values, bucket_starts);
+  r.buckets_present = m.present;
   if (r.buckets_present == 0 && !served) return r;
 
   // The stages to slice, into one scratch area per thread.
-  std::array<size_t, StageStats::kTrackedStages> slice_at{};  // SIZE_MAX: not sliced
-  size_t words = 0;
-  for (size_t s = 0; s < stages_used; ++s) {
-    const size_t bytes = (stages[s].m + 7) / 8;
-    slice_at[s] = bytes <= kSliceBytesPerItem * items.size() ? words : SIZE_MAX;
-    if (slice_at[s] != SIZE_MAX) words += BitSlicer::Words(bytes);
-  }
   thread_local std::vector<W> scratch;
-  if (scratch.size() < words) scratch.resize(words);
   thread_local BitSlicer slicer;
-  for (size_t s = 0; s < stages_used; ++s) {
-    if (slice_at[s] == SIZE_MAX) continue;
-    slicer.SliceRange<W>(bucket_values.data(), has[s], stages[s].offset / 8, (stages[s].m + 7) / 8,
-                         scratch.data() + slice_at[s]);
-  }
+  const std::array<size_t, StageStats::kTrackedStages> slice_at =
+      SliceStages<W>(stages, bucket_values, m, items.size(), &scratch, &slicer);
 
   // Every item hashed once, up front, eight at a time (bloom/hash_batch.h).
   thread_local std::vector<Hash128> hashes;
@@ -140,7 +239,6 @@ CheckResult TestItemsMasked(const Layout& layout,
   // newer bucket can change the answer, so a stage tests those alone.
   thread_local std::vector<int8_t> best;
   best.assign(items.size(), -1);
-  auto newest = [](W alive) { return static_cast<int8_t>(kWidth - 1 - std::countl_zero(alive)); };
 
   // The work list of a sliced stage (bloom/probe_rounds.h): the items with a
   // bucket still in the running, in item order.
@@ -151,58 +249,23 @@ CheckResult TestItemsMasked(const Layout& layout,
   // Each stage once per position rule its buckets follow (one pass for all but
   // during a version-3 rollover). The passes may run in either order: each tests
   // only buckets newer than the item's best so far, so best ends as the newest.
-  for (size_t pass = 0; pass < 2 * stages_used; ++pass) {
+  for (size_t pass = 0; pass < 2 * m.stages_used; ++pass) {
     const size_t s = pass / 2;
     const PositionRule rule = pass % 2 ? PositionRule::kRemix : PositionRule::kModulo;
-    const W has_rule = has[s] & (rule == PositionRule::kRemix ? remix : static_cast<W>(~remix));
+    const W has_rule =
+        m.has[s] & (rule == PositionRule::kRemix ? m.remix : static_cast<W>(~m.remix));
     if (has_rule == 0) continue;
     const Stage& st = stages[s];
     const FastMod mod(st.m);  // x % m without a division (exact)
-    if (slice_at[s] != SIZE_MAX) {
-      size_t n = rounds.Fill(hashes.data(), best.data(), items.size(), has_rule, &list);
-      n = rounds.Run(scratch.data() + slice_at[s], mod, rule, st.k, n, &list);
-      for (size_t j = 0; j < n; ++j) best[list.item[j]] = newest(list.alive[j]);
+    if (slice_at[s] == SIZE_MAX) {
+      ProbeUnsliced<W>(st, rule, mod, has_rule, m, hashes, best);
       continue;
     }
-    // Too large to slice: item by item, the bit in each bucket still in the running.
-    for (size_t i = 0; i < items.size(); ++i) {
-      W alive = has_rule & ProbeRounds::NewerThan<W>(best[i]);
-      uint64_t x = hashes[i].h1;
-      for (uint32_t p = 0; p < st.k && alive != 0; ++p, x += hashes[i].h2) {
-        const uint64_t pos =
-            st.offset + (rule == PositionRule::kRemix ? ReduceV3(RemixV3(x), st.m) : mod.Mod(x));
-        // Branch-free per bucket (the bits are random: a branch would mispredict
-        // about every other time). Bits past a value's end are 0; the value is
-        // not empty, so its byte 0 is a safe stand-in to read.
-        const size_t byte = pos >> 3;
-        const unsigned shift = 7 - (pos & 7);
-        W keep = 0;
-        for (W a = alive; a != 0; a &= a - 1) {
-          const int b = std::countr_zero(a);
-          const bool inside = byte < len[b];
-          const auto c = static_cast<unsigned char>(data[b][inside ? byte : 0]);
-          keep |= static_cast<W>(((c >> shift) & 1u) & static_cast<unsigned>(inside)) << b;
-        }
-        alive &= keep;
-      }
-      if (alive != 0) best[i] = newest(alive);
-    }
+    size_t n = rounds.Fill(hashes.data(), best.data(), items.size(), has_rule, &list);
+    n = rounds.Run(scratch.data() + slice_at[s], mod, rule, st.k, n, &list);
+    for (size_t j = 0; j < n; ++j) best[list.item[j]] = Newest(list.alive[j]);
   }
-
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (best[i] < 0) continue;
-    r.seen[i] = true;
-    ++r.seen_count;
-    r.seen_bucket[i] = bucket_starts[best[i]];
-  }
-  if (served) {
-    r.served.assign(items.size(), false);
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (best[i] >= 0 || !served->Contains(hashes[i])) continue;
-      r.served[i] = true;
-      ++r.served_count;
-    }
-  }
+  TakeBest(best, bucket_starts, hashes, served, &r);
   return r;
 }
 

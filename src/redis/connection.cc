@@ -354,6 +354,68 @@ Status RedisConnection::SendAndRead(size_t count, std::vector<RedisReply>* repli
   return st;
 }
 
+namespace {
+
+// Exchange's steps, over explicit values.
+enum class Wait { kReady, kAgain, kError, kTimeout };
+
+// Waits for *pfd (poll): kAgain when interrupted (EINTR), kError with errno set.
+inline Wait PollFor(pollfd* pfd, int timeout_ms) {
+  const int pr = poll(pfd, 1, timeout_ms);
+  if (pr < 0) return errno == EINTR ? Wait::kAgain : Wait::kError;
+  return pr == 0 ? Wait::kTimeout : Wait::kReady;
+}
+
+constexpr size_t kWriteChunk = 1024 * 1024;
+
+// Writes the next chunk of data[*written, len); *write_wait: what the unfinished
+// write waits for. False if the connection closed or failed (transport.error()).
+inline bool WriteSome(Transport& transport, const char* data, size_t len, size_t* written,
+                      short* write_wait) {
+  const Transport::Result w =
+      transport.Write(data + *written, std::min(len - *written, kWriteChunk));
+  switch (w.io) {
+    case Transport::Io::kOk:
+      *written += w.n;
+      *write_wait = POLLOUT;
+      return true;
+    case Transport::Io::kWantRead:
+      *write_wait = POLLIN;
+      return true;
+    case Transport::Io::kWantWrite:
+      *write_wait = POLLOUT;
+      return true;
+    case Transport::Io::kClosed:
+    case Transport::Io::kError:
+      break;
+  }
+  return false;
+}
+
+// Reads up to `chunk` bytes into `into`: *n of them; *read_wait: what the next
+// read waits for.
+inline Transport::Io ReadSome(Transport& transport, char* into, size_t chunk, short* read_wait,
+                              size_t* n) {
+  const Transport::Result r = transport.Read(into, chunk);
+  *read_wait = r.io == Transport::Io::kWantWrite ? POLLOUT : POLLIN;
+  *n = r.n;
+  return r.io;
+}
+
+// Consumes the complete replies buffered in sink, up to `count` in all
+// (*replies so far); kProtocolError stops at the bad one.
+template <typename Sink>
+inline ReplyScanner::Result ConsumeReplies(Sink& sink, size_t count, size_t* replies) {
+  while (*replies < count) {
+    const ReplyScanner::Result next = sink.Next(*replies);
+    if (next != ReplyScanner::Result::kReply && next != ReplyScanner::Result::kError) return next;
+    ++*replies;
+  }
+  return ReplyScanner::Result::kIncomplete;
+}
+
+}  // namespace
+
 // The exchange under every command: sends data and calls sink.Next(reply_index)
 // (which consumes the reply, or says it is incomplete) until `count` replies
 // were consumed. Sending and receiving interleave (the socket is non-blocking;
@@ -374,7 +436,6 @@ Status RedisConnection::Exchange(const char* data, size_t len, size_t count, Wha
     sink.Reset();
     return Unavailable("redis " + address() + ": " + what(replies) + ": " + why);
   };
-  constexpr size_t kWriteChunk = 1024 * 1024;
   const size_t read_chunk = sink.ChunkSize();
   const int timeout_ms =
       static_cast<int>(std::min<int64_t>(options_.command_timeout_ms, INT32_MAX));
@@ -393,12 +454,11 @@ Status RedisConnection::Exchange(const char* data, size_t len, size_t count, Wha
     } else if (readable) {
       pfd.revents = read_wait;
     } else {
-      int pr = poll(&pfd, 1, timeout_ms);
-      if (pr < 0) {
-        if (errno == EINTR) continue;
+      const Wait w = PollFor(&pfd, timeout_ms);
+      if (w == Wait::kAgain) continue;
+      if (w == Wait::kError)
         return fail(RedisErrorKind::kIo, std::string("poll: ") + std::strerror(errno));
-      }
-      if (pr == 0) {
+      if (w == Wait::kTimeout) {
         // (The timeout runs from the last data received or sent, not from start.)
         std::string why =
             NoAnswer(options_.command_timeout_name, options_.command_timeout_ms, start);
@@ -409,53 +469,23 @@ Status RedisConnection::Exchange(const char* data, size_t len, size_t count, Wha
       }
     }
     readable = false;
-    if (written < len && (pfd.revents & (write_wait | POLLERR | POLLNVAL))) {
-      const Transport::Result w =
-          transport.Write(data + written, std::min(len - written, kWriteChunk));
-      switch (w.io) {
-        case Transport::Io::kOk:
-          written += w.n;
-          write_wait = POLLOUT;
-          break;
-        case Transport::Io::kWantRead:
-          write_wait = POLLIN;
-          break;
-        case Transport::Io::kWantWrite:
-          write_wait = POLLOUT;
-          break;
-        case Transport::Io::kClosed:
-        case Transport::Io::kError:
-          return fail(RedisErrorKind::kIo, transport.error());
-      }
-    }
+    if (written < len && (pfd.revents & (write_wait | POLLERR | POLLNVAL)) &&
+        !WriteSome(transport, data, len, &written, &write_wait))
+      return fail(RedisErrorKind::kIo, transport.error());
     if (!(pfd.revents & (read_wait | POLLHUP | POLLERR | POLLNVAL))) continue;
-    const Transport::Result r = transport.Read(sink.Prepare(read_chunk), read_chunk);
-    switch (r.io) {
-      case Transport::Io::kOk:
-        break;
-      case Transport::Io::kWantRead:
-        read_wait = POLLIN;
-        continue;
-      case Transport::Io::kWantWrite:
-        read_wait = POLLOUT;
-        continue;
-      case Transport::Io::kClosed:
-      case Transport::Io::kError:
-        return fail(RedisErrorKind::kIo, transport.error());
-    }
-    read_wait = POLLIN;
-    sink.Commit(r.n);
-    readable = r.n == read_chunk || transport.Pending();
-    while (replies < count) {
-      ReplyScanner::Result next = sink.Next(replies);
-      if (next == ReplyScanner::Result::kIncomplete) break;
-      if (next == ReplyScanner::Result::kProtocolError) {
-        last_error_ = RedisErrorKind::kProtocol;
-        sink.Reset();
-        return Internal("redis " + address() + ": " + what(replies) + ": protocol error in reply " +
-                        std::to_string(replies));
-      }
-      ++replies;
+    size_t n = 0;
+    const Transport::Io io =
+        ReadSome(transport, sink.Prepare(read_chunk), read_chunk, &read_wait, &n);
+    if (io == Transport::Io::kClosed || io == Transport::Io::kError)
+      return fail(RedisErrorKind::kIo, transport.error());
+    if (io != Transport::Io::kOk) continue;
+    sink.Commit(n);
+    readable = n == read_chunk || transport.Pending();
+    if (ConsumeReplies(sink, count, &replies) == ReplyScanner::Result::kProtocolError) {
+      last_error_ = RedisErrorKind::kProtocol;
+      sink.Reset();
+      return Internal("redis " + address() + ": " + what(replies) + ": protocol error in reply " +
+                      std::to_string(replies));
     }
   }
   if (sink.Buffered() != 0) {

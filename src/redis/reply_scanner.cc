@@ -26,6 +26,46 @@ bool ParseInt(std::string_view s, long long* out) {
   return true;
 }
 
+// How a value's framing reads: whole, not all received yet, or not RESP.
+enum class Frame { kWhole, kPartial, kBad };
+
+// An integer reply (":<n>"), summarised into *ints; false if not RESP.
+inline bool AddInt(std::string_view line, ReplyScanner::Ints* ints) {
+  long long n = 0;
+  if (!ParseInt(line, &n)) return false;
+  if (ints->count++ == 0) ints->first = n;
+  ints->zeros += n == 0;
+  return true;
+}
+
+// A bulk string ("$<n>" then n bytes and CRLF from buf[p] on, of `size`
+// received): *n its length (-1: nil).
+inline Frame BulkFrame(std::string_view line, const char* buf, size_t size, size_t p,
+                       long long* n) {
+  if (!ParseInt(line, n) || *n < -1) return Frame::kBad;
+  if (*n < 0) return Frame::kWhole;
+  const size_t len = static_cast<size_t>(*n);
+  if (size - p < len + 2) return Frame::kPartial;
+  // The payload's CRLF.
+  return buf[p + len] != '\r' || buf[p + len + 1] != '\n' ? Frame::kBad : Frame::kWhole;
+}
+
+// An array element of a bulk string at p of length n (-1: nil).
+inline ReplyScanner::Span BulkSpan(size_t p, long long n) {
+  return n >= 0 ? ReplyScanner::Span{p, static_cast<size_t>(n)} : ReplyScanner::Span{};
+}
+
+// An error reply's text ("ERR" for an empty one).
+inline std::string_view ErrorText(std::string_view line) {
+  return line.empty() ? std::string_view("ERR") : line;
+}
+
+// An array's header ("*<n>", -1: nil) at `depth`: false if not RESP or nested
+// deeper than kMaxDepth.
+inline bool ArrayLength(std::string_view line, int depth, long long* n) {
+  return ParseInt(line, n) && *n >= -1 && depth < kMaxDepth;
+}
+
 }  // namespace
 
 char* ReplyScanner::PrepareWrite(size_t n) {
@@ -69,45 +109,31 @@ bool ReplyScanner::ParseValue(size_t* pos, int depth) {
   if (array_ != nullptr && depth == 0 && type == '*') array_->is_array = true;
   const bool element = array_ != nullptr && depth == 1 && array_->is_array;
   if (element && type != '$') array_->other = true;
+  long long n = 0;
   switch (type) {
     case '+':
       break;
-    case ':': {
-      long long n = 0;
-      if (!ParseInt(line, &n)) {
+    case ':':
+      if (!AddInt(line, &ints_)) {
         bad_ = true;
         return false;
       }
-      if (ints_.count++ == 0) ints_.first = n;
-      ints_.zeros += n == 0;
       break;
-    }
     case '-':
-      if (error_.empty()) error_ = line.empty() ? std::string_view("ERR") : line;
+      if (error_.empty()) error_ = ErrorText(line);
       break;
     case '$': {
-      long long n = 0;
-      if (!ParseInt(line, &n) || n < -1) {
-        bad_ = true;
+      const Frame f = BulkFrame(line, buf_.data(), size_, p, &n);
+      if (f != Frame::kWhole) {
+        if (f == Frame::kBad) bad_ = true;
         return false;
       }
-      if (n >= 0) {
-        const size_t len = static_cast<size_t>(n);
-        if (size_ - p < len + 2) return false;
-        if (buf_[p + len] != '\r' || buf_[p + len + 1] != '\n') {  // the payload's CRLF
-          bad_ = true;
-          return false;
-        }
-        if (element) array_->elements.push_back({p, len});
-        p += len + 2;
-      } else if (element) {
-        array_->elements.push_back({});
-      }
+      if (element) array_->elements.push_back(BulkSpan(p, n));
+      if (n >= 0) p += static_cast<size_t>(n) + 2;
       break;
     }
-    case '*': {
-      long long n = 0;
-      if (!ParseInt(line, &n) || n < -1 || depth >= kMaxDepth) {
+    case '*':
+      if (!ArrayLength(line, depth, &n)) {
         bad_ = true;
         return false;
       }
@@ -115,7 +141,6 @@ bool ReplyScanner::ParseValue(size_t* pos, int depth) {
         if (!ParseValue(&p, depth + 1)) return false;
       }
       break;
-    }
     default:
       bad_ = true;
       return false;

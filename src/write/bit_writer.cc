@@ -496,6 +496,18 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
   group_positions_.clear();
   reads_.clear();
   values_.assign(batch.size, std::string_view());
+  skip_.assign(ChooseReads(batch, now_s), 0);
+  std::vector<RedisReply> replies;  // values_ points into it until the keys are planned
+  EF_RETURN_IF_ERROR(ReadStates(batch, &replies, stats));
+  for (size_t k = 0; k < batch.size; ++k) PlanKey(batch, k, stats);
+  values_.assign(batch.size, std::string_view());  // `replies` goes now
+  for (PlannedGroup& g : groups_) {
+    if (g.begin != SIZE_MAX) g.p = group_positions_.data() + g.begin;
+  }
+  return Status::Ok();
+}
+
+size_t RedisBitWriter::ChooseReads(const BitBatch& batch, int64_t now_s) {
   size_t skip_items = 0;
   for (size_t k = 0; k < batch.size; ++k) {
     KeyPlan& plan = plans_[k];
@@ -510,30 +522,18 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
       if (options_.read_before_write) skip_items += kb.items.size();
     }
   }
-  // Those keys: one MGET per kReadKeysPerMget keys, all in one round. (A key
-  // holding another type reads as nil, and its write then fails with WRONGTYPE as
-  // usual.)
-  skip_.assign(skip_items, 0);
-  // One MGET of the round: the keys reads_[first, end), sent as commands[command]
-  // (after its ASKING, if any).
-  struct Mget {
-    size_t command, first, end;
-  };
+  return skip_items;
+}
+
+Status RedisBitWriter::ReadStates(const BitBatch& batch, std::vector<RedisReply>* replies,
+                                  WriteStats* stats) {
+  // The keys of reads_: one MGET per kReadKeysPerMget keys, all in one round. (A
+  // key holding another type reads as nil, and its write then fails with
+  // WRONGTYPE as usual.)
   std::vector<Mget> mgets;
   std::vector<std::vector<std::string>> commands;
-  std::vector<RedisReply> replies;
   for (size_t at = 0; at < reads_.size();) {
-    size_t end = std::min(reads_.size(), at + kReadKeysPerMget);
-    if (options_.cluster_node) {
-      // One slot per MGET (CROSSSLOT otherwise): a user's keys share one.
-      const uint16_t slot = KeySlot(batch.keys[reads_[at]].key);
-      for (size_t r = at + 1; r < end; ++r) {
-        if (KeySlot(batch.keys[reads_[r]].key) != slot) {
-          end = r;
-          break;
-        }
-      }
-    }
+    const size_t end = MgetEnd(batch, at);
     if (asking_) commands.push_back({"ASKING"});
     mgets.push_back({commands.size(), at, end});
     commands.emplace_back();
@@ -543,7 +543,7 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
     at = end;
   }
   if (!commands.empty()) {
-    Status st = conn_->Commands(commands, &replies);
+    Status st = conn_->Commands(commands, replies);
     if (!st.ok()) {
       RedisErrorKind kind = conn_->last_error_kind();
       conn_.reset();
@@ -552,85 +552,144 @@ Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteSta
     stats->commands += commands.size();
   }
   size_t next_skip = 0;
-  for (const Mget& mget : mgets) {
-    const RedisReply& reply = replies[mget.command];
-    if (reply.type == RedisReply::Type::kError && options_.cluster_node &&
-        ParseRedirect(reply.str)) {
-      // Not this node's keys (any more): reported, not planned, not written.
-      for (size_t r = mget.first; r < mget.end; ++r) Redirect(reads_[r], reply.str);
-      continue;
-    }
-    if (reply.type == RedisReply::Type::kError) {
-      RedisConnection::ReplyError e{mget.command, RedisConnection::ClassifyErrorReply(reply.str),
-                                    reply.str};
-      if (observer_) observer_(e.kind);
-      return ReplyFailure("reading", batch.keys[reads_[mget.first]].key, e);
-    }
-    if (reply.type != RedisReply::Type::kArray || reply.elements.size() != mget.end - mget.first)
-      return Fail(RedisErrorKind::kProtocol,
-                  Unavailable("redis " + conn_->address() + ": MGET: unexpected reply"));
-    for (size_t r = 0; r < reply.elements.size(); ++r) {
-      const size_t k = reads_[mget.first + r];
-      KeyPlan& plan = plans_[k];
-      plan.read = true;
-      values_[k] = reply.elements[r].str;  // "" for nil; lives as long as `replies`
-      ++stats->keys_read;
-      if (!options_.read_before_write) continue;
-      // replay: an item the value holds in any stage (rule 6) is not written again,
-      // so replaying a range does not fill a stage by itself.
-      plan.skip_at = next_skip;
-      for (const Hash128& h : batch.keys[k].items) {
-        const bool present =
-            !values_[k].empty() && ValueContains(values_[k], stages_, key_rule_[k], h);
-        skip_[next_skip++] = present;
-        stats->items_present += present;
-      }
-    }
+  for (const Mget& mget : mgets)
+    EF_RETURN_IF_ERROR(TakeValues(batch, mget, (*replies)[mget.command], &next_skip, stats));
+  return Status::Ok();
+}
+
+size_t RedisBitWriter::MgetEnd(const BitBatch& batch, size_t at) const {
+  const size_t end = std::min(reads_.size(), at + kReadKeysPerMget);
+  if (!options_.cluster_node) return end;
+  // One slot per MGET (CROSSSLOT otherwise): a user's keys share one.
+  const uint16_t slot = KeySlot(batch.keys[reads_[at]].key);
+  for (size_t r = at + 1; r < end; ++r) {
+    if (KeySlot(batch.keys[reads_[r]].key) != slot) return r;
   }
-  // Where each key's items go.
-  for (size_t k = 0; k < batch.size; ++k) {
-    const KeyBits& kb = batch.keys[k];
+  return end;
+}
+
+Status RedisBitWriter::TakeValues(const BitBatch& batch, const Mget& mget, const RedisReply& reply,
+                                  size_t* next_skip, WriteStats* stats) {
+  if (reply.type == RedisReply::Type::kError && options_.cluster_node && ParseRedirect(reply.str)) {
+    // Not this node's keys (any more): reported, not planned, not written.
+    for (size_t r = mget.first; r < mget.end; ++r) Redirect(reads_[r], reply.str);
+    return Status::Ok();
+  }
+  if (reply.type == RedisReply::Type::kError) {
+    RedisConnection::ReplyError e{mget.command, RedisConnection::ClassifyErrorReply(reply.str),
+                                  reply.str};
+    if (observer_) observer_(e.kind);
+    return ReplyFailure("reading", batch.keys[reads_[mget.first]].key, e);
+  }
+  if (reply.type != RedisReply::Type::kArray || reply.elements.size() != mget.end - mget.first)
+    return Fail(RedisErrorKind::kProtocol,
+                Unavailable("redis " + conn_->address() + ": MGET: unexpected reply"));
+  for (size_t r = 0; r < reply.elements.size(); ++r) {
+    const size_t k = reads_[mget.first + r];
     KeyPlan& plan = plans_[k];
-    plan.first_group = groups_.size();
-    if (key_state_[k].failed || key_state_[k].redirected) continue;
-    const uint8_t* skip = plan.skip_at == SIZE_MAX ? nullptr : skip_.data() + plan.skip_at;
-    if (plan.read) {
-      plan.staged = planner_.PlanValue(values_[k], kb.items.data(), kb.items.size(), skip,
-                                       key_rule_[k], &stats->stages);
-      plan.state = planner_.start();
-      stats->items_present += planner_.present();
-    } else {
-      plan.staged = planner_.Plan(plan.state, kb.items.data(), kb.items.size(), skip, key_rule_[k],
-                                  &stats->stages, plan.fit);
+    plan.read = true;
+    values_[k] = reply.elements[r].str;  // "" for nil; lives as long as the reply
+    ++stats->keys_read;
+    if (!options_.read_before_write) continue;
+    // replay: an item the value holds in any stage (rule 6) is not written again,
+    // so replaying a range does not fill a stage by itself.
+    plan.skip_at = *next_skip;
+    for (const Hash128& h : batch.keys[k].items) {
+      const bool present =
+          !values_[k].empty() && ValueContains(values_[k], stages_, key_rule_[k], h);
+      skip_[(*next_skip)++] = present;
+      stats->items_present += present;
     }
-    if (!plan.staged) {
-      PlannedGroup g;
-      g.p = key_pos_[k].p;
-      g.n = key_pos_[k].n;
-      groups_.push_back(g);
-    } else {
-      const size_t base = group_positions_.size();
-      group_positions_.insert(group_positions_.end(), planner_.positions().begin(),
-                              planner_.positions().end());
-      for (const auto& pg : planner_.groups()) {
-        PlannedGroup g;
-        g.stage = pg.stage;
-        g.begin = base + pg.begin;
-        g.n = pg.end - pg.begin;
-        groups_.push_back(g);
-      }
-    }
-    plan.n_groups = groups_.size() - plan.first_group;
-  }
-  values_.assign(batch.size, std::string_view());  // `replies` goes now
-  for (PlannedGroup& g : groups_) {
-    if (g.begin != SIZE_MAX) g.p = group_positions_.data() + g.begin;
   }
   return Status::Ok();
 }
 
+void RedisBitWriter::PlanKey(const BitBatch& batch, size_t k, WriteStats* stats) {
+  const KeyBits& kb = batch.keys[k];
+  KeyPlan& plan = plans_[k];
+  plan.first_group = groups_.size();
+  if (key_state_[k].failed || key_state_[k].redirected) return;
+  const uint8_t* skip = plan.skip_at == SIZE_MAX ? nullptr : skip_.data() + plan.skip_at;
+  if (plan.read) {
+    plan.staged = planner_.PlanValue(values_[k], kb.items.data(), kb.items.size(), skip,
+                                     key_rule_[k], &stats->stages);
+    plan.state = planner_.start();
+    stats->items_present += planner_.present();
+  } else {
+    plan.staged = planner_.Plan(plan.state, kb.items.data(), kb.items.size(), skip, key_rule_[k],
+                                &stats->stages, plan.fit);
+  }
+  if (!plan.staged) {
+    PlannedGroup g;
+    g.p = key_pos_[k].p;
+    g.n = key_pos_[k].n;
+    groups_.push_back(g);
+  } else {
+    const size_t base = group_positions_.size();
+    group_positions_.insert(group_positions_.end(), planner_.positions().begin(),
+                            planner_.positions().end());
+    for (const auto& pg : planner_.groups()) {
+      PlannedGroup g;
+      g.stage = pg.stage;
+      g.begin = base + pg.begin;
+      g.n = pg.end - pg.begin;
+      groups_.push_back(g);
+    }
+  }
+  plan.n_groups = groups_.size() - plan.first_group;
+}
+
+namespace {
+
+// A reply of exactly one integer, equal to v (EXPIREAT's 1, EXISTS's 0).
+inline bool OneInt(const ReplyScanner::Ints& r, int64_t v) { return r.count == 1 && r.first == v; }
+
+inline uint64_t NonNegative(int64_t v) { return static_cast<uint64_t>(std::max<int64_t>(v, 0)); }
+
+// BITFIELD's or SETBIT's reply: how many of the old bits it returned were 0, less the
+// sentinel probe's (BITFIELD GET, the first integer) when the key's write had one
+// and it read 0.
+inline uint64_t NewBitsOfBits(const ReplyScanner::Ints& r, bool had_probe) {
+  uint64_t zeros = r.zeros;
+  if (had_probe && r.count > 0 && r.first == 0) --zeros;
+  return zeros;
+}
+
+// BITCOUNT's fill of a stage after the write, less its fill before (0 for another
+// stage than the key's state's).
+inline uint64_t FillGained(int64_t fill_after, uint64_t fill_before) {
+  const uint64_t fill = NonNegative(fill_after);
+  return fill > fill_before ? fill - fill_before : 0;
+}
+
+// Command c of a round is the first of its key's (command_key_).
+inline bool FirstOfKey(const std::vector<size_t>& command_key, size_t c) {
+  return c == 0 || command_key[c - 1] != command_key[c];
+}
+
+// A MULTI/BITOP reply answered ASK or TRYAGAIN on a cluster node (a slot being
+// migrated): the key is written again as BITFIELD (KeyState::plain_retry).
+inline bool AskedToRetryPlain(bool bits_reply, std::string_view text) {
+  return !bits_reply && (text.rfind("ASK ", 0) == 0 || text.rfind("TRYAGAIN", 0) == 0);
+}
+
+}  // namespace
+
 Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
+  BatchPlan plan;
+  EF_RETURN_IF_ERROR(StartBatch(&plan));
   WriteStats local;
+  EF_RETURN_IF_ERROR(PlanKeys(batch, plan, &local));
+  bool meta_gone = false;  // the first round's EXISTS <prefix>meta answered 0
+  EF_RETURN_IF_ERROR(WriteRounds(batch, plan, &local, &meta_gone));
+  EF_RETURN_IF_ERROR(FollowUp(batch, plan, meta_gone, &local));
+  EF_RETURN_IF_ERROR(Conclude(batch, plan, meta_gone, &local));
+  last_error_ = RedisErrorKind::kNone;
+  if (stats) *stats = local;
+  return Status::Ok();
+}
+
+Status RedisBitWriter::StartBatch(BatchPlan* plan) {
   Status st = EnsureConnected();
   if (!st.ok()) return Fail(RedisErrorKind::kConnect, st);
   if (probe_due_) {
@@ -641,224 +700,240 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
       return Fail(RedisErrorKind::kReply, st);
     }
   }
-  const int64_t now_s = static_cast<int64_t>(std::time(nullptr));
-  st = RecheckMeta(now_s);
+  plan->now_s = static_cast<int64_t>(std::time(nullptr));
+  st = RecheckMeta(plan->now_s);
   if (!st.ok()) return Fail(RedisErrorKind::kReply, st);
+  plan->staged = stages_.size() > 1;
+  plan->mode = mode_;
+  plan->module = mode_ == WriteMode::kModule;
+  plan->bitfield = mode_ == WriteMode::kBitfield || mode_ == WriteMode::kBitop;
+  return Status::Ok();
+}
+
+Status RedisBitWriter::PlanKeys(const BitBatch& batch, const BatchPlan& plan, WriteStats* local) {
   key_state_.assign(batch.size, KeyState{});
   // A key whose bucket has expired is not written (EXPIREAT would delete it at
   // once; EF.SETBITS refuses it): a batch held through an outage or a replay at
   // the window's edge. Dropped and counted, so the pipeline goes on.
   for (size_t k = 0; k < batch.size; ++k) {
-    if (batch.keys[k].expire_at > now_s) continue;
+    if (batch.keys[k].expire_at > plan.now_s) continue;
     key_state_[k].failed = key_state_[k].expired = true;
-    ++local.expired_keys;
+    ++local->expired_keys;
   }
   redirects_.clear();
   key_hash_.resize(batch.size);
   if (expire_cache_.enabled())
     for (size_t k = 0; k < batch.size; ++k) key_hash_[k] = ExpireCache::KeyHash(batch.keys[k].key);
   EF_RETURN_IF_ERROR(PositionsByStoredRule(batch));
-  const bool staged = stages_.size() > 1;
-  if (staged) EF_RETURN_IF_ERROR(PlanStages(batch, now_s, &local));
-  const WriteMode mode = mode_;
-  const bool module = mode == WriteMode::kModule;
-  const bool bitfield = mode == WriteMode::kBitfield || mode == WriteMode::kBitop;
-  std::string tmp;
+  if (plan.staged) EF_RETURN_IF_ERROR(PlanStages(batch, plan.now_s, local));
+  return Status::Ok();
+}
+
+Status RedisBitWriter::WriteRounds(const BitBatch& batch, const BatchPlan& plan, WriteStats* local,
+                                   bool* meta_gone) {
   // Pass 0 writes every key; pass 1 (cluster_node) rewrites with BITFIELD the keys
   // whose MULTI/BITOP form got ASK or TRYAGAIN: in a migrating slot the absent
   // temporary key is answered ASK even when the key itself is still here.
   plain_retry_.clear();
-  bool meta_gone = false;  // the first round's EXISTS <prefix>meta answered 0
   for (int pass = 0; pass < 2; ++pass) {
     const size_t count = pass == 0 ? batch.size : plain_retry_.size();
-    size_t at = 0;
-    while (at < count) {
-      buffer_.clear();
-      command_key_.clear();
-      command_group_.clear();
-      command_reply_.clear();
-      const size_t first_at = at;
-      if (pass == 0 && first_at == 0 && options_.layout && !asking_) {
-        // Is the meta still there? (Answered with the writes: no extra round trip.)
-        buffer_.append("*2\r\n$6\r\nEXISTS\r\n");
-        AppendRespBulk(MetaKey(options_.layout->prefix), &buffer_);
-        command_key_.push_back(SIZE_MAX);
-        command_group_.push_back(SIZE_MAX);
-        command_reply_.push_back(Reply::kMeta);
-      }
-      while (at < count &&
-             (command_key_.size() < options_.max_commands_per_round || at == first_at)) {
-        const size_t i = pass == 0 ? at : plain_retry_[at];
-        ++at;
-        const KeyBits& kb = batch.keys[i];
-        KeyState& ks = key_state_[i];
-        ks.plain_retry = false;
-        if (ks.expired) continue;
-        if (staged && plans_[i].n_groups == 0) {
-          // Refused by its read (WRONGTYPE), redirected, or every item already present.
-          ks.nothing_to_write = !ks.failed && !ks.redirected;
-          continue;
-        }
-        if (mode == WriteMode::kBitop && !asking_ && pass == 0) {
-          size_t key_bits = key_pos_[i].n;
-          if (staged) {
-            key_bits = 0;
-            for (size_t g = 0; g < plans_[i].n_groups; ++g)
-              key_bits += groups_[plans_[i].first_group + g].n;
-          }
-          if (key_bits > options_.bitop_threshold &&
-              TmpKey(kb.key, tmp_suffix_, options_.cluster_node, &tmp)) {
-            ks.expire_sent = true;  // EXPIREAT inside the MULTI
-            const size_t n = AppendBitop(batch, i);
-            command_key_.insert(command_key_.end(), n, i);
-            command_group_.insert(command_group_.end(), n, SIZE_MAX);
-            command_reply_.insert(command_reply_.end(), 5, Reply::kTxn);
-            command_reply_.push_back(Reply::kExec);
-            if (n == 7) {
-              command_group_.back() = plans_[i].first_group + plans_[i].n_groups - 1;
-              command_reply_.push_back(Reply::kCount);
-            }
-            local.bits += key_bits;
-            continue;
-          }
-        }
-        uint32_t sentinel = 0;
-        // module: EF.SETBITS sets the expiry itself, only when missing.
-        ks.expire_sent =
-            !module && !expire_cache_.Known(key_hash_[i], kb.expire_at, now_s, &sentinel);
-        const bool probe = !ks.expire_sent && bitfield;
-        const Reply bits_reply = module ? Reply::kModule : Reply::kBits;
-        if (staged) {
-          const KeyPlan& plan = plans_[i];
-          for (size_t g = plan.first_group; g < plan.first_group + plan.n_groups; ++g) {
-            const PlannedGroup& pg = groups_[g];
-            const bool with_probe = probe && g == plan.first_group;
-            size_t n =
-                AppendBits(kb.key, pg.p, pg.n, with_probe ? &sentinel : nullptr, kb.expire_at);
-            command_key_.insert(command_key_.end(), n, i);
-            command_group_.insert(command_group_.end(), n, g);
-            command_reply_.insert(command_reply_.end(), n, bits_reply);
-            if (pass == 0) local.bits += pg.n;
-          }
-        } else {
-          size_t n = AppendBits(kb.key, key_pos_[i].p, key_pos_[i].n, probe ? &sentinel : nullptr,
-                                kb.expire_at);
-          command_key_.insert(command_key_.end(), n, i);
-          command_group_.insert(command_group_.end(), n, SIZE_MAX);
-          command_reply_.insert(command_reply_.end(), n, bits_reply);
-          if (pass == 0) local.bits += key_pos_[i].n;
-        }
-        if (ks.expire_sent) {
-          AppendExpire(kb);
-          command_key_.push_back(i);
-          command_group_.push_back(SIZE_MAX);
-          command_reply_.push_back(Reply::kExpire);
-        }
-      }
+    for (size_t at = 0; at < count;) {
+      at = EncodeRound(batch, plan, pass, at, count, local);
       if (command_key_.empty()) continue;
       EF_RETURN_IF_ERROR(Pipeline(command_key_.size()));
       // Writes only (not the meta's EXISTS).
-      local.commands += command_key_.size() - (command_reply_.front() == Reply::kMeta ? 1 : 0);
-      size_t last_skipped = SIZE_MAX;
-      for (const auto& e : errors_) {
-        // The meta's check alone: a cluster node that does not hold the meta
-        // answers MOVED (its holder's writer checks it).
-        if (command_reply_[e.index] == Reply::kMeta) continue;
-        if (observer_) observer_(e.kind);
-        size_t key_index = command_key_[e.index];
-        KeyState& eks = key_state_[key_index];
-        if (eks.plain_retry) continue;
-        if (options_.cluster_node && command_reply_[e.index] != Reply::kBits &&
-            command_reply_[e.index] != Reply::kExpire &&
-            command_reply_[e.index] != Reply::kModule &&
-            (e.text.rfind("ASK ", 0) == 0 || e.text.rfind("TRYAGAIN", 0) == 0)) {
-          eks.plain_retry = true;
-          plain_retry_.push_back(key_index);
-          continue;
-        }
-        if (Redirect(key_index, e.text)) continue;
-        // A MULTI with a redirected command ends in EXECABORT: that key's alone.
-        if (key_state_[key_index].redirected) continue;
-        if (command_reply_[e.index] == Reply::kModule && IsExpiredReply(e.text)) {
-          // EF.SETBITS refuses an expiry that is not in the future (Redis's
-          // clock): the bucket has expired, as EXPIREAT would have deleted the
-          // key in the other modes. Dropped and counted; never retried.
-          if (!key_state_[key_index].failed) {
-            key_state_[key_index].failed = true;
-            ++local.expired_keys;
-          }
-          continue;
-        }
-        if (e.kind == RedisErrorKind::kWrongType) {
-          key_state_[key_index].failed = true;
-          if (key_index != last_skipped) {
-            ++local.skipped_keys;
-            last_skipped = key_index;
-            LogWith(spdlog::level::warn, {{"key", Printable(batch.keys[key_index].key)}},
-                    "redis: key '{}' holds another type ({}); its bits are skipped",
-                    Printable(batch.keys[key_index].key), Printable(e.text));
-          }
-          continue;
-        }
-        return ReplyFailure("writing", batch.keys[key_index].key, e);
-      }
-      // Which keys showed an old bit set (the key held data of an earlier write),
-      // which EXPIREATs found their key, and (v2) how many bits each stage gained.
-      for (size_t c = 0; c < command_key_.size(); ++c) {
-        if (command_reply_[c] == Reply::kMeta) {
-          meta_gone = ints_[c].count == 1 && ints_[c].first == 0;
-          continue;
-        }
-        const size_t k = command_key_[c];
-        KeyState& ks = key_state_[k];
-        if (ks.plain_retry) continue;  // written again in pass 1
-        const bool first_of_key = c == 0 || command_key_[c - 1] != k;
-        switch (command_reply_[c]) {
-          case Reply::kExpire:
-            ks.expire_set = ints_[c].count == 1 && ints_[c].first == 1;
-            continue;
-          case Reply::kTxn:
-          case Reply::kMeta:  // (handled above)
-            continue;
-          case Reply::kExec:
-            // [OK, BITOP's length, DEL's 1, EXPIREAT's 1]: the key exists after the
-            // BITOP, so its EXPIREAT set the expiry.
-            ks.expire_set = !ks.failed && !ks.redirected && ints_[c].count == 3;
-            continue;
-          case Reply::kCount:
-            if (command_group_[c] != SIZE_MAX && ints_[c].count == 1 && !ks.failed) {
-              // The stage's fill after the write; RememberStages adds new_bits to
-              // the fill before it (when the stage is the same).
-              PlannedGroup& g = groups_[command_group_[c]];
-              const KeyPlan& plan = plans_[k];
-              const uint64_t base = g.stage == plan.state.stage ? plan.state.fill : 0;
-              const uint64_t fill = static_cast<uint64_t>(std::max<int64_t>(ints_[c].first, 0));
-              g.new_bits = fill > base ? fill - base : 0;
-            }
-            continue;
-          case Reply::kModule: {
-            // EF.SETBITS: the number of bits that were 0, of n unique positions.
-            if (ints_[c].count != 1) continue;
-            const uint64_t zeros = static_cast<uint64_t>(std::max<int64_t>(ints_[c].first, 0));
-            const size_t g = command_group_[c];
-            const uint64_t n = g != SIZE_MAX ? groups_[g].n : key_pos_[k].n;
-            if (zeros < n) ks.old_bit_set = true;
-            if (g != SIZE_MAX) groups_[g].new_bits += zeros;
-            continue;
-          }
-          case Reply::kBits:
-            break;
-        }
-        if (ints_[c].zeros < ints_[c].count) ks.old_bit_set = true;
-        if (command_group_[c] != SIZE_MAX) {
-          const bool had_probe = !ks.expire_sent && bitfield && first_of_key;
-          uint64_t zeros = ints_[c].zeros;
-          if (had_probe && ints_[c].count > 0 && ints_[c].first == 0) --zeros;
-          groups_[command_group_[c]].new_bits += zeros;
-        }
-      }
+      local->commands += command_key_.size() - (command_reply_.front() == Reply::kMeta ? 1 : 0);
+      EF_RETURN_IF_ERROR(TriageErrors(batch, local));
+      ReadReplies(plan, meta_gone);
     }
-  }  // pass
+  }
+  return Status::Ok();
+}
+
+size_t RedisBitWriter::EncodeRound(const BitBatch& batch, const BatchPlan& plan, int pass,
+                                   size_t at, size_t count, WriteStats* local) {
+  buffer_.clear();
+  command_key_.clear();
+  command_group_.clear();
+  command_reply_.clear();
+  const size_t first_at = at;
+  if (pass == 0 && first_at == 0 && options_.layout && !asking_) {
+    // Is the meta still there? (Answered with the writes: no extra round trip.)
+    buffer_.append("*2\r\n$6\r\nEXISTS\r\n");
+    AppendRespBulk(MetaKey(options_.layout->prefix), &buffer_);
+    Expect(1, SIZE_MAX, SIZE_MAX, Reply::kMeta);
+  }
+  while (at < count && (command_key_.size() < options_.max_commands_per_round || at == first_at)) {
+    const size_t k = pass == 0 ? at : plain_retry_[at];
+    ++at;
+    KeyState& ks = key_state_[k];
+    ks.plain_retry = false;
+    if (ks.expired) continue;
+    if (plan.staged && plans_[k].n_groups == 0) {
+      // Refused by its read (WRONGTYPE), redirected, or every item already present.
+      ks.nothing_to_write = !ks.failed && !ks.redirected;
+      continue;
+    }
+    if (plan.mode == WriteMode::kBitop && !asking_ && pass == 0 &&
+        EncodeBitop(batch, plan, k, local))
+      continue;
+    EncodeBits(batch, plan, pass, k, local);
+  }
+  return at;
+}
+
+bool RedisBitWriter::EncodeBitop(const BitBatch& batch, const BatchPlan& plan, size_t k,
+                                 WriteStats* local) {
+  const KeyPlan& kp = plans_[k];
+  size_t key_bits = key_pos_[k].n;
+  if (plan.staged) {
+    key_bits = 0;
+    for (size_t g = 0; g < kp.n_groups; ++g) key_bits += groups_[kp.first_group + g].n;
+  }
+  if (key_bits <= options_.bitop_threshold ||
+      !TmpKey(batch.keys[k].key, tmp_suffix_, options_.cluster_node, &tmp_))
+    return false;
+  key_state_[k].expire_sent = true;  // EXPIREAT inside the MULTI
+  const size_t n = AppendBitop(batch, k);
+  Expect(5, k, SIZE_MAX, Reply::kTxn);
+  Expect(1, k, SIZE_MAX, Reply::kExec);
+  if (n == 7) Expect(1, k, kp.first_group + kp.n_groups - 1, Reply::kCount);
+  local->bits += key_bits;
+  return true;
+}
+
+void RedisBitWriter::EncodeBits(const BitBatch& batch, const BatchPlan& plan, int pass, size_t k,
+                                WriteStats* local) {
+  const KeyBits& kb = batch.keys[k];
+  KeyState& ks = key_state_[k];
+  uint32_t sentinel = 0;
+  // module: EF.SETBITS sets the expiry itself, only when missing.
+  ks.expire_sent =
+      !plan.module && !expire_cache_.Known(key_hash_[k], kb.expire_at, plan.now_s, &sentinel);
+  const bool probe = !ks.expire_sent && plan.bitfield;
+  const Reply bits_reply = plan.module ? Reply::kModule : Reply::kBits;
+  if (plan.staged) {
+    const KeyPlan& kp = plans_[k];
+    for (size_t g = kp.first_group; g < kp.first_group + kp.n_groups; ++g) {
+      const PlannedGroup& pg = groups_[g];
+      const bool with_probe = probe && g == kp.first_group;
+      const size_t n =
+          AppendBits(kb.key, pg.p, pg.n, with_probe ? &sentinel : nullptr, kb.expire_at);
+      Expect(n, k, g, bits_reply);
+      if (pass == 0) local->bits += pg.n;
+    }
+  } else {
+    const size_t n =
+        AppendBits(kb.key, key_pos_[k].p, key_pos_[k].n, probe ? &sentinel : nullptr, kb.expire_at);
+    Expect(n, k, SIZE_MAX, bits_reply);
+    if (pass == 0) local->bits += key_pos_[k].n;
+  }
+  if (ks.expire_sent) {
+    AppendExpire(kb);
+    Expect(1, k, SIZE_MAX, Reply::kExpire);
+  }
+}
+
+Status RedisBitWriter::TriageErrors(const BitBatch& batch, WriteStats* local) {
+  size_t last_skipped = SIZE_MAX;
+  for (const auto& e : errors_) {
+    const Reply reply = command_reply_[e.index];
+    // The meta's check alone: a cluster node that does not hold the meta
+    // answers MOVED (its holder's writer checks it).
+    if (reply == Reply::kMeta) continue;
+    if (observer_) observer_(e.kind);
+    const size_t k = command_key_[e.index];
+    KeyState& ks = key_state_[k];
+    if (ks.plain_retry) continue;
+    if (options_.cluster_node &&
+        AskedToRetryPlain(
+            reply == Reply::kBits || reply == Reply::kExpire || reply == Reply::kModule, e.text)) {
+      ks.plain_retry = true;
+      plain_retry_.push_back(k);
+      continue;
+    }
+    if (Redirect(k, e.text)) continue;
+    // A MULTI with a redirected command ends in EXECABORT: that key's alone.
+    if (ks.redirected) continue;
+    if (reply == Reply::kModule && IsExpiredReply(e.text)) {
+      // EF.SETBITS refuses an expiry that is not in the future (Redis's
+      // clock): the bucket has expired, as EXPIREAT would have deleted the
+      // key in the other modes. Dropped and counted; never retried.
+      if (!ks.failed) {
+        ks.failed = true;
+        ++local->expired_keys;
+      }
+      continue;
+    }
+    if (e.kind == RedisErrorKind::kWrongType) {
+      ks.failed = true;
+      if (k != last_skipped) {
+        ++local->skipped_keys;
+        last_skipped = k;
+        LogWith(spdlog::level::warn, {{"key", Printable(batch.keys[k].key)}},
+                "redis: key '{}' holds another type ({}); its bits are skipped",
+                Printable(batch.keys[k].key), Printable(e.text));
+      }
+      continue;
+    }
+    return ReplyFailure("writing", batch.keys[k].key, e);
+  }
+  return Status::Ok();
+}
+
+void RedisBitWriter::ReadReplies(const BatchPlan& plan, bool* meta_gone) {
+  // Which keys showed an old bit set (the key held data of an earlier write),
+  // which EXPIREATs found their key, and (v2) how many bits each stage gained.
+  for (size_t c = 0; c < command_key_.size(); ++c) {
+    const ReplyScanner::Ints& r = ints_[c];
+    if (command_reply_[c] == Reply::kMeta) {
+      *meta_gone = OneInt(r, 0);
+      continue;
+    }
+    const size_t k = command_key_[c];
+    KeyState& ks = key_state_[k];
+    if (ks.plain_retry) continue;  // written again in pass 1
+    const size_t g = command_group_[c];
+    switch (command_reply_[c]) {
+      case Reply::kExpire:
+        ks.expire_set = OneInt(r, 1);
+        break;
+      case Reply::kTxn:
+      case Reply::kMeta:  // (handled above)
+        break;
+      case Reply::kExec:
+        // [OK, BITOP's length, DEL's 1, EXPIREAT's 1]: the key exists after the
+        // BITOP, so its EXPIREAT set the expiry.
+        ks.expire_set = !ks.failed && !ks.redirected && r.count == 3;
+        break;
+      case Reply::kCount:
+        if (g != SIZE_MAX && r.count == 1 && !ks.failed) {
+          // The stage's fill after the write; RememberStages adds new_bits to
+          // the fill before it (when the stage is the same).
+          const StageState& before = plans_[k].state;
+          groups_[g].new_bits =
+              FillGained(r.first, groups_[g].stage == before.stage ? before.fill : 0);
+        }
+        break;
+      case Reply::kModule:
+        // EF.SETBITS: the number of bits that were 0, of n unique positions.
+        if (r.count != 1) break;
+        if (NonNegative(r.first) < (g != SIZE_MAX ? groups_[g].n : key_pos_[k].n))
+          ks.old_bit_set = true;
+        if (g != SIZE_MAX) groups_[g].new_bits += NonNegative(r.first);
+        break;
+      case Reply::kBits:
+        if (r.zeros < r.count) ks.old_bit_set = true;
+        if (g == SIZE_MAX) break;
+        groups_[g].new_bits +=
+            NewBitsOfBits(r, !ks.expire_sent && plan.bitfield && FirstOfKey(command_key_, c));
+        break;
+    }
+  }
+}
+
+Status RedisBitWriter::FollowUp(const BitBatch& batch, const BatchPlan& plan, bool meta_gone,
+                                WriteStats* local) {
   // The expire cache skipped EXPIREAT for a key, but the write found none of the
   // old bits set (the remembered sentinel included): the key may have been lost
   // and re-created by this write. Send its EXPIREAT now (docs: bit_writer.h).
@@ -867,77 +942,85 @@ Status RedisBitWriter::WriteOnce(const BitBatch& batch, WriteStats* stats) {
     const KeyState& ks = key_state_[k];
     if (ks.expire_sent || ks.redirected || ks.expired) continue;
     // module: EF.SETBITS set any missing expiry itself (counted as skipped EXPIREATs).
-    if (module || ks.failed || ks.old_bit_set || ks.nothing_to_write) {
-      ++local.expires_skipped;
+    if (plan.module || ks.failed || ks.old_bit_set || ks.nothing_to_write) {
+      ++local->expires_skipped;
     } else {
       follow_up_.push_back(k);
     }
   }
-  if (!follow_up_.empty()) LogLostKeys(batch, now_s);
-  if (meta_gone || !follow_up_.empty()) {
-    // The meta is gone (FLUSHDB, FLUSHALL, a restart without persistence), or
-    // keys were lost behind our back and it may be gone with them: store it
-    // again before this Write succeeds.
-    if (meta_gone)
-      LogWith(
-          spdlog::level::warn,
-          {{"redis", conn_->address()}, {"key", MetaKey(options_.layout->prefix)}},
-          "redis {}: {} was gone (FLUSHDB, FLUSHALL or DEL?): storing the layout last read "
-          "(version {}{}) again",
-          conn_->address(), MetaKey(options_.layout->prefix),
-          effective_ ? effective_->version() : options_.layout->version(),
-          effective_ && effective_->v3 ? ", v3_from " + std::to_string(effective_->v3_from) : "");
-    st = CheckMeta(*conn_);
-    if (!st.ok()) {
-      if (st.code() == StatusCode::kUnavailable) conn_.reset();
-      return Fail(RedisErrorKind::kReply, st);
-    }
+  if (!follow_up_.empty()) LogLostKeys(batch, plan.now_s);
+  // The meta is gone (FLUSHDB, FLUSHALL, a restart without persistence), or
+  // keys were lost behind our back and it may be gone with them: store it
+  // again before this Write succeeds.
+  if (meta_gone || !follow_up_.empty()) EF_RETURN_IF_ERROR(StoreMetaAgain(meta_gone));
+  return SendFollowUps(batch, local);
+}
+
+Status RedisBitWriter::StoreMetaAgain(bool meta_gone) {
+  if (meta_gone)
+    LogWith(spdlog::level::warn,
+            {{"redis", conn_->address()}, {"key", MetaKey(options_.layout->prefix)}},
+            "redis {}: {} was gone (FLUSHDB, FLUSHALL or DEL?): storing the layout last read "
+            "(version {}{}) again",
+            conn_->address(), MetaKey(options_.layout->prefix),
+            effective_ ? effective_->version() : options_.layout->version(),
+            effective_ && effective_->v3 ? ", v3_from " + std::to_string(effective_->v3_from) : "");
+  Status st = CheckMeta(*conn_);
+  if (!st.ok()) {
+    if (st.code() == StatusCode::kUnavailable) conn_.reset();
+    return Fail(RedisErrorKind::kReply, st);
   }
-  if (!follow_up_.empty()) {
-    for (size_t at = 0; at < follow_up_.size();) {
-      const size_t end = std::min(follow_up_.size(), at + options_.max_commands_per_round);
-      buffer_.clear();
-      for (size_t f = at; f < end; ++f) AppendExpire(batch.keys[follow_up_[f]]);
-      EF_RETURN_IF_ERROR(Pipeline(end - at));
-      local.commands += end - at;
-      for (const auto& e : errors_) {
-        if (Redirect(follow_up_[at + e.index], e.text)) continue;  // moved meanwhile
-        if (observer_) observer_(e.kind);
-        return ReplyFailure("EXPIREAT", batch.keys[follow_up_[at + e.index]].key, e);
-      }
-      for (size_t f = at; f < end; ++f)
-        key_state_[follow_up_[f]].expire_set = ints_[f - at].count == 1 && ints_[f - at].first == 1;
-      at = end;
+  return Status::Ok();
+}
+
+Status RedisBitWriter::SendFollowUps(const BitBatch& batch, WriteStats* local) {
+  for (size_t at = 0; at < follow_up_.size();) {
+    const size_t end = std::min(follow_up_.size(), at + options_.max_commands_per_round);
+    buffer_.clear();
+    for (size_t f = at; f < end; ++f) AppendExpire(batch.keys[follow_up_[f]]);
+    EF_RETURN_IF_ERROR(Pipeline(end - at));
+    local->commands += end - at;
+    for (const auto& e : errors_) {
+      if (Redirect(follow_up_[at + e.index], e.text)) continue;  // moved meanwhile
+      if (observer_) observer_(e.kind);
+      return ReplyFailure("EXPIREAT", batch.keys[follow_up_[at + e.index]].key, e);
     }
+    for (size_t f = at; f < end; ++f)
+      key_state_[follow_up_[f]].expire_set = OneInt(ints_[f - at], 1);
+    at = end;
   }
-  if (staged) RememberStages(batch, now_s);
+  return Status::Ok();
+}
+
+Status RedisBitWriter::Conclude(const BitBatch& batch, const BatchPlan& plan, bool meta_gone,
+                                WriteStats* local) {
+  if (plan.staged) RememberStages(batch, plan.now_s);
   // The meta was gone (FLUSHALL, FLUSHDB): the keys may be gone with it. A key
   // remembered at the stage limit is never written, so no write of it would
   // notice: read every key again.
-  if (staged && meta_gone) expire_cache_.ForgetStages();
+  if (plan.staged && meta_gone) expire_cache_.ForgetStages();
+  RememberExpiries(batch, plan);
+  if (plan.module) EF_RETURN_IF_ERROR(CheckReplicasUnchanged(batch));
+  if (options_.wait_replicas > 0 && redirects_.size() < batch.size)
+    EF_RETURN_IF_ERROR(WaitReplicas());
+  local->keys = batch.size - local->skipped_keys - local->expired_keys - redirects_.size();
+  if (local->expired_keys) LogExpiredKeys(local->expired_keys, plan.now_s);
+  if (local->stages.limit_items) LogStageLimit(local->stages, plan.now_s);
+  return Status::Ok();
+}
+
+void RedisBitWriter::RememberExpiries(const BitBatch& batch, const BatchPlan& plan) {
   // Remember every expiry Redis set (a WRONGTYPE key's too: its writes fail for
   // good, and remembering it saves re-sending EXPIREAT), with the first
   // position of the write that preceded it as the sentinel.
   for (size_t k = 0; k < batch.size; ++k) {
-    const KeyBits& kb = batch.keys[k];
     if (!key_state_[k].expire_set) continue;
     // The sentinel: a bit this write set (v2: of the key's first stage written).
     uint32_t sentinel = key_pos_[k].n == 0 ? 0 : key_pos_[k].p[0];
-    if (staged && plans_[k].n_groups > 0 && groups_[plans_[k].first_group].n > 0)
+    if (plan.staged && plans_[k].n_groups > 0 && groups_[plans_[k].first_group].n > 0)
       sentinel = groups_[plans_[k].first_group].p[0];
-    expire_cache_.Remember(key_hash_[k], kb.expire_at, now_s, sentinel);
+    expire_cache_.Remember(key_hash_[k], batch.keys[k].expire_at, plan.now_s, sentinel);
   }
-  if (module) EF_RETURN_IF_ERROR(CheckReplicasUnchanged(batch));
-  if (options_.wait_replicas > 0 && redirects_.size() < batch.size) {
-    Status ws = WaitReplicas();
-    if (!ws.ok()) return ws;
-  }
-  local.keys = batch.size - local.skipped_keys - local.expired_keys - redirects_.size();
-  if (local.expired_keys) LogExpiredKeys(local.expired_keys, now_s);
-  if (local.stages.limit_items) LogStageLimit(local.stages, now_s);
-  last_error_ = RedisErrorKind::kNone;
-  if (stats) *stats = local;
-  return Status::Ok();
 }
 
 void RedisBitWriter::RememberStages(const BitBatch& batch, int64_t now_s) {

@@ -222,7 +222,60 @@ class RedisBitWriter : public BitSink {
     bool plain_retry = false;       // cluster_node: bitop form got ASK/TRYAGAIN
   };
 
+  // One Write's decisions fixed before its first round (StartBatch), read by
+  // every step after it.
+  struct BatchPlan {
+    int64_t now_s = 0;                      // the Write's clock (expiry, expire cache, logs)
+    bool staged = false;                    // layout v2/v3: keys planned in plans_ and groups_
+    WriteMode mode = WriteMode::kBitfield;  // mode_ for the whole Write
+    bool module = false;                    // kModule: EF.SETBITS, never EXPIREAT
+    bool bitfield = false;                  // kBitfield or kBitop: BITFIELD with the sentinel probe
+  };
+
+  // One attempt of Write, in steps: StartBatch, PlanKeys, WriteRounds, FollowUp,
+  // Conclude; each failing step has already recorded its error (Fail/ReplyFailure).
   Status WriteOnce(const BitBatch& batch, WriteStats* stats);
+  // Connects (and probes, when probe_due_), rechecks a v1/v2 meta, and fixes the plan.
+  Status StartBatch(BatchPlan* plan);
+  // Per key of the batch: key_state_ (expired keys marked and counted in local),
+  // key_hash_, the positions by the stored rule, and (staged) the stage plan.
+  Status PlanKeys(const BitBatch& batch, const BatchPlan& plan, WriteStats* local);
+  // Every key's write, in pipelined rounds of max_commands_per_round (pass 0), then
+  // (cluster_node) the bitop keys answered ASK/TRYAGAIN again as BITFIELD (pass 1).
+  // *meta_gone: the first round's `EXISTS <prefix>meta` answered 0.
+  Status WriteRounds(const BitBatch& batch, const BatchPlan& plan, WriteStats* local,
+                     bool* meta_gone);
+  // Encodes the round that starts at key `at` of the pass (of `count` keys) into
+  // buffer_, command_key_, command_group_ and command_reply_; returns where the
+  // next round starts.
+  size_t EncodeRound(const BitBatch& batch, const BatchPlan& plan, int pass, size_t at,
+                     size_t count, WriteStats* local);
+  // bitop mode: encodes key k in the MULTI/BITOP form if it has more than
+  // bitop_threshold positions and a temporary key in its slot; false otherwise
+  // (nothing appended).
+  bool EncodeBitop(const BitBatch& batch, const BatchPlan& plan, size_t k, WriteStats* local);
+  // Encodes key k as EF.SETBITS, BITFIELD or SETBITs (AppendBits; one per stage
+  // group when staged), then its EXPIREAT when the expire cache does not know it.
+  void EncodeBits(const BitBatch& batch, const BatchPlan& plan, int pass, size_t k,
+                  WriteStats* local);
+  // The round's error replies: each is a retry as BITFIELD, a redirection, an
+  // expired bucket or a WRONGTYPE key (skipped, counted in local), or fails the Write.
+  Status TriageErrors(const BitBatch& batch, WriteStats* local);
+  // The round's integer replies: key_state_'s expire_set and old_bit_set, and
+  // (staged) each group's new_bits; *meta_gone from the meta's EXISTS.
+  void ReadReplies(const BatchPlan& plan, bool* meta_gone);
+  // Keys whose write showed no old bit while the cache skipped their EXPIREAT
+  // (follow_up_): logged as lost, the meta stored again (also when meta_gone),
+  // and their EXPIREAT sent in rounds of their own.
+  Status FollowUp(const BitBatch& batch, const BatchPlan& plan, bool meta_gone, WriteStats* local);
+  // CheckMeta after keys or the meta were found lost (logged when meta_gone).
+  Status StoreMetaAgain(bool meta_gone);
+  Status SendFollowUps(const BitBatch& batch, WriteStats* local);
+  // After the rounds: stage states and expiries remembered, replicas checked or
+  // waited for, local->keys counted, and the rate-limited logs.
+  Status Conclude(const BitBatch& batch, const BatchPlan& plan, bool meta_gone, WriteStats* local);
+  // Each expiry Redis set, into the expire cache with its sentinel.
+  void RememberExpiries(const BitBatch& batch, const BatchPlan& plan);
   Status EnsureConnected();
   // EnsureMeta if options_.layout; a mismatch sets fatal_.
   Status CheckMeta(RedisConnection& conn);
@@ -246,7 +299,31 @@ class RedisBitWriter : public BitSink {
   Status ChooseMode(RedisConnection& conn);
   // Layout v2/v3: reads the keys whose stage state is unknown or whose stage may
   // fill in this batch, and plans every key (plans_, groups_, group_positions_).
+  // In steps: ChooseReads, ReadStates, then PlanKey for each key.
   Status PlanStages(const BitBatch& batch, int64_t now_s, WriteStats* stats);
+  // reads_: the keys to read (state unknown, a stage that may fill, or
+  // read_before_write), with plans_' state and fit of the others; returns how
+  // many "already present" flags (skip_) the reads will set.
+  size_t ChooseReads(const BitBatch& batch, int64_t now_s);
+  // One MGET of ReadStates' round: the keys reads_[first, end), sent as
+  // commands[command] (after its ASKING, if any).
+  struct Mget {
+    size_t command, first, end;
+  };
+  // Reads reads_' keys in one round of MGETs into *replies; values_ points into
+  // them (TakeValues).
+  Status ReadStates(const BitBatch& batch, std::vector<RedisReply>* replies, WriteStats* stats);
+  // Where the MGET of reads_ from `at` ends: kReadKeysPerMget keys, one slot on a
+  // cluster node.
+  size_t MgetEnd(const BitBatch& batch, size_t at) const;
+  // One MGET's reply: its keys redirected, or their values_ (plans_' read, and
+  // for read_before_write their items' skip_ flags from *next_skip on); an
+  // error reply fails the Write.
+  Status TakeValues(const BitBatch& batch, const Mget& mget, const RedisReply& reply,
+                    size_t* next_skip, WriteStats* stats);
+  // Key k's plan: its groups (planned from its value if read, else from its
+  // remembered state; its stage-0 positions if unstaged) appended to groups_.
+  void PlanKey(const BitBatch& batch, size_t k, WriteStats* stats);
   // Each key's stage-0 positions by the rule of its bucket in the stored layout
   // (key_pos_, key_rule_): the batch's own, or computed again from its items
   // when the coalescer guessed another rule. kInternal if a key has no items to
@@ -283,9 +360,17 @@ class RedisBitWriter : public BitSink {
   // kMeta: the `EXISTS <prefix>meta` of the Write's first round (not a key's).
   enum class Reply : uint8_t { kBits, kExpire, kModule, kTxn, kExec, kCount, kMeta };
   std::vector<Reply> command_reply_;
+  // Records n commands of the round: of key index `key` (SIZE_MAX: the meta's
+  // EXISTS), stage group `group` (SIZE_MAX: none), answered as `reply` says.
+  void Expect(size_t n, size_t key, size_t group, Reply reply) {
+    command_key_.insert(command_key_.end(), n, key);
+    command_group_.insert(command_group_.end(), n, group);
+    command_reply_.insert(command_reply_.end(), n, reply);
+  }
   WriteMode mode_;
   std::string tmp_suffix_;           // bitop: ":ef-tmp:<random>" after the key, unique per writer
   std::string mask_;                 // bitop: scratch
+  std::string tmp_;                  // bitop: scratch (EncodeBitop's temporary key)
   std::vector<KeyState> key_state_;  // per key of the batch
   std::vector<uint64_t> key_hash_;   // per key of the batch: ExpireCache::KeyHash
   std::vector<size_t> follow_up_;    // keys that get EXPIREAT in a follow-up round

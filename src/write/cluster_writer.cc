@@ -113,8 +113,52 @@ void ClusterBitWriter::RetireGoneNodes() {
       names, node_writers().size());
 }
 
+namespace {
+
+// An error that needs a person (auth, a layout mismatch): kept over others.
+inline bool FinalError(const Status& st) {
+  return st.code() == StatusCode::kPermissionDenied || st.code() == StatusCode::kFailedPrecondition;
+}
+
+}  // namespace
+
 Status ClusterBitWriter::WriteRounds(const BitBatch& batch, WriteStats* stats) {
   WriteStats total;
+  EF_RETURN_IF_ERROR(RouteKeys(batch));
+  std::string last_redirect;
+  for (int round = 0; round < kMaxRounds && !pending_.empty(); ++round) {
+    const size_t n_parts = MakeParts(batch);
+    Round r;
+    // A node writer runs one job at a time, and a master can have two parts in
+    // a round (keys a MOVED sent there, and keys an ASK sent there, with
+    // ASKING): the plain parts go out and are awaited first, then the ASKING
+    // ones, so each wave has at most one part per node. (Both at once replaced
+    // the first job, and its Await waited for ever: tests/cluster
+    // cluster_writer_test.cc, "MOVED and by ASK in one round".)
+    for (const bool asking : {false, true})
+      RunWave(batch, n_parts, asking, &total, &r, &last_redirect);
+    if (!r.failure.ok()) {
+      (void)router_.Refresh();  // a master may have failed over: re-read before the retry
+      if (stats) *stats = total;
+      return Fail(r.failure_kind, r.failure);
+    }
+    if (r.moved) (void)router_.Refresh();
+    pending_.swap(r.next);
+  }
+  if (stats) *stats = total;
+  if (!pending_.empty()) {
+    (void)router_.Refresh();
+    return Fail(RedisErrorKind::kBusy,
+                Unavailable("redis cluster: " + std::to_string(pending_.size()) +
+                            " key(s) still redirected after " + std::to_string(kMaxRounds) +
+                            " rounds, e.g. " + last_redirect));
+  }
+  LogRedirects();
+  last_error_ = RedisErrorKind::kNone;
+  return Status::Ok();
+}
+
+Status ClusterBitWriter::RouteKeys(const BitBatch& batch) {
   if (!discovered_) {
     Status st = router_.Discover();
     if (!st.ok()) return Fail(RedisErrorKind::kConnect, st);
@@ -137,94 +181,71 @@ Status ClusterBitWriter::WriteRounds(const BitBatch& batch, WriteStats* stats) {
     route_[k] = {*master, false};
     pending_.push_back(k);
   }
-  std::string last_redirect;
-  for (int round = 0; round < kMaxRounds && !pending_.empty(); ++round) {
-    // One part per (node, ASKING), in a stable order.
-    std::map<std::pair<NodeAddress, bool>, size_t> index;
-    size_t n_parts = 0;
-    for (size_t k : pending_) {
-      auto [it, added] = index.emplace(std::make_pair(route_[k].node, route_[k].asking), n_parts);
-      if (added) {
-        if (parts_.size() <= n_parts) parts_.emplace_back();
-        Part& p = parts_[n_parts++];
-        p.node = route_[k].node;
-        p.asking = route_[k].asking;
-        p.keys.clear();
-        p.batch.Clear();
-      }
-      Part& p = parts_[it->second];
-      if (p.batch.keys.size() <= p.batch.size) p.batch.keys.emplace_back();
-      p.batch.keys[p.batch.size++] = batch.keys[k];
-      p.keys.push_back(k);
-    }
-    Status failure;
-    RedisErrorKind failure_kind = RedisErrorKind::kNone;
-    bool moved = false;
-    std::vector<size_t> next;
-    // A node writer runs one job at a time, and a master can have two parts in
-    // a round (keys a MOVED sent there, and keys an ASK sent there, with
-    // ASKING): the plain parts go out and are awaited first, then the ASKING
-    // ones, so each wave has at most one part per node. (Both at once replaced
-    // the first job, and its Await waited for ever: tests/cluster
-    // cluster_writer_test.cc, "MOVED and by ASK in one round".)
-    for (const bool asking : {false, true}) {
-      for (size_t i = 0; i < n_parts; ++i) {
-        if (parts_[i].asking != asking) continue;
-        RedisBitWriter& w = Node(parts_[i].node);
-        w.set_asking(asking);
-        w.Send(parts_[i].batch);
-      }
-      for (size_t i = 0; i < n_parts; ++i) {
-        Part& p = parts_[i];
-        if (p.asking != asking) continue;
-        RedisBitWriter& w = Node(p.node);
-        WriteStats ws;
-        Status st = w.Await(&ws);
-        w.set_asking(false);
-        total += ws;
-        if (!st.ok()) {
-          // Keep the most final error: auth and layout errors need a person.
-          const bool final_error = st.code() == StatusCode::kPermissionDenied ||
-                                   st.code() == StatusCode::kFailedPrecondition;
-          if (failure.ok() || final_error) {
-            failure = st;
-            failure_kind = w.last_error_kind();
-          }
-          continue;
-        }
-        for (const auto& r : w.redirects()) {
-          const size_t k = p.keys[r.key];
-          std::optional<Redirect> red = ParseRedirect(r.error);
-          if (!red) continue;  // cannot happen: the node writer parsed it
-          NodeAddress to = red->address;
-          if (to.host.empty()) to.host = p.node.host;  // "MOVED 3999 :6381": the same host
-          moved = moved || red->kind == Redirect::Kind::kMoved;
-          ++(red->kind == Redirect::Kind::kMoved ? moved_keys_ : asked_keys_);
-          route_[k] = {to, red->kind == Redirect::Kind::kAsk};
-          next.push_back(k);
-          last_redirect = "'" + Printable(batch.keys[k].key) + "': " + r.error;
-        }
-      }
-    }
-    if (!failure.ok()) {
-      (void)router_.Refresh();  // a master may have failed over: re-read before the retry
-      if (stats) *stats = total;
-      return Fail(failure_kind, failure);
-    }
-    if (moved) (void)router_.Refresh();
-    pending_.swap(next);
-  }
-  if (stats) *stats = total;
-  if (!pending_.empty()) {
-    (void)router_.Refresh();
-    return Fail(RedisErrorKind::kBusy,
-                Unavailable("redis cluster: " + std::to_string(pending_.size()) +
-                            " key(s) still redirected after " + std::to_string(kMaxRounds) +
-                            " rounds, e.g. " + last_redirect));
-  }
-  LogRedirects();
-  last_error_ = RedisErrorKind::kNone;
   return Status::Ok();
+}
+
+size_t ClusterBitWriter::MakeParts(const BitBatch& batch) {
+  // One part per (node, ASKING), in a stable order.
+  std::map<std::pair<NodeAddress, bool>, size_t> index;
+  size_t n_parts = 0;
+  for (size_t k : pending_) {
+    auto [it, added] = index.emplace(std::make_pair(route_[k].node, route_[k].asking), n_parts);
+    if (added) {
+      if (parts_.size() <= n_parts) parts_.emplace_back();
+      Part& p = parts_[n_parts++];
+      p.node = route_[k].node;
+      p.asking = route_[k].asking;
+      p.keys.clear();
+      p.batch.Clear();
+    }
+    Part& p = parts_[it->second];
+    if (p.batch.keys.size() <= p.batch.size) p.batch.keys.emplace_back();
+    p.batch.keys[p.batch.size++] = batch.keys[k];
+    p.keys.push_back(k);
+  }
+  return n_parts;
+}
+
+void ClusterBitWriter::RunWave(const BitBatch& batch, size_t n_parts, bool asking,
+                               WriteStats* total, Round* r, std::string* last_redirect) {
+  for (size_t i = 0; i < n_parts; ++i) {
+    if (parts_[i].asking != asking) continue;
+    RedisBitWriter& w = Node(parts_[i].node);
+    w.set_asking(asking);
+    w.Send(parts_[i].batch);
+  }
+  for (size_t i = 0; i < n_parts; ++i) {
+    const Part& p = parts_[i];
+    if (p.asking != asking) continue;
+    RedisBitWriter& w = Node(p.node);
+    WriteStats ws;
+    Status st = w.Await(&ws);
+    w.set_asking(false);
+    *total += ws;
+    if (st.ok()) {
+      TakeRedirects(batch, p, w, r, last_redirect);
+    } else if (r->failure.ok() || FinalError(st)) {
+      // Keep the most final error: auth and layout errors need a person.
+      r->failure = st;
+      r->failure_kind = w.last_error_kind();
+    }
+  }
+}
+
+void ClusterBitWriter::TakeRedirects(const BitBatch& batch, const Part& p, const RedisBitWriter& w,
+                                     Round* r, std::string* last_redirect) {
+  for (const auto& red_key : w.redirects()) {
+    const size_t k = p.keys[red_key.key];
+    std::optional<Redirect> red = ParseRedirect(red_key.error);
+    if (!red) continue;  // cannot happen: the node writer parsed it
+    NodeAddress to = red->address;
+    if (to.host.empty()) to.host = p.node.host;  // "MOVED 3999 :6381": the same host
+    r->moved = r->moved || red->kind == Redirect::Kind::kMoved;
+    ++(red->kind == Redirect::Kind::kMoved ? moved_keys_ : asked_keys_);
+    route_[k] = {to, red->kind == Redirect::Kind::kAsk};
+    r->next.push_back(k);
+    *last_redirect = "'" + Printable(batch.keys[k].key) + "': " + red_key.error;
+  }
 }
 
 void ClusterBitWriter::LogRedirects() {

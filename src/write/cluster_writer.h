@@ -84,6 +84,25 @@ class ClusterBitWriter : public BitSink {
   RedisBitWriter& Node(const NodeAddress& master);
   // The Write proper; Write adds RetireGoneNodes once it returned.
   Status WriteRounds(const BitBatch& batch, WriteStats* stats);
+  // WriteRounds' steps: routes every key to its slot's master (pending_: all);
+  // groups pending_ into parts_ per (node, ASKING) and returns how many; sends
+  // and awaits the parts of one wave (ASKING or not) into *r; and takes a part's
+  // redirections (route_, r->next, the MOVED/ASK counts).
+  Status RouteKeys(const BitBatch& batch);
+  size_t MakeParts(const BitBatch& batch);
+  // What one round learnt: the most final failure, whether some key was MOVED,
+  // the keys to send again (redirected).
+  struct Round {
+    Status failure;
+    RedisErrorKind failure_kind = RedisErrorKind::kNone;
+    bool moved = false;
+    std::vector<size_t> next;
+  };
+  struct Part;
+  void RunWave(const BitBatch& batch, size_t n_parts, bool asking, WriteStats* total, Round* r,
+               std::string* last_redirect);
+  void TakeRedirects(const BitBatch& batch, const Part& p, const RedisBitWriter& w, Round* r,
+                     std::string* last_redirect);
   // If the topology was read since the last call: destroys the node writers of
   // addresses that are no longer a master in slot_map(). Only between the
   // rounds of Writes (no node writer has a batch in flight).
