@@ -277,8 +277,12 @@ inline RejectReason Decoder::Impl::CheckId(std::string_view body, RejectReason e
   return RejectReason::kNone;
 }
 
-inline RejectReason Decoder::Impl::ReadStringId(od::value& v, std::string_view token,
-                                                RejectReason empty, std::string_view* id) {
+// Always inlined: ReadId runs it for every item of a list, and as a call it cost
+// 2.5% more instructions per 20-item event (callgrind, BM_DecodeList20).
+[[gnu::always_inline]] inline RejectReason Decoder::Impl::ReadStringId(od::value& v,
+                                                                       std::string_view token,
+                                                                       RejectReason empty,
+                                                                       std::string_view* id) {
   if (token.size() < 2 || token.back() != '"') return RejectReason::kNotJson;
   const std::string_view raw = token.substr(1, token.size() - 2);
   if (std::memchr(raw.data(), '\\', raw.size()) == nullptr) {

@@ -18,6 +18,11 @@
 
 namespace ef {
 
+// RESP literals are appended as string_views: their lengths are constants
+// wherever the appending function is inlined or not (a const char* overload that
+// is not inlined runs strlen on every argument of every command).
+using namespace std::string_view_literals;
+
 WriteMode ParseWriteMode(const std::string& name) {
   if (name == "setbit") return WriteMode::kSetbit;
   if (name == "module") return WriteMode::kModule;
@@ -193,11 +198,11 @@ size_t RedisBitWriter::AppendBits(const std::string& key, const uint32_t* p, siz
                                   const uint32_t* probe, int64_t expire_at) {
   if (mode_ == WriteMode::kModule) {
     BeginCommand();
-    buffer_.append("*4\r\n$10\r\nEF.SETBITS\r\n");
+    buffer_.append("*4\r\n$10\r\nEF.SETBITS\r\n"sv);
     AppendRespBulk(key, &buffer_);
     buffer_.push_back('$');
     buffer_.append(std::to_string(4 * n));
-    buffer_.append("\r\n");
+    buffer_.append("\r\n"sv);
     const size_t at = buffer_.size();
     buffer_.resize(at + 4 * n);
     char* out = buffer_.data() + at;
@@ -208,7 +213,7 @@ size_t RedisBitWriter::AppendBits(const std::string& key, const uint32_t* p, siz
       out[4 * i + 2] = static_cast<char>((v >> 16) & 0xff);
       out[4 * i + 3] = static_cast<char>(v >> 24);
     }
-    buffer_.append("\r\n");
+    buffer_.append("\r\n"sv);
     AppendRespBulk(static_cast<uint64_t>(expire_at), &buffer_);
     return 1;
   }
@@ -219,22 +224,22 @@ size_t RedisBitWriter::AppendBits(const std::string& key, const uint32_t* p, siz
     AppendRespBulk(key, &buffer_);
     if (probe) {
       // First, so that it reads the bit as it was before this write.
-      buffer_.append("$3\r\nGET\r\n$2\r\nu1\r\n");
+      buffer_.append("$3\r\nGET\r\n$2\r\nu1\r\n"sv);
       AppendRespBulk(static_cast<uint64_t>(*probe), &buffer_);
     }
     for (size_t i = 0; i < n; ++i) {
-      buffer_.append("$3\r\nSET\r\n$2\r\nu1\r\n");
+      buffer_.append("$3\r\nSET\r\n$2\r\nu1\r\n"sv);
       AppendRespBulk(static_cast<uint64_t>(p[i]), &buffer_);
-      buffer_.append("$1\r\n1\r\n");
+      buffer_.append("$1\r\n1\r\n"sv);
     }
     return 1;
   }
   for (size_t i = 0; i < n; ++i) {
     BeginCommand();
-    buffer_.append("*4\r\n$6\r\nSETBIT\r\n");
+    buffer_.append("*4\r\n$6\r\nSETBIT\r\n"sv);
     AppendRespBulk(key, &buffer_);
     AppendRespBulk(static_cast<uint64_t>(p[i]), &buffer_);
-    buffer_.append("$1\r\n1\r\n");
+    buffer_.append("$1\r\n1\r\n"sv);
   }
   return n;
 }
@@ -274,24 +279,24 @@ size_t RedisBitWriter::AppendBitop(const BitBatch& batch, size_t k) {
   } else {
     set(key_pos_[k].p, key_pos_[k].n);
   }
-  buffer_.append("*1\r\n$5\r\nMULTI\r\n");
-  buffer_.append("*5\r\n$3\r\nSET\r\n");
+  buffer_.append("*1\r\n$5\r\nMULTI\r\n"sv);
+  buffer_.append("*5\r\n$3\r\nSET\r\n"sv);
   AppendRespBulk(tmp, &buffer_);
   AppendRespBulk(mask_, &buffer_);
-  buffer_.append("$2\r\nPX\r\n$5\r\n60000\r\n");
-  buffer_.append("*5\r\n$5\r\nBITOP\r\n$2\r\nOR\r\n");
+  buffer_.append("$2\r\nPX\r\n$5\r\n60000\r\n"sv);
+  buffer_.append("*5\r\n$5\r\nBITOP\r\n$2\r\nOR\r\n"sv);
   AppendRespBulk(kb.key, &buffer_);
   AppendRespBulk(kb.key, &buffer_);
   AppendRespBulk(tmp, &buffer_);
-  buffer_.append("*2\r\n$3\r\nDEL\r\n");
+  buffer_.append("*2\r\n$3\r\nDEL\r\n"sv);
   AppendRespBulk(tmp, &buffer_);
   AppendExpire(kb);
-  buffer_.append("*1\r\n$4\r\nEXEC\r\n");
+  buffer_.append("*1\r\n$4\r\nEXEC\r\n"sv);
   if (!plan) return 6;
   // The fill of the last stage written (the one the key's stage state tracks).
   const Stage& stage = stages_[groups_[plan->first_group + plan->n_groups - 1].stage];
   const uint64_t first = stage.offset / 8;
-  buffer_.append("*4\r\n$8\r\nBITCOUNT\r\n");
+  buffer_.append("*4\r\n$8\r\nBITCOUNT\r\n"sv);
   AppendRespBulk(kb.key, &buffer_);
   AppendRespBulk(first, &buffer_);
   AppendRespBulk(first + (static_cast<uint64_t>(stage.m) + 7) / 8 - 1, &buffer_);
@@ -300,7 +305,7 @@ size_t RedisBitWriter::AppendBitop(const BitBatch& batch, size_t k) {
 
 void RedisBitWriter::AppendExpire(const KeyBits& kb) {
   BeginCommand();
-  buffer_.append("*3\r\n$8\r\nEXPIREAT\r\n");
+  buffer_.append("*3\r\n$8\r\nEXPIREAT\r\n"sv);
   AppendRespBulk(kb.key, &buffer_);
   AppendRespBulk(static_cast<uint64_t>(kb.expire_at), &buffer_);
 }
@@ -759,7 +764,7 @@ size_t RedisBitWriter::EncodeRound(const BitBatch& batch, const BatchPlan& plan,
   const size_t first_at = at;
   if (pass == 0 && first_at == 0 && options_.layout && !asking_) {
     // Is the meta still there? (Answered with the writes: no extra round trip.)
-    buffer_.append("*2\r\n$6\r\nEXISTS\r\n");
+    buffer_.append("*2\r\n$6\r\nEXISTS\r\n"sv);
     AppendRespBulk(MetaKey(options_.layout->prefix), &buffer_);
     Expect(1, SIZE_MAX, SIZE_MAX, Reply::kMeta);
   }
