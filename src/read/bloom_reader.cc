@@ -19,15 +19,21 @@ namespace ef {
 
 namespace {
 
+// The result of n items before any test: none seen, no bucket.
+CheckResult NoneSeen(size_t n) {
+  CheckResult r;
+  r.seen.assign(n, false);
+  r.seen_bucket.assign(n, -1);
+  return r;
+}
+
 // One bucket at a time (newest first), every stage of each: for more buckets
 // than fit the bucket mask of TestItems.
 CheckResult TestItemsPerBucket(const Layout& layout,
                                const std::vector<std::string_view>& bucket_values,
                                const std::vector<int64_t>& bucket_starts, ItemList items,
                                const ServedSet* served) {
-  CheckResult r;
-  r.seen.assign(items.size(), false);
-  r.seen_bucket.assign(items.size(), -1);
+  CheckResult r = NoneSeen(items.size());
   if (served) r.served.assign(items.size(), false);
   for (const auto& v : bucket_values) r.buckets_present += v.empty() ? 0 : 1;
   for (size_t i = 0; i < items.size(); ++i) {
@@ -216,9 +222,7 @@ CheckResult TestItemsMasked(const Layout& layout,
                             const std::vector<std::string_view>& bucket_values,
                             const std::vector<int64_t>& bucket_starts, ItemList items,
                             const ServedSet* served) {
-  CheckResult r;
-  r.seen.assign(items.size(), false);
-  r.seen_bucket.assign(items.size(), -1);
+  CheckResult r = NoneSeen(items.size());
   const std::vector<Stage>& stages = layout.stage_table;
   const BucketMasks<W> m = MaskBuckets<W>(layout, bucket_values, bucket_starts);
   r.buckets_present = m.present;

@@ -710,8 +710,6 @@ Status RedisBitWriter::StartBatch(BatchPlan* plan) {
   if (!st.ok()) return Fail(RedisErrorKind::kReply, st);
   plan->staged = stages_.size() > 1;
   plan->mode = mode_;
-  plan->module = mode_ == WriteMode::kModule;
-  plan->bitfield = mode_ == WriteMode::kBitfield || mode_ == WriteMode::kBitop;
   return Status::Ok();
 }
 
@@ -814,9 +812,9 @@ void RedisBitWriter::EncodeBits(const BitBatch& batch, const BatchPlan& plan, in
   uint32_t sentinel = 0;
   // module: EF.SETBITS sets the expiry itself, only when missing.
   ks.expire_sent =
-      !plan.module && !expire_cache_.Known(key_hash_[k], kb.expire_at, plan.now_s, &sentinel);
-  const bool probe = !ks.expire_sent && plan.bitfield;
-  const Reply bits_reply = plan.module ? Reply::kModule : Reply::kBits;
+      !plan.module() && !expire_cache_.Known(key_hash_[k], kb.expire_at, plan.now_s, &sentinel);
+  const bool probe = !ks.expire_sent && plan.bitfield();
+  const Reply bits_reply = plan.module() ? Reply::kModule : Reply::kBits;
   if (plan.staged) {
     const KeyPlan& kp = plans_[k];
     for (size_t g = kp.first_group; g < kp.first_group + kp.n_groups; ++g) {
@@ -931,7 +929,7 @@ void RedisBitWriter::ReadReplies(const BatchPlan& plan, bool* meta_gone) {
         if (r.zeros < r.count) ks.old_bit_set = true;
         if (g == SIZE_MAX) break;
         groups_[g].new_bits +=
-            NewBitsOfBits(r, !ks.expire_sent && plan.bitfield && FirstOfKey(command_key_, c));
+            NewBitsOfBits(r, !ks.expire_sent && plan.bitfield() && FirstOfKey(command_key_, c));
         break;
     }
   }
@@ -947,7 +945,7 @@ Status RedisBitWriter::FollowUp(const BitBatch& batch, const BatchPlan& plan, bo
     const KeyState& ks = key_state_[k];
     if (ks.expire_sent || ks.redirected || ks.expired) continue;
     // module: EF.SETBITS set any missing expiry itself (counted as skipped EXPIREATs).
-    if (plan.module || ks.failed || ks.old_bit_set || ks.nothing_to_write) {
+    if (plan.module() || ks.failed || ks.old_bit_set || ks.nothing_to_write) {
       ++local->expires_skipped;
     } else {
       follow_up_.push_back(k);
@@ -1005,7 +1003,7 @@ Status RedisBitWriter::Conclude(const BitBatch& batch, const BatchPlan& plan, bo
   // notice: read every key again.
   if (plan.staged && meta_gone) expire_cache_.ForgetStages();
   RememberExpiries(batch, plan);
-  if (plan.module) EF_RETURN_IF_ERROR(CheckReplicasUnchanged(batch));
+  if (plan.module()) EF_RETURN_IF_ERROR(CheckReplicasUnchanged(batch));
   if (options_.wait_replicas > 0 && redirects_.size() < batch.size)
     EF_RETURN_IF_ERROR(WaitReplicas());
   local->keys = batch.size - local->skipped_keys - local->expired_keys - redirects_.size();

@@ -228,8 +228,10 @@ class RedisBitWriter : public BitSink {
     int64_t now_s = 0;                      // the Write's clock (expiry, expire cache, logs)
     bool staged = false;                    // layout v2/v3: keys planned in plans_ and groups_
     WriteMode mode = WriteMode::kBitfield;  // mode_ for the whole Write
-    bool module = false;                    // kModule: EF.SETBITS, never EXPIREAT
-    bool bitfield = false;                  // kBitfield or kBitop: BITFIELD with the sentinel probe
+    // kModule: EF.SETBITS, never EXPIREAT.
+    bool module() const { return mode == WriteMode::kModule; }
+    // kBitfield or kBitop: BITFIELD with the sentinel probe.
+    bool bitfield() const { return mode == WriteMode::kBitfield || mode == WriteMode::kBitop; }
   };
 
   // One attempt of Write, in steps: StartBatch, PlanKeys, WriteRounds, FollowUp,
