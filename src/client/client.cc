@@ -9,6 +9,7 @@
 #include "bloom/keys.h"
 #include "bloom/served.h"
 #include "client/impl.h"
+#include "common/clock.h"
 #include "config/loader.h"
 
 namespace exposure_filter {
@@ -45,6 +46,14 @@ std::unique_ptr<Client> Client::Create(const ClientOptions& options, std::string
   impl->wait_replicas = config->redis.wait_replicas;
   impl->wait_timeout_ms = config->redis.wait_timeout_ms;
   impl->near_duplicates = config->filter.near_duplicates;
+  const size_t cache_bytes =
+      options.content_cache_bytes.value_or(static_cast<size_t>(config->serve.content_cache_bytes));
+  if (impl->near_duplicates && cache_bytes > 0) {
+    ef::contentdb::ClusterCacheLimits limits;
+    limits.bytes = cache_bytes;
+    impl->cluster_cache = std::make_unique<ef::contentdb::SharedClusterCache>(limits);
+    impl->cache_now_ms = options.cache_clock_ms ? options.cache_clock_ms : ef::SteadyNowMs;
+  }
   // The first connection may take redis.connect_timeout (start-up is not a call).
   const Clock::time_point deadline =
       Clock::now() + std::chrono::milliseconds(std::max<int64_t>(impl->redis.connect_timeout_ms,
@@ -236,6 +245,9 @@ ClientStats Client::stats() const {
   s.cluster_lookups = get(c.cluster_lookups);
   s.clusters_unknown = get(c.clusters_unknown);
   s.map_bad_values = get(c.map_bad_values);
+  s.cluster_cache_hits = get(c.cluster_cache_hits);
+  s.cluster_cache_misses = get(c.cluster_cache_misses);
+  if (impl_->cluster_cache) s.cluster_cache_bytes = impl_->cluster_cache->memory_bytes();
   return s;
 }
 
