@@ -98,12 +98,13 @@ std::vector<std::vector<std::string>> MgetCommands(CallPlan* plan) {
 }
 
 // filter.near_duplicates: the clusters of the candidates with no cluster given
-// (docs/CONTENT.md rule 5), in user order: from the cache (if any) at once, the
-// rest to read from the map with the MGETs.
+// (docs/CONTENT.md rule 5), in user order: from the cache (if any) at once, in
+// one batch, the rest to read from the map with the MGETs.
 Lookups PlanLookups(const Work* work, const std::vector<size_t>& valid, const std::string& prefix,
                     ef::contentdb::SharedClusterCache* cache, uint32_t seed, int64_t now_ms) {
   using Hit = ef::contentdb::ClusterCache::Hit;
   Lookups lookups;
+  std::vector<std::string_view> items;  // per lookup
   for (size_t v = 0; v < valid.size(); ++v) {
     const Work& w = work[valid[v]];
     for (size_t j = 0; j < w.candidates.size(); ++j) {
@@ -111,25 +112,30 @@ Lookups PlanLookups(const Work* work, const std::vector<size_t>& valid, const st
       if (w.clusters.size() != 0 && !w.clusters[j].empty()) continue;
       // Not an item the index files (contentdb/map.h): unknown, nothing read.
       if (item.empty() || item.size() > ef::contentdb::kMaxContentItemBytes) continue;
-      const size_t at = lookups.of.size();
       lookups.of.emplace_back(v, j);
-      lookups.clusters.emplace_back();
-      ef::Hash128 h{};
-      if (cache != nullptr) {
-        h = ef::HashItem(item, seed);
-        const Hit hit = cache->Find(h, now_ms, &lookups.clusters[at]);
-        if (hit == Hit::kSelf) lookups.clusters[at].assign(item);
-        lookups.unknown += hit == Hit::kMiss ? 1 : 0;
-        if (hit != Hit::kNone) {
-          ++lookups.hits;
-          continue;
-        }
-        lookups.hashes.push_back(h);
-      }
-      lookups.keys.push_back(ef::contentdb::MapKey(prefix, item));
-      lookups.key_of.push_back(at);
-      lookups.items.push_back(item);
+      items.push_back(item);
     }
+  }
+  const size_t n = items.size();
+  lookups.clusters.resize(n);
+  std::vector<ef::Hash128> hashes;
+  std::vector<Hit> hits(n, Hit::kNone);
+  if (cache != nullptr && n > 0) {
+    hashes.resize(n);
+    for (size_t i = 0; i < n; ++i) hashes[i] = ef::HashItem(items[i], seed);
+    cache->FindMany(hashes.data(), n, now_ms, hits.data(), lookups.clusters.data());
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (hits[i] == Hit::kSelf) lookups.clusters[i].assign(items[i]);
+    lookups.unknown += hits[i] == Hit::kMiss ? 1 : 0;
+    if (hits[i] != Hit::kNone) {
+      ++lookups.hits;
+      continue;
+    }
+    lookups.keys.push_back(ef::contentdb::MapKey(prefix, items[i]));
+    lookups.key_of.push_back(i);
+    lookups.items.push_back(items[i]);
+    if (cache != nullptr) lookups.hashes.push_back(hashes[i]);
   }
   return lookups;
 }
@@ -325,6 +331,8 @@ void Client::Impl::DecodeLookups(const std::vector<std::string_view>& values,
                                  const std::vector<bool>* answered, Lookups* lookups) {
   const int64_t now_ms = cluster_cache ? cache_now_ms() : 0;
   uint64_t unknown = 0, bad = 0;
+  std::vector<ef::Hash128> put;  // what the map answered, for the cache
+  std::vector<std::string_view> put_items, put_clusters;
   for (size_t k = 0; k < lookups->keys.size(); ++k) {
     std::string& cluster = lookups->clusters[lookups->key_of[k]];
     cluster.clear();
@@ -340,9 +348,14 @@ void Client::Impl::DecodeLookups(const std::vector<std::string_view>& values,
     unknown += cluster.empty() ? 1 : 0;
     // An answer of the map is kept (a cluster, or "not known" for a short while);
     // no answer (a master down) is not.
-    if (cluster_cache && read)
-      cluster_cache->Put(lookups->hashes[k], lookups->items[k], cluster, now_ms);
+    if (cluster_cache && read) {
+      put.push_back(lookups->hashes[k]);
+      put_items.push_back(lookups->items[k]);
+      put_clusters.push_back(cluster);
+    }
   }
+  if (!put.empty())
+    cluster_cache->PutMany(put.data(), put_items.data(), put_clusters.data(), put.size(), now_ms);
   lookups->unknown += unknown;
   lookups->bad = bad;
 }

@@ -1,6 +1,7 @@
 #include "contentdb/cluster_cache.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 namespace ef::contentdb {
@@ -21,7 +22,7 @@ ClusterCache::ClusterCache(ClusterCacheLimits limits)
 
 ClusterCache::Slot* ClusterCache::Table::Probe(const Hash128& item) {
   const size_t mask = slots.size() - 1;
-  for (size_t i = static_cast<size_t>(item.h1 ^ (item.h2 >> 17)) & mask;; i = (i + 1) & mask) {
+  for (size_t i = Home(item) & mask;; i = (i + 1) & mask) {
     Slot& s = slots[i];
     if (!s.used || (s.h1 == item.h1 && s.h2 == item.h2)) return &s;
   }
@@ -134,6 +135,11 @@ bool ClusterCache::Insert(const Hash128& item, std::string_view cluster, bool se
     // Full: a new generation.
     std::swap(newer_, older_);
     newer_.Clear();
+    // As many slots as the generation that just filled, at once, rather than
+    // doubling up to them (each doubling copies the table): it will fill too.
+    if (newer_.slots.size() < older_.slots.size() &&
+        older_.slots.size() * sizeof(Slot) + newer_.arena.capacity() <= bytes_per_generation_)
+      newer_.Grow(older_.slots.size());
     if (!Fits(newer_, add, &slot_count, &arena_capacity)) {
       // What the cleared table kept allocated (an arena sized for long clusters,
       // say) leaves no room: start it anew. Still too big: not kept.
@@ -186,21 +192,44 @@ SharedClusterCache::SharedClusterCache(ClusterCacheLimits limits) {
   for (auto& s : shards_) s = std::make_unique<Shard>(ShardLimits(limits, kShards));
 }
 
-ClusterCache::Hit SharedClusterCache::Find(const Hash128& item, int64_t now_ms,
-                                           std::string* cluster) {
-  Shard& shard = ShardOf(item);
-  std::lock_guard lock(shard.mu);
-  std::string_view c;
-  const ClusterCache::Hit hit = shard.cache.Find(item, now_ms, &c);
-  if (hit == ClusterCache::Hit::kCluster) cluster->assign(c);
-  return hit;
+template <typename Fn>
+void SharedClusterCache::ForEachByShard(const Hash128* items, size_t n, Fn fn) {
+  // Counting sort by shard: at[s] .. at[s + 1] of `order` are shard s's items.
+  std::array<size_t, kShards + 1> at{};
+  for (size_t i = 0; i < n; ++i) ++at[ShardOf(items[i]) + 1];
+  for (size_t s = 0; s < kShards; ++s) at[s + 1] += at[s];
+  std::vector<uint32_t> order(n);
+  std::array<size_t, kShards> next{};
+  for (size_t s = 0; s < kShards; ++s) next[s] = at[s];
+  for (size_t i = 0; i < n; ++i) order[next[ShardOf(items[i])]++] = static_cast<uint32_t>(i);
+  constexpr size_t kAhead = 8;
+  for (size_t s = 0; s < kShards; ++s) {
+    if (at[s] == at[s + 1]) continue;
+    Shard& shard = *shards_[s];
+    std::lock_guard lock(shard.mu);
+    for (size_t p = at[s]; p < at[s + 1] && p < at[s] + kAhead; ++p)
+      shard.cache.Prefetch(items[order[p]]);
+    for (size_t p = at[s]; p < at[s + 1]; ++p) {
+      if (p + kAhead < at[s + 1]) shard.cache.Prefetch(items[order[p + kAhead]]);
+      fn(shard.cache, order[p]);
+    }
+  }
 }
 
-void SharedClusterCache::Put(const Hash128& item, std::string_view item_id,
-                             std::string_view cluster, int64_t now_ms) {
-  Shard& shard = ShardOf(item);
-  std::lock_guard lock(shard.mu);
-  shard.cache.Put(item, item_id, cluster, now_ms);
+void SharedClusterCache::FindMany(const Hash128* items, size_t n, int64_t now_ms,
+                                  ClusterCache::Hit* hits, std::string* clusters) {
+  ForEachByShard(items, n, [&](ClusterCache& cache, size_t i) {
+    std::string_view c;
+    hits[i] = cache.Find(items[i], now_ms, &c);
+    if (hits[i] == ClusterCache::Hit::kCluster) clusters[i].assign(c);
+  });
+}
+
+void SharedClusterCache::PutMany(const Hash128* items, const std::string_view* item_ids,
+                                 const std::string_view* clusters, size_t n, int64_t now_ms) {
+  ForEachByShard(items, n, [&](ClusterCache& cache, size_t i) {
+    cache.Put(items[i], item_ids[i], clusters[i], now_ms);
+  });
 }
 
 size_t SharedClusterCache::size() const {

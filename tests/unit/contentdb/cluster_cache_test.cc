@@ -131,29 +131,43 @@ TEST_CASE("SharedClusterCache: threads find what was put, within the byte budget
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
-      std::string c;
+      constexpr int kBatch = 100;  // items a call, as a request's candidates
+      std::vector<std::string> items(kBatch), want(kBatch), clusters(kBatch);
+      std::vector<Hash128> hashes(kBatch);
+      std::vector<ClusterCache::Hit> found(kBatch);
       for (int round = 0; round < 3; ++round) {
-        for (int i = 0; i < 20000; ++i) {
-          const int n = (i * 7 + t * 1000) % 20000;  // threads overlap on items
-          const std::string item = "item-" + std::to_string(n);
-          const std::string want = ClusterOf(item, n);
-          switch (cache.Find(H(item), 0, &c)) {
-            case ClusterCache::Hit::kNone:
-              cache.Put(H(item), item, want, 0);
-              break;
-            case ClusterCache::Hit::kSelf:
-              wrong += want != item;
-              ++hits;
-              break;
-            case ClusterCache::Hit::kCluster:
-              wrong += want != c;
-              ++hits;
-              break;
-            case ClusterCache::Hit::kMiss:
-              wrong += !want.empty();
-              ++hits;
-              break;
+        for (int b = 0; b < 20000; b += kBatch) {
+          for (int k = 0; k < kBatch; ++k) {
+            const int n = ((b + k) * 7 + t * 1000) % 20000;  // threads overlap on items
+            items[k] = "item-" + std::to_string(n);
+            want[k] = ClusterOf(items[k], n);
+            hashes[k] = H(items[k]);
           }
+          cache.FindMany(hashes.data(), kBatch, 0, found.data(), clusters.data());
+          std::vector<Hash128> put;
+          std::vector<std::string_view> put_ids, put_clusters;
+          for (int k = 0; k < kBatch; ++k) {
+            switch (found[k]) {
+              case ClusterCache::Hit::kNone:
+                put.push_back(hashes[k]);
+                put_ids.push_back(items[k]);
+                put_clusters.push_back(want[k]);
+                break;
+              case ClusterCache::Hit::kSelf:
+                wrong += want[k] != items[k];
+                ++hits;
+                break;
+              case ClusterCache::Hit::kCluster:
+                wrong += want[k] != clusters[k];
+                ++hits;
+                break;
+              case ClusterCache::Hit::kMiss:
+                wrong += !want[k].empty();
+                ++hits;
+                break;
+            }
+          }
+          cache.PutMany(put.data(), put_ids.data(), put_clusters.data(), put.size(), 0);
         }
       }
     });
