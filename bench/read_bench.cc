@@ -99,6 +99,10 @@ struct Args {
   // sent are fresh items (indexed in the map, never sent before), and every
   // prepared request is sent once before the measured runs (the cache warm).
   double map_hit_rate = 0.95;
+  // The never-exposed candidates: 0 = each one new (the requests share none),
+  // else drawn from this many items (requests share them, as a catalogue's
+  // popular items recur across users).
+  int new_pool = 0;
   // The idle phase (issue 49): keep-alive connections held open and idle, and
   // the active ones that send requests meanwhile.
   int idle_conns = 2000;
@@ -119,6 +123,7 @@ struct Args {
       "--map-hit-rate P (0.95): with --clusters map, each request sent has (1 - P) of its\n"
       "  candidates fresh (indexed in the map, never sent before), and every prepared request\n"
       "  is sent once before the measured runs, so serve's cache answers P of the lookups.\n"
+      "--new-pool N (0): draw the never-exposed candidates from N items (0: each new).\n"
       "--meta-only: store the default layout's meta (for serve to start), nothing else.\n"
       "  [--session-pages P (10)]\n"
       "--mark: the mark_served phase's requests mark this many candidates served.\n"
@@ -195,6 +200,8 @@ Args Parse(int argc, char** argv) {
         std::exit(2);
       }
       a.clusters = v;
+    } else if (k == "--new-pool") {
+      a.new_pool = std::atoi(v.c_str());
     } else if (k == "--map-hit-rate") {
       a.map_hit_rate = std::atof(v.c_str());
       if (!(a.map_hit_rate >= 0 && a.map_hit_rate <= 1)) {
@@ -487,8 +494,9 @@ std::vector<Request> PrepareRequests(const Args& a, const ef::Layout& layout, in
       int j = int(rng() % uint64_t(ItemsInBucket(a, ipb, rank, b)));
       r.candidates.push_back(ExposedItem(rank, b, j));
     }
-    while (int(r.candidates.size()) < a.candidates)
-      r.candidates.push_back("new-" + std::to_string(fresh++));  // never exposed
+    while (int(r.candidates.size()) < a.candidates)  // never exposed
+      r.candidates.push_back(
+          "new-" + std::to_string(a.new_pool > 0 ? rng() % uint64_t(a.new_pool) : fresh++));
     std::shuffle(r.candidates.begin(), r.candidates.end(), rng);
     // --clusters map: the last candidates are fresh items, new at every send.
     const size_t fresh =

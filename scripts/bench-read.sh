@@ -51,6 +51,9 @@
 #   --map-hit-rate P  with --near-duplicates: the share of a request's lookups
 #                   the cache answers (default 0.95: 50 of 1,000 candidates of
 #                   each request sent are fresh items, indexed in the map)
+#   --new-pool N    draw the never-exposed candidates of the requests from N
+#                   items (default 0: each one new, so 2,000 requests hold
+#                   about 1.8M distinct candidates)
 #   --content-cache-bytes N  with --near-duplicates: serve.content_cache_bytes
 #                   of the serve with it on (default 536870912: the requests'
 #                   1.8M distinct candidates fit); not set for a serve that
@@ -106,6 +109,7 @@ while [ $# -gt 0 ]; do
     --tls) TLS=1 ;;
     --map-hit-rate) MAP_HIT_RATE=$2; shift ;;
     --content-cache-bytes) CACHE_BYTES=$2; shift ;;
+    --new-pool) CANDIDATES+=(--new-pool "$2"); shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { print }' "$0"; exit 0 ;;
     *) echo "bench-read: unknown option $1 (--help)" >&2; exit 2 ;;
   esac
