@@ -94,6 +94,15 @@ struct Args {
   // clusters in the requests, the candidates' content-map entries are written
   // first, so serve looks them up; "none": neither.
   std::string clusters = "none";
+  // --clusters map: the share of a request's lookups that serve's local cache of
+  // the content map answers (issue 52): the other candidates of each request
+  // sent are fresh items (indexed in the map, never sent before), and every
+  // prepared request is sent once before the measured runs (the cache warm).
+  double map_hit_rate = 0.95;
+  // The never-exposed candidates: 0 = each one new (the requests share none),
+  // else drawn from this many items (requests share them, as a catalogue's
+  // popular items recur across users).
+  int new_pool = 0;
   // The idle phase (issue 49): keep-alive connections held open and idle, and
   // the active ones that send requests meanwhile.
   int idle_conns = 2000;
@@ -111,6 +120,10 @@ struct Args {
       "--clusters: given = requests carry \"clusters\" (1 candidate in 5 is in a shared\n"
       "  cluster, the others their own); map = the same clusters in the content map instead\n"
       "  (serve with filter.near_duplicates looks them up).\n"
+      "--map-hit-rate P (0.95): with --clusters map, each request sent has (1 - P) of its\n"
+      "  candidates fresh (indexed in the map, never sent before), and every prepared request\n"
+      "  is sent once before the measured runs, so serve's cache answers P of the lookups.\n"
+      "--new-pool N (0): draw the never-exposed candidates from N items (0: each new).\n"
       "--meta-only: store the default layout's meta (for serve to start), nothing else.\n"
       "  [--session-pages P (10)]\n"
       "--mark: the mark_served phase's requests mark this many candidates served.\n"
@@ -187,6 +200,14 @@ Args Parse(int argc, char** argv) {
         std::exit(2);
       }
       a.clusters = v;
+    } else if (k == "--new-pool") {
+      a.new_pool = std::atoi(v.c_str());
+    } else if (k == "--map-hit-rate") {
+      a.map_hit_rate = std::atof(v.c_str());
+      if (!(a.map_hit_rate >= 0 && a.map_hit_rate <= 1)) {
+        std::fprintf(stderr, "ef_read_bench: --map-hit-rate %s: expected 0..1\n", v.c_str());
+        std::exit(2);
+      }
     } else if (k == "--phases")
       a.phases = "," + v + ",";
     else {
@@ -408,7 +429,34 @@ struct Request {
   std::string mget;
   bool heavy = false;  // the user has > items_per_bucket items in some bucket (stage 1+)
   int rank = 0;        // the user's rank (UserId(rank) == user)
+  // --clusters map: where in `http` the digits of its fresh items are
+  // (FreshItem's), rewritten before each send.
+  std::vector<size_t> fresh_at;
 };
+
+// --clusters map: fresh item n (indexed in the map for n < kFreshIndexed).
+constexpr int kFreshDigits = 9;
+constexpr uint64_t kFreshIndexed = 1000000;
+std::string FreshItem(uint64_t n) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "fresh-%0*" PRIu64, kFreshDigits, n);
+  return buf;
+}
+// The next fresh item of all threads.
+std::atomic<uint64_t> g_fresh{0};
+
+// The request to send: `r.http` with its fresh items (if any) made new ones.
+const std::string& WithFreshItems(const Request& r, std::string* scratch) {
+  if (r.fresh_at.empty()) return r.http;
+  *scratch = r.http;
+  uint64_t n = g_fresh.fetch_add(r.fresh_at.size(), std::memory_order_relaxed);
+  char digits[32];
+  for (size_t at : r.fresh_at) {
+    std::snprintf(digits, sizeof digits, "%0*" PRIu64, kFreshDigits, n++ % 1000000000);
+    scratch->replace(at, kFreshDigits, digits);
+  }
+  return *scratch;
+}
 
 std::string JsonEscape(const std::string& s) {
   std::string o;
@@ -446,12 +494,24 @@ std::vector<Request> PrepareRequests(const Args& a, const ef::Layout& layout, in
       int j = int(rng() % uint64_t(ItemsInBucket(a, ipb, rank, b)));
       r.candidates.push_back(ExposedItem(rank, b, j));
     }
-    while (int(r.candidates.size()) < a.candidates)
-      r.candidates.push_back("new-" + std::to_string(fresh++));  // never exposed
+    while (int(r.candidates.size()) < a.candidates)  // never exposed
+      r.candidates.push_back(
+          "new-" + std::to_string(a.new_pool > 0 ? rng() % uint64_t(a.new_pool) : fresh++));
     std::shuffle(r.candidates.begin(), r.candidates.end(), rng);
+    // --clusters map: the last candidates are fresh items, new at every send.
+    const size_t fresh =
+        a.clusters == "map"
+            ? std::min(r.candidates.size(),
+                       size_t(std::lround((1 - a.map_hit_rate) * double(r.candidates.size()))))
+            : 0;
+    for (size_t i = r.candidates.size() - fresh; i < r.candidates.size(); ++i)
+      r.candidates[i] = FreshItem(0);
     std::string body = "{\"user_id\":\"" + JsonEscape(r.user) + "\",\"items\":[";
+    std::vector<size_t> fresh_in_body;
     for (size_t i = 0; i < r.candidates.size(); ++i) {
       if (i) body += ',';
+      if (i >= r.candidates.size() - fresh)
+        fresh_in_body.push_back(body.size() + 1 + r.candidates[i].size() - kFreshDigits);
       body += '"' + JsonEscape(r.candidates[i]) + '"';
     }
     body += "]";
@@ -464,6 +524,9 @@ std::vector<Request> PrepareRequests(const Args& a, const ef::Layout& layout, in
       body += "]";
     }
     r.http = bench::HttpConn::Post(a.serve, "/v1/filter", body + "}");
+    // The body ends the request (its headers come first).
+    const size_t body_at = r.http.size() - body.size() - 1;
+    for (size_t at : fresh_in_body) r.fresh_at.push_back(body_at + at);
     r.http_mark = bench::HttpConn::Post(a.serve, "/v1/filter",
                                         body + ",\"mark_served\":" + std::to_string(a.mark) + "}");
     r.mget = "*" + std::to_string(read.size() + 1) + "\r\n$4\r\nMGET\r\n";
@@ -670,6 +733,9 @@ struct Phase {
   uint64_t mark_failed = 0;
   double ring_users = 0, ring_fill = 0, rings_full = 0;
   uint64_t sessions_ended = 0;  // sessions ended (SessionEnder) during the run
+  // serve's content cache (issue 52) during the run: lookups it answered and
+  // lookups read from the map (-1: a serve without it).
+  double cache_hits = -1, cache_misses = -1;
 };
 
 void Finish(Phase* p, Latencies* l, double secs) {
@@ -793,17 +859,28 @@ std::unique_ptr<httplib::Client> HttpClient(const std::string& host, int port) {
   return c;
 }
 
-// serve's exposure_filter_serve_failed_open_total (answers "all unseen" because
-// Redis failed or was slower than serve.timeout: 200 OK, so counted from /metrics).
-double ServeFailedOpen(const std::string& host, int port) {
+// Counters of serve's /metrics: exposure_filter_serve_failed_open_total (answers
+// "all unseen" because Redis failed or was slower than serve.timeout: 200 OK, so
+// counted from /metrics), and its local content cache's hits and misses (-1: a
+// serve without the cache, before issue 52).
+struct ServeCounters {
+  double failed_open = 0, cache_hits = -1, cache_misses = -1;
+};
+
+ServeCounters ScrapeServe(const std::string& host, int port) {
+  ServeCounters out;
   auto c = HttpClient(host, port);
   auto res = c->Get("/metrics");
-  if (!res || res->status != 200) return 0;
-  const std::string name = "\nexposure_filter_serve_failed_open_total";
-  size_t p = res->body.find(name);
-  if (p == std::string::npos) return 0;
-  p = res->body.find(' ', p + 1);
-  return p == std::string::npos ? 0 : std::atof(res->body.c_str() + p + 1);
+  if (!res || res->status != 200) return out;
+  auto value = [&](const char* series, double absent) {
+    const std::string name = std::string("\n") + series + " ";
+    const size_t p = res->body.find(name);
+    return p == std::string::npos ? absent : std::atof(res->body.c_str() + p + name.size());
+  };
+  out.failed_open = value("exposure_filter_serve_failed_open_total", 0);
+  out.cache_hits = value("exposure_filter_serve_cluster_cache_hits_total", -1);
+  out.cache_misses = value("exposure_filter_serve_cluster_cache_misses_total", -1);
+  return out;
 }
 
 // rate_per_s <= 0: closed loop; else each thread sends on a fixed schedule and the
@@ -820,7 +897,7 @@ bool RunServe(const Args& a, int conns, const std::vector<Request>& reqs, double
   }
   // Before the load connections exist: each holds one of serve's workers while
   // open (cpp-httplib), so with --threads >= serve.threads this GET would wait.
-  const double failed_open0 = ServeFailedOpen(host, port);
+  const ServeCounters before = ScrapeServe(host, port);
   std::vector<Latencies> lat(conns);
   std::vector<uint64_t> errors(conns), marked(conns), served(conns), mark_failed(conns);
   std::atomic<int> ready{0};
@@ -846,10 +923,10 @@ bool RunServe(const Args& a, int conns, const std::vector<Request>& reqs, double
         interval = std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double>(conns / rate_per_s));
       auto next = t0 + interval * t / conns;
-      std::string body;
+      std::string body, fresh_request;
       for (size_t i = size_t(t) * 7919;; ++i) {
         const Request& r = reqs[i % reqs.size()];
-        const std::string& request = mark ? r.http_mark : r.http;
+        const std::string& request = mark ? r.http_mark : WithFreshItems(r, &fresh_request);
         Clock::time_point s;
         if (rate_per_s > 0) {
           if (next >= end) break;
@@ -887,7 +964,12 @@ bool RunServe(const Args& a, int conns, const std::vector<Request>& reqs, double
   for (auto& x : th) x.join();
   double secs = Seconds(Clock::now() - t0);
   if (connect_failed.load()) return false;
-  out->errors += uint64_t(std::max(0.0, ServeFailedOpen(host, port) - failed_open0));
+  const ServeCounters after = ScrapeServe(host, port);
+  out->errors += uint64_t(std::max(0.0, after.failed_open - before.failed_open));
+  if (before.cache_hits >= 0) {
+    out->cache_hits = after.cache_hits - before.cache_hits;
+    out->cache_misses = after.cache_misses - before.cache_misses;
+  }
   Latencies all;
   uint64_t n_marked = 0, n_served = 0;
   for (int t = 0; t < conns; ++t) {
@@ -903,6 +985,29 @@ bool RunServe(const Args& a, int conns, const std::vector<Request>& reqs, double
     out->served_per_request = double(n_served) / double(out->requests);
   }
   return true;
+}
+
+// --clusters map: every prepared request sent once (4 connections), unmeasured,
+// so that serve's content cache holds the requests' candidates.
+bool WarmServeCache(const Args& a, const std::vector<Request>& reqs) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(a.serve, &host, &port)) return false;
+  constexpr size_t kConns = 4;
+  std::atomic<int> failed{0};
+  std::vector<std::thread> th;
+  for (size_t t = 0; t < kConns; ++t) {
+    th.emplace_back([&, t] {
+      bench::HttpConn c(host, port);
+      std::string fresh_request;
+      for (size_t i = t; i < reqs.size(); i += kConns)
+        failed += c.RoundTrip(WithFreshItems(reqs[i], &fresh_request)) != 200;
+    });
+  }
+  for (auto& x : th) x.join();
+  if (failed.load())
+    std::fprintf(stderr, "ef_read_bench: warming serve's cache: %d failed\n", failed.load());
+  return failed.load() == 0;
 }
 
 bool RunMget(const Args& a, int conns, const ef::RedisOptions& ro, const std::vector<Request>& reqs,
@@ -960,7 +1065,7 @@ bool RunMget(const Args& a, int conns, const ef::RedisOptions& ro, const std::ve
 
 // --clusters map: the content map entry (docs/CONTENT.md rule 4) of every
 // candidate of the requests, with ClusterOf's cluster.
-bool WriteContentMap(const ef::RedisOptions& ro, const ef::Layout& layout,
+bool WriteContentMap(const Args& a, const ef::RedisOptions& ro, const ef::Layout& layout,
                      const std::vector<Request>& reqs) {
   auto conn = ef::RedisConnection::Connect(ro);
   if (!conn.ok()) {
@@ -969,6 +1074,10 @@ bool WriteContentMap(const ef::RedisOptions& ro, const ef::Layout& layout,
   }
   std::set<std::string> items;
   for (const Request& r : reqs) items.insert(r.candidates.begin(), r.candidates.end());
+  // The fresh items (PrepareRequests), as many as the measured runs take at most
+  // (more are read as not indexed).
+  if (a.map_hit_rate < 1)
+    for (uint64_t n = 0; n < kFreshIndexed; ++n) items.insert(FreshItem(n));
   std::vector<std::vector<std::string>> cmds;
   std::vector<ef::RedisReply> replies;
   uint64_t seq = 0;
@@ -1193,7 +1302,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "ef_read_bench: filled %" PRIu64 " items in %.1f s\n", fill.items,
                fill.seconds);
   std::vector<Request> reqs = PrepareRequests(a, *layout, fc.items_per_bucket, now, 2000);
-  if (a.clusters == "map" && !WriteContentMap(ro, *layout, reqs)) return 1;
+  if (a.clusters == "map" && !WriteContentMap(a, ro, *layout, reqs)) return 1;
   if (a.phases.find(",idle,") != std::string::npos) return RunIdleMode(a, reqs, ro);
 
   Phase lib, lib_mark, closed, open, mark_closed, mark_open, mget;
@@ -1253,6 +1362,11 @@ int main(int argc, char** argv) {
       }
     }
   };
+  if (!a.serve.empty() && want("serve") && a.clusters == "map" && a.map_hit_rate > 0) {
+    std::fprintf(stderr, "ef_read_bench: warming serve's content cache (%zu requests)...\n",
+                 reqs.size());
+    ok &= WarmServeCache(a, reqs);
+  }
   if (!a.serve.empty() && (want("serve") || marks)) {
     // serve without marks, then with "mark_served" (from empty rings each run), so
     // that the two maxima come from the same run.
@@ -1416,6 +1530,13 @@ int main(int argc, char** argv) {
                     ",\"ring_users\":%.0f,\"ring_mean_items\":%.1f,\"rings_full\":%.4f}",
                     p.marked_per_request, p.served_per_request, p.mark_failed, p.sessions_ended,
                     p.ring_users, p.ring_fill, p.rings_full);
+      j += buf;
+    }
+    if (p.ran && p.cache_hits >= 0) {
+      const double lookups = p.cache_hits + p.cache_misses;
+      std::snprintf(buf, sizeof buf,
+                    ",\"cluster_cache\":{\"hits\":%.0f,\"misses\":%.0f,\"hit_rate\":%.4f}",
+                    p.cache_hits, p.cache_misses, lookups > 0 ? p.cache_hits / lookups : 0.0);
       j += buf;
     }
     if (!p.rps_by_conns.empty()) {

@@ -15,9 +15,10 @@
 // the user saw an item of its cluster (Result::near_duplicate, Result::cluster).
 // The cluster comes from the call (the *WithClusters calls, Query::clusters),
 // else from the content map (`<prefix>cm{item}`, filled by `exposure-filter
-// content`): the map entries of the candidates without one are read in the same
-// round trip as the MGET (one Redis: in the same pipeline; Redis Cluster: one
-// GET per candidate, pipelined per master with the MGETs, the masters in
+// content`), through a local cache of it (ClientOptions::content_cache_bytes):
+// the map entries of the candidates the cache does not answer are read in the
+// same round trip as the MGET (one Redis: in the same pipeline; Redis Cluster:
+// one GET per candidate, pipelined per master with the MGETs, the masters in
 // parallel). A candidate the map does not know is tested by its item ID alone
 // (ClientStats::clusters_unknown). With the option off, clusters are ignored and
 // nothing more is read.
@@ -94,7 +95,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -137,6 +140,19 @@ struct ClientOptions {
   // the call answers, whenever a bucket value is longer than the known layout
   // allows (a writer of a newer layout wrote it). 0: only on a new connection.
   std::chrono::milliseconds layout_recheck{10000};
+  // filter.near_duplicates: the bytes of the local cache of the content map
+  // (item -> cluster) in front of Redis; unset: the config's
+  // serve.content_cache_bytes (default 64 MiB); 0: no cache, every lookup reads
+  // the map. What the map answered is kept: a cluster until evicted or for a day
+  // (an assignment never changes once made: docs/CONTENT.md rule 3, "An item
+  // already in the map item -> cluster keeps its cluster"), "not known" for 10 s
+  // (an item not indexed yet is found 10 s after the items topic indexes it, at
+  // the latest). Memory: at most this many bytes of tables and clusters, as
+  // allocated (docs/CONTENT.md rule 5, "The readers' cache").
+  std::optional<size_t> content_cache_bytes;
+  // For tests: the monotonic clock, in milliseconds, that the cache's times are
+  // measured with; empty: std::chrono::steady_clock.
+  std::function<int64_t()> cache_clock_ms;
 };
 
 // One user's candidates (for SeenBatch).
@@ -214,8 +230,8 @@ struct MarkResult {
   size_t filled = 0;  // the ring's items after the write (at most serve.served_items)
 };
 
-// Counters since Create; monotonic; read with stats() (a consistent-enough
-// snapshot: each counter is read atomically).
+// Counters since Create; monotonic (but cluster_cache_bytes); read with stats() (a
+// consistent-enough snapshot: each counter is read atomically).
 struct ClientStats {
   uint64_t calls = 0;          // Seen/Unseen/SeenBatch calls
   uint64_t users = 0;          // user queries (SeenBatch counts each query)
@@ -233,10 +249,18 @@ struct ClientStats {
   uint64_t mark_errors = 0;    // marks that failed (Redis; counted in redis_errors too)
   // filter.near_duplicates (docs/CONTENT.md rule 5):
   uint64_t near_duplicates = 0;   // candidates found near duplicates (not seen)
-  uint64_t cluster_lookups = 0;   // candidates whose cluster was read from the content map
+  uint64_t cluster_lookups = 0;   // candidates whose cluster was looked up (none given):
+                                  // in the local cache, else in the content map
   uint64_t clusters_unknown = 0;  // of which the map did not know (or held a bad value)
   uint64_t map_bad_values = 0;    // of which the map's value was not a map entry (1-16 bytes;
                                   // an empty value reads as a missing key)
+  // The local cache of the content map (ClientOptions::content_cache_bytes): of
+  // cluster_lookups, those it answered (a cluster, or a recent "not known") and
+  // those read from the map in Redis (cluster_lookups = hits + misses).
+  uint64_t cluster_cache_hits = 0;
+  uint64_t cluster_cache_misses = 0;
+  // Not a counter: the bytes the cache holds now (<= content_cache_bytes).
+  uint64_t cluster_cache_bytes = 0;
 };
 
 // Stored layout the client reads with.

@@ -55,9 +55,13 @@ StatusOr<std::unique_ptr<ClusterSource>> EnableNearDuplicates(const Config& conf
   auto index = contentdb::ContentIndex::Make(std::move(options), std::move(*runner));
   if (!index.ok()) return index.status();
   std::unique_ptr<ClusterSource> source = std::make_unique<ContentIndexClusters>(std::move(*index));
-  ingest.SetClusters(source.get(), static_cast<size_t>(config.content.cache_items));
-  spdlog::info("near-duplicates: exposures also set their content cluster (cache {} items)",
-               config.content.cache_items);
+  ingest.SetClusters(
+      source.get(), contentdb::ClusterCacheLimits{static_cast<size_t>(config.content.cache_items),
+                                                  static_cast<size_t>(config.content.cache_bytes)});
+  spdlog::info(
+      "near-duplicates: exposures also set their content cluster (cache up to {} items and {} "
+      "bytes)",
+      config.content.cache_items, config.content.cache_bytes);
   return source;
 }
 namespace {

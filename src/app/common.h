@@ -24,7 +24,8 @@
 namespace ef::app {
 
 // filter.near_duplicates (docs/CONTENT.md rule 5): the content index as the
-// ingest pipeline's ClusterSource, set on `ingest` (content.cache_items) and
+// ingest pipeline's ClusterSource, set on `ingest` (its cache bounded by
+// content.cache_items and content.cache_bytes) and
 // logged; null (and nothing set) when the option is off. The source must outlive
 // the ingest's run. kUnavailable when `redis.cluster: auto` finds no seed answering.
 // Bad content-map values read (contentdb/index.h) add to `bad_values`.

@@ -97,10 +97,14 @@ std::vector<std::vector<std::string>> MgetCommands(CallPlan* plan) {
   return commands;
 }
 
-// filter.near_duplicates: the map entries of the candidates with no cluster
-// given, read with the MGETs (docs/CONTENT.md rule 5), in user order.
-Lookups PlanLookups(const Work* work, const std::vector<size_t>& valid, const std::string& prefix) {
+// filter.near_duplicates: the clusters of the candidates with no cluster given
+// (docs/CONTENT.md rule 5), in user order: from the cache (if any) at once, in
+// one batch, the rest to read from the map with the MGETs.
+Lookups PlanLookups(const Work* work, const std::vector<size_t>& valid, const std::string& prefix,
+                    ef::contentdb::SharedClusterCache* cache, uint32_t seed, int64_t now_ms) {
+  using Hit = ef::contentdb::ClusterCache::Hit;
   Lookups lookups;
+  std::vector<std::string_view> items;  // per lookup
   for (size_t v = 0; v < valid.size(); ++v) {
     const Work& w = work[valid[v]];
     for (size_t j = 0; j < w.candidates.size(); ++j) {
@@ -108,9 +112,30 @@ Lookups PlanLookups(const Work* work, const std::vector<size_t>& valid, const st
       if (w.clusters.size() != 0 && !w.clusters[j].empty()) continue;
       // Not an item the index files (contentdb/map.h): unknown, nothing read.
       if (item.empty() || item.size() > ef::contentdb::kMaxContentItemBytes) continue;
-      lookups.keys.push_back(ef::contentdb::MapKey(prefix, item));
       lookups.of.emplace_back(v, j);
+      items.push_back(item);
     }
+  }
+  const size_t n = items.size();
+  lookups.clusters.resize(n);
+  std::vector<ef::Hash128> hashes;
+  std::vector<Hit> hits(n, Hit::kNone);
+  if (cache != nullptr && n > 0) {
+    hashes.resize(n);
+    for (size_t i = 0; i < n; ++i) hashes[i] = ef::HashItem(items[i], seed);
+    cache->FindMany(hashes.data(), n, now_ms, hits.data(), lookups.clusters.data());
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (hits[i] == Hit::kSelf) lookups.clusters[i].assign(items[i]);
+    lookups.unknown += hits[i] == Hit::kMiss ? 1 : 0;
+    if (hits[i] != Hit::kNone) {
+      ++lookups.hits;
+      continue;
+    }
+    lookups.keys.push_back(ef::contentdb::MapKey(prefix, items[i]));
+    lookups.key_of.push_back(i);
+    lookups.items.push_back(items[i]);
+    if (cache != nullptr) lookups.hashes.push_back(hashes[i]);
   }
   return lookups;
 }
@@ -270,7 +295,8 @@ std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const Call
   std::vector<std::vector<std::string>> commands = MgetCommands(&plan);
   Lookups lookups;
   if (near_duplicates && call.cluster_lookup)
-    lookups = PlanLookups(work, plan.valid, configured.prefix);
+    lookups = PlanLookups(work, plan.valid, configured.prefix, cluster_cache.get(), configured.seed,
+                          cluster_cache ? cache_now_ms() : 0);
   const bool single_lookup = !cluster && !lookups.keys.empty();
   if (single_lookup) AppendLookupMget(lookups, &commands);
   CallReplies replies;
@@ -289,9 +315,11 @@ std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const Call
     *redo = true;
     return std::move(plan.results);
   }
-  if (single_lookup) DecodeLookups((*replies.single)[plan.valid.size()].values, &lookups);
-  if (!lookups.keys.empty()) {  // counted once per call, not again by a redo (above)
-    Add(counters.cluster_lookups, lookups.keys.size());
+  if (single_lookup) DecodeLookups((*replies.single)[plan.valid.size()].values, nullptr, &lookups);
+  if (!lookups.of.empty()) {  // counted once per call, not again by a redo (above)
+    Add(counters.cluster_lookups, lookups.of.size());
+    Add(counters.cluster_cache_hits, lookups.hits);
+    Add(counters.cluster_cache_misses, lookups.keys.size());
     Add(counters.clusters_unknown, lookups.unknown);
     Add(counters.map_bad_values, lookups.bad);
   }
@@ -299,24 +327,36 @@ std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const Call
   return std::move(plan.results);
 }
 
-void Client::Impl::DecodeLookups(const std::vector<std::string_view>& values, Lookups* lookups) {
-  lookups->clusters.assign(lookups->keys.size(), std::string());
+void Client::Impl::DecodeLookups(const std::vector<std::string_view>& values,
+                                 const std::vector<bool>* answered, Lookups* lookups) {
+  const int64_t now_ms = cluster_cache ? cache_now_ms() : 0;
   uint64_t unknown = 0, bad = 0;
-  for (size_t k = 0; k < lookups->keys.size() && k < values.size(); ++k) {
-    if (values[k].empty()) {  // nil: not indexed yet, or expired
-      ++unknown;
-      continue;
+  std::vector<ef::Hash128> put;  // what the map answered, for the cache
+  std::vector<std::string_view> put_items, put_clusters;
+  for (size_t k = 0; k < lookups->keys.size(); ++k) {
+    std::string& cluster = lookups->clusters[lookups->key_of[k]];
+    cluster.clear();
+    const bool read = k < values.size() && (answered == nullptr || (*answered)[k]);
+    if (read && !values[k].empty()) {  // empty: nil, not indexed yet, or expired
+      std::optional<ef::contentdb::MapValue> mv = ef::contentdb::DecodeMapValue(values[k]);
+      if (mv && !mv->cluster.empty()) {
+        cluster = std::move(mv->cluster);
+      } else {
+        ++bad;
+      }
     }
-    std::optional<ef::contentdb::MapValue> mv = ef::contentdb::DecodeMapValue(values[k]);
-    if (!mv || mv->cluster.empty()) {
-      ++unknown;
-      ++bad;
-      continue;
+    unknown += cluster.empty() ? 1 : 0;
+    // An answer of the map is kept (a cluster, or "not known" for a short while);
+    // no answer (a master down) is not.
+    if (cluster_cache && read) {
+      put.push_back(lookups->hashes[k]);
+      put_items.push_back(lookups->items[k]);
+      put_clusters.push_back(cluster);
     }
-    lookups->clusters[k] = std::move(mv->cluster);
   }
-  unknown += lookups->keys.size() - std::min(values.size(), lookups->keys.size());
-  lookups->unknown = unknown;
+  if (!put.empty())
+    cluster_cache->PutMany(put.data(), put_items.data(), put_clusters.data(), put.size(), now_ms);
+  lookups->unknown += unknown;
   lookups->bad = bad;
 }
 

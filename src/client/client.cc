@@ -9,6 +9,7 @@
 #include "bloom/keys.h"
 #include "bloom/served.h"
 #include "client/impl.h"
+#include "common/clock.h"
 #include "config/loader.h"
 
 namespace exposure_filter {
@@ -16,6 +17,29 @@ namespace exposure_filter {
 using namespace client_internal;  // NOLINT: the client's own internals
 using ef::Status;
 using ef::StatusCode;
+
+namespace {
+
+// What calls need of the config beyond the layout and redis.*: the served
+// ring, WAIT, and near duplicates with the content map's local cache.
+void TakeConfig(const ef::Config& config, const ClientOptions& options, Client::Impl* impl) {
+  impl->served_capacity = static_cast<uint32_t>(config.serve.served_items);
+  impl->served_width = ef::ServedWidth(impl->served_capacity, config.serve.served_fpr);
+  impl->served_ttl_ms = config.serve.served_ttl_ms;
+  impl->wait_replicas = config.redis.wait_replicas;
+  impl->wait_timeout_ms = config.redis.wait_timeout_ms;
+  impl->near_duplicates = config.filter.near_duplicates;
+  const size_t cache_bytes =
+      options.content_cache_bytes.value_or(static_cast<size_t>(config.serve.content_cache_bytes));
+  if (impl->near_duplicates && cache_bytes > 0) {
+    ef::contentdb::ClusterCacheLimits limits;
+    limits.bytes = cache_bytes;
+    impl->cluster_cache = std::make_unique<ef::contentdb::SharedClusterCache>(limits);
+    impl->cache_now_ms = options.cache_clock_ms ? options.cache_clock_ms : ef::SteadyNowMs;
+  }
+}
+
+}  // namespace
 
 std::unique_ptr<Client> Client::Create(const ClientOptions& options, std::string* error,
                                        ErrorCode* code) {
@@ -39,12 +63,7 @@ std::unique_ptr<Client> Client::Create(const ClientOptions& options, std::string
   if (!redis.ok()) return fail(redis.status(), ErrorCode::kInvalidArgument);
 
   auto impl = std::make_unique<Impl>(options, std::move(*layout), std::move(*redis));
-  impl->served_capacity = static_cast<uint32_t>(config->serve.served_items);
-  impl->served_width = ef::ServedWidth(impl->served_capacity, config->serve.served_fpr);
-  impl->served_ttl_ms = config->serve.served_ttl_ms;
-  impl->wait_replicas = config->redis.wait_replicas;
-  impl->wait_timeout_ms = config->redis.wait_timeout_ms;
-  impl->near_duplicates = config->filter.near_duplicates;
+  TakeConfig(*config, options, impl.get());
   // The first connection may take redis.connect_timeout (start-up is not a call).
   const Clock::time_point deadline =
       Clock::now() + std::chrono::milliseconds(std::max<int64_t>(impl->redis.connect_timeout_ms,
@@ -236,6 +255,9 @@ ClientStats Client::stats() const {
   s.cluster_lookups = get(c.cluster_lookups);
   s.clusters_unknown = get(c.clusters_unknown);
   s.map_bad_values = get(c.map_bad_values);
+  s.cluster_cache_hits = get(c.cluster_cache_hits);
+  s.cluster_cache_misses = get(c.cluster_cache_misses);
+  if (impl_->cluster_cache) s.cluster_cache_bytes = impl_->cluster_cache->memory_bytes();
   return s;
 }
 

@@ -43,16 +43,23 @@ SlotCommands RouteMgets(const std::vector<std::vector<std::string>>& commands,
   return routed;
 }
 
-// The map entries' values, read past the users' replies: empty (unknown) for a
-// GET with no answer (its master down) or an error reply.
+// The map entries' values, read past the users' replies: empty (unknown) and
+// not *answered for a GET with no answer (its master down) or an error reply.
 std::vector<std::string_view> LookupValues(size_t users, size_t keys,
                                            const std::vector<ef::RedisReply>& replies,
-                                           const std::vector<Status>& status) {
+                                           const std::vector<Status>& status,
+                                           std::vector<bool>* answered) {
   std::vector<std::string_view> values(keys);
+  answered->assign(keys, false);
   for (size_t k = 0; k < keys; ++k) {
     const size_t at = users + k;
-    if (status[at].ok() && replies[at].type == ef::RedisReply::Type::kString)
+    if (!status[at].ok()) continue;
+    if (replies[at].type == ef::RedisReply::Type::kString) {
       values[k] = replies[at].str;
+      (*answered)[k] = true;
+    } else if (replies[at].type == ef::RedisReply::Type::kNil) {
+      (*answered)[k] = true;
+    }
   }
   return values;
 }
@@ -220,8 +227,10 @@ Status Client::Impl::ClusterMget(ef::ClusterRouter& router,
   if (!r.ok()) return r.status();
   *replies = std::move(*r);
   if (lookups != nullptr) {
-    DecodeLookups(LookupValues(commands.size(), lookups->keys.size(), *replies, *user_status),
-                  lookups);
+    std::vector<bool> answered;
+    const std::vector<std::string_view> values =
+        LookupValues(commands.size(), lookups->keys.size(), *replies, *user_status, &answered);
+    DecodeLookups(values, &answered, lookups);
     replies->resize(commands.size());
     user_status->resize(commands.size());
   }

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,6 +29,7 @@
 
 #include "bloom/layout.h"
 #include "client/pool.h"
+#include "contentdb/cluster_cache.h"
 #include "exposure_filter/client.h"
 #include "read/bloom_reader.h"
 #include "redis/cluster.h"
@@ -53,7 +55,7 @@ struct Counters {
   std::atomic<uint64_t> calls{0}, users{0}, candidates{0}, seen{0}, failed_open{0}, errors{0},
       redis_errors{0}, timeouts{0}, reconnects{0}, layout_reads{0}, stale_retries{0}, served{0},
       marked{0}, mark_errors{0}, near_duplicates{0}, cluster_lookups{0}, clusters_unknown{0},
-      map_bad_values{0};
+      map_bad_values{0}, cluster_cache_hits{0}, cluster_cache_misses{0};
 };
 
 inline void Add(std::atomic<uint64_t>& counter, uint64_t n) {
@@ -67,14 +69,21 @@ struct Work {
   ef::ItemList clusters = {};  // empty, or one per candidate ("" = unknown)
 };
 
-// filter.near_duplicates: the content map entries read with a call's MGETs
-// (docs/CONTENT.md rule 5, "Where the cluster comes from").
+// filter.near_duplicates: the clusters a call looks up (docs/CONTENT.md rule 5,
+// "Where the cluster comes from"): in the local cache (call.cc PlanLookups), and
+// the content map entries of the rest, read with the call's MGETs.
 struct Lookups {
-  std::vector<std::string> keys;              // <prefix>cm{item}, one per looked-up candidate
-  std::vector<std::pair<size_t, size_t>> of;  // per key: (index into valid users, candidate)
-  std::vector<std::string> clusters;          // per key, after the read: the cluster, "" = unknown
-  uint64_t unknown = 0;                       // after the read: keys with no usable entry
-  uint64_t bad = 0;                           // of those, entries that did not decode
+  // Per looked-up candidate (no cluster given), in user order:
+  std::vector<std::pair<size_t, size_t>> of;  // (index into valid users, candidate)
+  std::vector<std::string> clusters;          // the cluster, "" = unknown (after the read)
+  // Those the cache did not answer, read from Redis:
+  std::vector<std::string> keys;        // <prefix>cm{item}
+  std::vector<size_t> key_of;           // per key: its index into `of`
+  std::vector<std::string_view> items;  // per key: the item (the call's candidate)
+  std::vector<ef::Hash128> hashes;      // per key: the item's hash (with the cache only)
+  uint64_t hits = 0;                    // answered by the cache
+  uint64_t unknown = 0;                 // after the read: no usable entry (cache or map)
+  uint64_t bad = 0;                     // of those, map entries read that did not decode
 };
 
 // Redis Cluster: one pooled router (with its own connection per master) and when
@@ -136,6 +145,9 @@ struct Client::Impl {
   int64_t wait_replicas = 0, wait_timeout_ms = 0;
   // filter.near_duplicates (docs/CONTENT.md rule 5).
   bool near_duplicates = false;
+  // Its local cache of the content map (null: none) and the clock of its times.
+  std::unique_ptr<ef::contentdb::SharedClusterCache> cluster_cache;
+  std::function<int64_t()> cache_now_ms;
   ef::RedisOptions redis;
   ef::client::ConnectionPool pool;
   // Redis Cluster (UseCluster): routers instead of connections.
@@ -301,7 +313,9 @@ struct Client::Impl {
                      std::vector<Status>* user_status, client_internal::Lookups* lookups = nullptr);
   // The clusters of lookups->keys from the values read (nil = unknown), and
   // lookups->unknown and ->bad (the call counts them once, not again on a redo).
-  void DecodeLookups(const std::vector<std::string_view>& values,
+  // What the map answered goes into the cache; answered (null: all) tells the
+  // keys whose value was read from those that got no answer (unknown, not kept).
+  void DecodeLookups(const std::vector<std::string_view>& values, const std::vector<bool>* answered,
                      client_internal::Lookups* lookups);
   // PING on every master (one slot of each), in parallel.
   Status PingCluster(Clock::time_point start, Clock::time_point deadline);

@@ -124,6 +124,10 @@ struct ServeConfig {
   int64_t served_ttl_ms = 2 * 3600 * 1000;  // serve.served_ttl (duration), renewed on write
   int64_t served_items = 500;               // serve.served_items: the ring's capacity
   double served_fpr = 0.0001;               // serve.served_fpr: its false-positive rate when full
+  // filter.near_duplicates: the readers' (serve, the client library) local cache
+  // of the content map, item -> cluster (contentdb/cluster_cache.h), in bytes;
+  // 0 = none (every lookup reads the map).
+  int64_t content_cache_bytes = int64_t{64} << 20;  // serve.content_cache_bytes
 };
 
 // The content index (docs/CONTENT.md "3. Index"; issue 31): near-duplicate items
@@ -137,9 +141,12 @@ struct ContentConfig {
   // `exposure-filter content`: the items topic it consumes and its group.
   std::string topic = "items";                       // content.topic
   std::string group_id = "exposure-filter-content";  // content.group_id
-  // filter.near_duplicates: items whose cluster the daemon keeps in memory
-  // (content.cache_items; about 100 bytes each).
+  // filter.near_duplicates: the daemon's cache of item -> cluster
+  // (contentdb/cluster_cache.h), bounded by both: at most cache_items items
+  // (content.cache_items; about 100 bytes each) and cache_bytes bytes
+  // (content.cache_bytes); whichever is reached first. 0 in either = none.
   int64_t cache_items = 200000;
+  int64_t cache_bytes = int64_t{64} << 20;
   // content.listen host:port of `exposure-filter content`'s /metrics, /healthz
   // and /readyz; "" = off. Its own port, so content runs beside `run` with the
   // same config file.

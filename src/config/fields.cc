@@ -456,6 +456,8 @@ std::vector<Field> BuildFields() {
   t.push_back(IntField("serve.threads", &C::serve, &ServeConfig::threads, 1, 1024));
   t.push_back(DurationField("serve.idle_timeout", &C::serve, &ServeConfig::idle_timeout_ms, 1,
                             kSecond, kDay));
+  t.push_back(IntField("serve.content_cache_bytes", &C::serve, &ServeConfig::content_cache_bytes, 0,
+                       int64_t{1} << 40));
   {
     Field f = Row("serve.fail_closed", FieldType::kBool, &C::serve, &ServeConfig::fail_closed);
     f.check = [](const Value&) { return Status::Ok(); };
@@ -471,6 +473,8 @@ std::vector<Field> BuildFields() {
   t.push_back(StringField("content.group_id", &C::content, &ContentConfig::group_id, NonEmpty));
   t.push_back(
       IntField("content.cache_items", &C::content, &ContentConfig::cache_items, 0, 1'000'000'000));
+  t.push_back(IntField("content.cache_bytes", &C::content, &ContentConfig::cache_bytes, 0,
+                       int64_t{1} << 40));
   t.push_back(StringField("content.listen", &C::content, &ContentConfig::listen, HostPort(true)));
 
   t.push_back(StringField("log.level", &C::log, &LogConfig::level,

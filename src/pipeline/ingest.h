@@ -153,14 +153,19 @@ class Ingest {
   std::vector<PartitionSnapshot> Snapshot();
   IngestHealth Health() const { return {sink_failing_, sink_error_}; }
   // filter.near_duplicates (docs/CONTENT.md rule 5): each exposed item's cluster
-  // is taken from the event, else from a cache of `cache_items` items, else
-  // asked of `clusters` (not owned) in one call per batch just before the batch
-  // is written; an item that is not its cluster's first gets the cluster's token
-  // in the same key. A failed call is retried like a failed write (the batch
-  // waits; nothing is committed past it). Call before Run/Step.
-  void SetClusters(ClusterSource* clusters, size_t cache_items) {
+  // is taken from the event, else from a cache within `cache` (content.cache_items
+  // and content.cache_bytes), else asked of `clusters` (not owned) in one call
+  // per batch just before the batch is written; an item that is not its
+  // cluster's first gets the cluster's token in the same key. A failed call is
+  // retried like a failed write (the batch waits; nothing is committed past it).
+  // Call before Run/Step.
+  void SetClusters(ClusterSource* clusters, ClusterCacheLimits cache) {
     clusters_ = clusters;
-    cluster_cache_ = std::make_unique<ClusterCache>(cache_items);
+    cluster_cache_ = std::make_unique<ClusterCache>(cache);
+  }
+  // At most cache_items items, no byte limit.
+  void SetClusters(ClusterSource* clusters, size_t cache_items) {
+    SetClusters(clusters, ClusterCacheLimits{cache_items});
   }
 
   // Calls fn about every interval_ms from the ingest thread, also while Redis

@@ -207,9 +207,20 @@ void AppendClientFamilies(const Client& client, std::vector<pm::MetricFamily>* o
           stats.mark_errors);
   // filter.near_duplicates: the content map's answers (docs/CONTENT.md rule 5).
   counter("exposure_filter_serve_cluster_lookups_total",
-          "Candidates whose near-duplicate cluster was read from the content map "
-          "(filter.near_duplicates, no cluster in the request)",
+          "Candidates whose near-duplicate cluster was looked up in the content map, through its "
+          "local cache (filter.near_duplicates, no cluster in the request)",
           stats.cluster_lookups);
+  counter("exposure_filter_serve_cluster_cache_hits_total",
+          "Of exposure_filter_serve_cluster_lookups_total: answered by the local cache of the "
+          "content map (a cluster, or a recent \"not known\"; serve.content_cache_bytes)",
+          stats.cluster_cache_hits);
+  counter("exposure_filter_serve_cluster_cache_misses_total",
+          "Of exposure_filter_serve_cluster_lookups_total: read from the content map in Redis",
+          stats.cluster_cache_misses);
+  AppendSample(out, "exposure_filter_serve_cluster_cache_bytes",
+               "Bytes the local cache of the content map holds (at most "
+               "serve.content_cache_bytes)",
+               pm::MetricType::Gauge, static_cast<double>(stats.cluster_cache_bytes));
   counter("exposure_filter_serve_clusters_unknown_total",
           "Of exposure_filter_serve_cluster_lookups_total: candidates the content map did not "
           "know (not indexed yet, expired, or a bad value), tested by their item ID alone",

@@ -8,8 +8,10 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -22,6 +24,7 @@
 #include "bloom/layout.h"
 #include "bloom/stages.h"
 #include "common/clock.h"
+#include "contentdb/cluster_cache.h"
 #include "contentdb/index.h"
 #include "exposure_filter/client.h"
 #include "redis/meta.h"
@@ -76,13 +79,17 @@ void MapEntry(RedisServer& redis, const Layout& layout, const std::string& item,
                  contentdb::EncodeMapValue(1, 0x1234, cluster)});
 }
 
-std::unique_ptr<exposure_filter::Client> MakeClient(RedisServer& redis, bool near_duplicates) {
+// `tweak` changes the options before Create (e.g. the content cache's clock).
+std::unique_ptr<exposure_filter::Client> MakeClient(
+    RedisServer& redis, bool near_duplicates,
+    const std::function<void(exposure_filter::ClientOptions&)>& tweak = {}) {
   exposure_filter::ClientOptions o;
   o.overrides = {"redis.address=" + redis.address(), "filter.items_per_bucket=200",
                  "filter.fpr=0.01",
                  std::string("filter.near_duplicates=") + (near_duplicates ? "true" : "false")};
   o.timeout = 5000ms;
   o.on_error = exposure_filter::OnError::kFailClosed;
+  if (tweak) tweak(o);
   std::string error;
   auto client = exposure_filter::Client::Create(o, &error);
   INFO(error);
@@ -95,6 +102,13 @@ int64_t MgetCalls(RedisServer& redis) {
   const size_t at = info.str.find("cmdstat_mget:calls=");
   if (at == std::string::npos) return 0;
   return std::stoll(info.str.substr(at + 19));
+}
+
+// Keys read by every command since the last CONFIG RESETSTAT (INFO stats).
+int64_t KeysRead(RedisServer& redis) {
+  const std::string info = redis.Command({"INFO", "stats"}).str;
+  return std::stoll(RedisServer::InfoValue(info, "keyspace_hits")) +
+         std::stoll(RedisServer::InfoValue(info, "keyspace_misses"));
 }
 
 // The user saw A2 (cluster A, whose first item is A) and B (its own cluster).
@@ -434,6 +448,155 @@ TEST_CASE(
   CHECK(alone.seen == std::vector<bool>{true, false, true, false, false});
   CHECK(alone.near_duplicate == std::vector<bool>(5, false));
   CHECK(alone.served == std::vector<bool>{false, true, false, true, false});
+  CHECK(serve->Stop(SIGTERM, 20s) == 0);
+}
+
+TEST_CASE(
+    "near duplicates: the library's content cache answers again without Redis, and an item "
+    "indexed after a miss is found once the miss's 10 s are over (issue 52)",
+    "[integration][near_duplicates][client][content_cache]") {
+  RedisServer redis;
+  const Layout layout = DefaultTestLayout();
+  WriteKey(redis, layout, "u1", Exposures(kSeen));
+  MapEntry(redis, layout, "A3", "A");
+  MapEntry(redis, layout, "B2", "B");
+  std::atomic<int64_t> now_ms{1'000'000};
+  auto client = MakeClient(redis, true, [&](exposure_filter::ClientOptions& o) {
+    o.cache_clock_ms = [&] { return now_ms.load(); };
+  });
+  const Strings items = {"A2", "A3", "B2", "N1"};  // N1: not indexed yet
+  auto check = [&](const exposure_filter::Result& r, const std::string& n1_cluster) {
+    INFO(r.error);
+    REQUIRE(r.ok);
+    CHECK(r.seen == std::vector<bool>{true, false, false, false});
+    CHECK(r.near_duplicate == std::vector<bool>{false, true, true, !n1_cluster.empty()});
+    CHECK(r.cluster == Strings{"", "A", "B", n1_cluster});
+  };
+  // A call reads the map (a second MGET) and keeps what it answered.
+  redis.Command({"CONFIG", "RESETSTAT"});
+  check(client->Seen("u1", items), "");
+  CHECK(MgetCalls(redis) == 2);
+  const int64_t first_keys = KeysRead(redis);
+  exposure_filter::ClientStats s = client->stats();
+  CHECK(s.cluster_lookups == 4);
+  CHECK(s.cluster_cache_misses == 4);
+  CHECK(s.cluster_cache_hits == 0);
+  CHECK(s.clusters_unknown == 2);  // A2, N1
+  CHECK(s.cluster_cache_bytes > 0);
+  CHECK(s.cluster_cache_bytes <= size_t{64} << 20);  // serve.content_cache_bytes' default
+
+  // The same call again: the cache answers all four (clusters and "not known"),
+  // no map key is read: one MGET, four keys fewer.
+  redis.Command({"CONFIG", "RESETSTAT"});
+  check(client->Seen("u1", items), "");
+  CHECK(MgetCalls(redis) == 1);
+  CHECK(KeysRead(redis) == first_keys - 4);
+  s = client->stats();
+  CHECK(s.cluster_lookups == 8);
+  CHECK(s.cluster_cache_hits == 4);
+  CHECK(s.cluster_cache_misses == 4);
+  CHECK(s.clusters_unknown == 4);
+
+  // N1 is indexed now (a near duplicate of A). The miss stands for 10 s
+  // (ClusterCache::kMissRetryMs) after it was read, then N1 is read again.
+  MapEntry(redis, layout, "N1", "A");
+  now_ms += contentdb::ClusterCache::kMissRetryMs - 1;
+  check(client->Seen("u1", items), "");
+  now_ms += 1;
+  redis.Command({"CONFIG", "RESETSTAT"});
+  check(client->Seen("u1", items), "A");
+  CHECK(MgetCalls(redis) == 2);  // N1 and A2 (also a miss 10 s ago) read again
+  CHECK(KeysRead(redis) == first_keys - 2);
+  s = client->stats();
+  CHECK(s.cluster_cache_misses == 6);
+  CHECK(s.cluster_cache_hits == 10);
+
+  // A cluster is kept (an assignment never changes): with its map entry gone,
+  // A3 keeps its cluster without a read; N1's is kept now too.
+  redis.Command({"DEL", contentdb::MapKey(layout.prefix, "A3")});
+  redis.Command({"CONFIG", "RESETSTAT"});
+  check(client->Seen("u1", items), "A");
+  CHECK(MgetCalls(redis) == 1);
+  CHECK(client->stats().cluster_cache_hits == 14);
+}
+
+TEST_CASE(
+    "near duplicates: with content_cache_bytes 0 every call reads the map, and a cluster given in "
+    "the call needs no cache (issue 52)",
+    "[integration][near_duplicates][client][content_cache]") {
+  RedisServer redis;
+  const Layout layout = DefaultTestLayout();
+  WriteKey(redis, layout, "u1", Exposures(kSeen));
+  MapEntry(redis, layout, "A3", "A");
+  auto client =
+      MakeClient(redis, true, [](exposure_filter::ClientOptions& o) { o.content_cache_bytes = 0; });
+  for (int i = 0; i < 2; ++i) {
+    redis.Command({"CONFIG", "RESETSTAT"});
+    const exposure_filter::Result r = client->Seen("u1", {"A3", "C1"});
+    REQUIRE(r.ok);
+    CHECK(r.near_duplicate == std::vector<bool>{true, false});
+    CHECK(MgetCalls(redis) == 2);
+  }
+  const exposure_filter::ClientStats s = client->stats();
+  CHECK(s.cluster_lookups == 4);
+  CHECK(s.cluster_cache_misses == 4);
+  CHECK(s.cluster_cache_hits == 0);
+  CHECK(s.cluster_cache_bytes == 0);
+  // The config key does the same (ClientOptions unset: serve.content_cache_bytes).
+  auto by_key = MakeClient(redis, true, [](exposure_filter::ClientOptions& o) {
+    o.overrides.push_back("serve.content_cache_bytes=0");
+  });
+  for (int i = 0; i < 2; ++i) REQUIRE(by_key->Seen("u1", {"A3", "C1"}).ok);
+  CHECK(by_key->stats().cluster_cache_misses == 4);
+  CHECK(by_key->stats().cluster_cache_hits == 0);
+}
+
+TEST_CASE(
+    "near duplicates: serve's /metrics counts the content cache's hits, misses and bytes "
+    "(issue 52)",
+    "[integration][near_duplicates][serve][metrics][content_cache]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig("ef.yaml", "filter:\n  near_duplicates: true\n");
+  const Layout layout = DefaultTestLayout();
+  WriteKey(stack.redis(), layout, "u1", Exposures(kSeen));
+  MapEntry(stack.redis(), layout, "B2", "B");
+  const int port = FreePort();
+  auto serve = StartServe(stack, config, port);
+  INFO("serve output:\n" << serve->Output());
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(30, 0);
+  auto scrape = [&] {
+    auto m = http.Get("/metrics");
+    REQUIRE(m);
+    REQUIRE(m->status == 200);
+    return m->body;
+  };
+  const char* const kHits = "exposure_filter_serve_cluster_cache_hits_total";
+  const char* const kMisses = "exposure_filter_serve_cluster_cache_misses_total";
+  const char* const kBytes = "exposure_filter_serve_cluster_cache_bytes";
+  const std::string before = scrape();
+  for (const char* series : {kHits, kMisses, kBytes}) {
+    INFO(series);
+    REQUIRE(SampleValue(before, series) == 0);  // exported before any lookup
+  }
+  const std::string body = R"({"user_id": "u1", "items": ["A2", "B2", "C1"]})";
+  const json want = json::parse(R"({"unseen": ["C1"], "seen_count": 1, "served": [],
+      "served_count": 0, "near_duplicates": [{"item": "B2", "cluster": "B"}],
+      "near_duplicate_count": 1})");
+  for (int i = 0; i < 2; ++i) {
+    stack.redis().Command({"CONFIG", "RESETSTAT"});
+    auto r = http.Post("/v1/filter", body, "application/json");
+    REQUIRE(r);
+    INFO(r->body);
+    REQUIRE(r->status == 200);
+    CHECK(json::parse(r->body) == want);
+    CHECK(MgetCalls(stack.redis()) == (i == 0 ? 2 : 1));  // the second: no map read
+  }
+  const std::string after = scrape();
+  CHECK(SampleValue(after, kMisses) == 3);
+  CHECK(SampleValue(after, kHits) == 3);
+  CHECK(SampleValue(after, kBytes) > 0);
+  CHECK(SampleValue(after, kBytes) <= double(int64_t{64} << 20));
   CHECK(serve->Stop(SIGTERM, 20s) == 0);
 }
 

@@ -196,12 +196,14 @@ Config NonDefaultConfig() {
   c.serve.served_ttl_ms = 90 * 60 * 1000;
   c.serve.served_items = 64;
   c.serve.served_fpr = 0.001;
+  c.serve.content_cache_bytes = 0;
   c.content.max_distance = 2;
   c.content.index_blocks = 6;
   c.content.retention_ms = int64_t{45} * 86400 * 1000;
   c.content.topic = "stories";
   c.content.group_id = "stories-index";
   c.content.cache_items = 0;
+  c.content.cache_bytes = int64_t{1} << 20;
   c.log.level = "debug";
   c.log.format = "json";
   c.content.listen = "0.0.0.0:9476";
