@@ -466,8 +466,18 @@ void ExchangeGroup(const std::vector<ClusterRouter::SlotCommand>& commands,
                    const std::vector<std::optional<NodeAddress>>& ask, int64_t budget_ms,
                    int64_t command_timeout_ms, RoundGroup& g) {
   if (!*g.conn) {
+    // The handshake's replies (AUTH, HELLO, PING) within the budget too: a node
+    // that accepts connections but answers nothing (paused, hung) must not hold
+    // the call for redis.command_timeout.
     RedisOptions o = *g.connect;
-    o.connect_timeout_ms = std::min(o.connect_timeout_ms, budget_ms);
+    if (budget_ms < o.connect_timeout_ms) {
+      o.connect_timeout_ms = budget_ms;
+      o.connect_timeout_name = "what was left of the call's deadline";
+    }
+    if (budget_ms < o.command_timeout_ms) {
+      o.command_timeout_ms = budget_ms;
+      o.command_timeout_name = "what was left of the call's deadline";
+    }
     auto c = RedisConnection::Connect(o);
     if (!c.ok()) {
       g.status = c.status();

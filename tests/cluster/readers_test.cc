@@ -633,6 +633,110 @@ TEST_CASE(
   CHECK(client->stats().clusters_unknown == 2);
 }
 
+// Issue 52: the library's cache of the content map keeps what the map answered
+// (a cluster, or "not known" for 10 s), never a lookup that got no answer: an
+// item whose map entry is on a master that is down is unknown for that call
+// only, and found once the master answers again. The master is paused (CLIENT
+// PAUSE: it answers no client, the cluster bus still runs, so no failover).
+TEST_CASE(
+    "cluster readers: the content cache keeps no answer for a map entry whose master is down, "
+    "and finds it once it answers (issue 52)",
+    "[cluster][readers][near_duplicates][content_cache]") {
+  LocalRedisCluster& cluster = Cluster();
+  auto layout = LayoutFromConfig(FilterConfig{});
+  REQUIRE(layout.ok());
+  const int64_t now_s = SystemClock().NowMs() / 1000;
+  const int64_t start = BucketStart(now_s, layout->bucket_seconds);
+  ClusterRouter router(cluster.RouterOptions());
+  REQUIRE(router.Discover().ok());
+  Layout effective;
+  REQUIRE(EnsureMeta(router, *layout, &effective).ok());
+  const int meta_master = cluster.MasterForSlot(KeySlot(MetaKey(layout->prefix)));
+  // A user on the meta's master, so that the victim holds neither.
+  std::string user;
+  for (int u = 0; user.empty(); ++u) {
+    const std::string name = "cc-user-" + std::to_string(u);
+    if (cluster.MasterForSlot(KeySlot(MakeKey(layout->prefix, name, start,
+                                              layout->bucket_seconds))) == meta_master)
+      user = name;
+  }
+  const std::string key = MakeKey(layout->prefix, user, start, layout->bucket_seconds);
+  const Stage& st = layout->stage_table[0];
+  std::vector<uint32_t> pos(st.k);
+  std::vector<ClusterRouter::SlotCommand> cmds;
+  std::vector<std::string> candidates;
+  std::map<int, std::vector<size_t>> of_master;  // map entry's master -> candidates
+  for (int c = 0; c < 24; ++c) {
+    const std::string cluster_id = "cc-c" + std::to_string(c);
+    // The user saw another item of the cluster (the writers' rule: item, token(C)).
+    for (const std::string& probe : {"cc-seen-" + std::to_string(c), ClusterToken(cluster_id)}) {
+      ComputeStagePositions(HashItem(probe, layout->seed), st, layout->RuleFor(start), pos.data());
+      for (uint32_t p : pos)
+        cmds.push_back({KeySlot(key), {"SETBIT", key, std::to_string(p), "1"}});
+    }
+    const std::string item = "cc-cand-" + std::to_string(c);
+    const std::string map_key = contentdb::MapKey(layout->prefix, item);
+    of_master[cluster.MasterForSlot(KeySlot(map_key))].push_back(candidates.size());
+    cmds.push_back(
+        {KeySlot(map_key), {"SET", map_key, contentdb::EncodeMapValue(c, 0, cluster_id)}});
+    candidates.push_back(item);
+  }
+  REQUIRE(router.Commands(cmds).ok());
+  int victim = -1;
+  for (const auto& [m, idx] : of_master)
+    if (m != meta_master && !idx.empty()) victim = m;
+  REQUIRE(victim >= 0);
+  const size_t on_victim = of_master[victim].size();
+
+  exposure_filter::ClientOptions o;
+  o.overrides = {"redis.address=" + cluster.seeds(), "filter.near_duplicates=true"};
+  o.timeout = 2000ms;
+  std::string error;
+  auto client = exposure_filter::Client::Create(o, &error);
+  INFO(error);
+  REQUIRE(client);
+  REQUIRE(client->Seen("cc-warm", {"x"}).ok);  // the layout read, connections open
+  // Long enough for the two calls below (400 ms each at most), short of the
+  // test's patience.
+  const RedisReply paused = cluster.Command(victim, {"CLIENT", "PAUSE", "4000", "ALL"});
+  REQUIRE(paused.type == RedisReply::Type::kStatus);
+  exposure_filter::CallOptions call_options;
+  call_options.deadline = 400ms;
+
+  // Twice while the victim answers nothing: its entries are read both times (no
+  // answer kept), the others only the first time.
+  for (int call = 0; call < 2; ++call) {
+    INFO("call " << call);
+    const exposure_filter::ClientStats before = client->stats();
+    const exposure_filter::Result r = client->Seen(user, candidates, call_options);
+    INFO(r.error);
+    REQUIRE(r.ok);
+    REQUIRE_FALSE(r.failed_open);
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const bool down = std::count(of_master[victim].begin(), of_master[victim].end(), i) > 0;
+      CHECK(r.near_duplicate[i] == !down);
+    }
+    const exposure_filter::ClientStats after = client->stats();
+    CHECK(after.cluster_cache_misses - before.cluster_cache_misses ==
+          (call == 0 ? candidates.size() : on_victim));
+    CHECK(after.cluster_cache_hits - before.cluster_cache_hits ==
+          (call == 0 ? 0 : candidates.size() - on_victim));
+  }
+  // Once the pause is over the victim answers, and what it answers is kept.
+  const RedisReply pong = cluster.Command(victim, {"PING"});  // waits out the pause
+  REQUIRE(pong.type == RedisReply::Type::kStatus);
+  const exposure_filter::Result r = client->Seen(user, candidates);
+  INFO(r.error);
+  REQUIRE(r.ok);
+  CHECK(r.near_duplicate_count == candidates.size());
+  const exposure_filter::ClientStats before = client->stats();
+  const exposure_filter::Result again = client->Seen(user, candidates);
+  REQUIRE(again.ok);
+  CHECK(again.near_duplicate_count == candidates.size());
+  CHECK(client->stats().cluster_cache_hits - before.cluster_cache_hits == candidates.size());
+  CHECK(client->stats().cluster_cache_misses == before.cluster_cache_misses);
+}
+
 TEST_CASE(
     "cluster readers: a periodic layout re-read while the meta's master is down takes little of "
     "a live master's call",
