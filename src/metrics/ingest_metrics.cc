@@ -71,6 +71,15 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r, std::string group)
   cluster_lookups = counter("exposure_filter_cluster_lookups_total",
                             "filter.near_duplicates: distinct items looked up in the content "
                             "map (cache misses), in one round trip per batch");
+  cluster_cache_hits = counter("exposure_filter_cluster_cache_hits_total",
+                               "filter.near_duplicates: exposed items whose cluster the local "
+                               "cache answered (a cluster, or a recent \"not indexed\")");
+  cluster_cache_bytes = &prometheus::BuildGauge()
+                             .Name("exposure_filter_cluster_cache_bytes")
+                             .Help("filter.near_duplicates: memory of the local cache of the "
+                                   "content map, as allocated (content.cache_bytes bounds it)")
+                             .Register(r)
+                             .Add({});
   items_unclustered = counter("exposure_filter_items_unclustered_total",
                               "filter.near_duplicates: exposed items whose cluster is not known "
                               "(not in the content index yet): written by item ID only");

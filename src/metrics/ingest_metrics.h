@@ -59,6 +59,8 @@ struct IngestMetrics {
   // filter.near_duplicates (docs/CONTENT.md rule 5):
   prometheus::Counter* cluster_tokens;     // exposure_filter_cluster_tokens_total
   prometheus::Counter* cluster_lookups;    // exposure_filter_cluster_lookups_total
+  prometheus::Counter* cluster_cache_hits;  // exposure_filter_cluster_cache_hits_total
+  prometheus::Gauge* cluster_cache_bytes;   // exposure_filter_cluster_cache_bytes
   prometheus::Counter* items_unclustered;  // exposure_filter_items_unclustered_total
   // exposure_filter_content_map_bad_values_total: content-map values that were
   // no map entry, read as "not indexed" (contentdb/index.h).

@@ -141,7 +141,7 @@ void Ingest::AddClusterTokens(Batch& batch, int64_t now_ms) {
   const size_t n = event_.items.size();
   if (token_scratch_.size() < n) token_scratch_.resize(n);
   hash_scratch_.resize(n);
-  size_t tokens = 0;
+  size_t tokens = 0, hits = 0;
   for (size_t i = 0; i < n; ++i) {
     const std::string_view item = event_.items[i];
     const Hash128 h = HashItem(item, seed_);
@@ -151,7 +151,9 @@ void Ingest::AddClusterTokens(Batch& batch, int64_t now_ms) {
       cluster = event_.cluster;
       cluster_cache_->Put(h, item, cluster, now_ms);
     } else {
-      switch (cluster_cache_->Find(h, now_ms, &cluster)) {
+      const ClusterCache::Hit hit = cluster_cache_->Find(h, now_ms, &cluster);
+      hits += hit != ClusterCache::Hit::kNone ? 1 : 0;
+      switch (hit) {
         case ClusterCache::Hit::kCluster:
           break;
         case ClusterCache::Hit::kSelf:  // its own cluster: no token
@@ -177,7 +179,13 @@ void Ingest::AddClusterTokens(Batch& batch, int64_t now_ms) {
     hash_scratch_.push_back(HashItem(token_scratch_[t], seed_));
   }
   totals_.cluster_tokens += tokens;
-  if (metrics_ && tokens) metrics_->cluster_tokens->Increment(static_cast<double>(tokens));
+  totals_.cluster_cache_hits += hits;
+  if (metrics_) {
+    if (tokens) metrics_->cluster_tokens->Increment(static_cast<double>(tokens));
+    if (hits) metrics_->cluster_cache_hits->Increment(static_cast<double>(hits));
+    // A Find of an item the older generation holds moves it: memory can change.
+    metrics_->cluster_cache_bytes->Set(static_cast<double>(cluster_cache_->memory_bytes()));
+  }
 }
 
 Status Ingest::ResolveClusters(Batch& batch) {
@@ -202,6 +210,8 @@ Status Ingest::ResolveClusters(Batch& batch) {
   const int64_t now_ms = SteadyNowMs();
   for (size_t i = 0; i < queries.size(); ++i)
     cluster_cache_->Put(HashItem(queries[i].item, seed_), queries[i].item, clusters[i], now_ms);
+  if (metrics_)
+    metrics_->cluster_cache_bytes->Set(static_cast<double>(cluster_cache_->memory_bytes()));
   Event token_event;
   std::string token;
   uint64_t tokens = 0, unclustered = 0;

@@ -119,6 +119,7 @@ struct IngestTotals {
   // filter.near_duplicates (SetClusters):
   uint64_t cluster_tokens = 0;     // tokens written beside items (docs/CONTENT.md rule 5)
   uint64_t cluster_lookups = 0;    // distinct items asked of the ClusterSource
+  uint64_t cluster_cache_hits = 0;  // exposed items the cache answered (a miss kept included)
   uint64_t items_unclustered = 0;  // exposed items with no known cluster
 };
 

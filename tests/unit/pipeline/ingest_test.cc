@@ -1654,6 +1654,13 @@ TEST_CASE(
   h.CheckSinkHoldsEverySentEvent();
   CHECK(clusters.calls.size() == 1);
   CHECK(ingest.totals().items_unclustered == 2);
+  // The cache's answers and memory are on /metrics (issue 52): the first round
+  // had no hit, this one two ("repost", and "unknown"'s fresh miss).
+  CHECK(ingest.totals().cluster_cache_hits == 2);
+  CHECK(MetricValue(h.registry, "exposure_filter_cluster_cache_hits_total") == 2);
+  const double bytes = MetricValue(h.registry, "exposure_filter_cluster_cache_bytes");
+  CHECK(bytes > 0);
+  CHECK(bytes <= double(size_t{64} << 20));  // content.cache_bytes' default
 }
 
 TEST_CASE("Ingest near_duplicates: a stale miss is asked again, and a simhash files the item",
