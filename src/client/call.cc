@@ -118,6 +118,7 @@ Lookups PlanLookups(const Work* work, const std::vector<size_t>& valid, const st
   }
   const size_t n = items.size();
   lookups.clusters.resize(n);
+  lookups.self.assign(n, 0);
   std::vector<ef::Hash128> hashes;
   std::vector<Hit> hits(n, Hit::kNone);
   if (cache != nullptr && n > 0) {
@@ -126,7 +127,7 @@ Lookups PlanLookups(const Work* work, const std::vector<size_t>& valid, const st
     cache->FindMany(hashes.data(), n, now_ms, hits.data(), lookups.clusters.data());
   }
   for (size_t i = 0; i < n; ++i) {
-    if (hits[i] == Hit::kSelf) lookups.clusters[i].assign(items[i]);
+    lookups.self[i] = hits[i] == Hit::kSelf ? 1 : 0;  // no copy: the candidate names it
     lookups.unknown += hits[i] == Hit::kMiss ? 1 : 0;
     if (hits[i] != Hit::kNone) {
       ++lookups.hits;
@@ -154,8 +155,11 @@ void UserClusters(const Work& w, size_t v, const Lookups& lookups, size_t* next_
                   std::vector<std::string_view>* clusters) {
   clusters->assign(w.candidates.size(), std::string_view());
   for (size_t j = 0; j < w.clusters.size(); ++j) (*clusters)[j] = w.clusters[j];
-  for (; *next_lookup < lookups.of.size() && lookups.of[*next_lookup].first == v; ++*next_lookup)
-    (*clusters)[lookups.of[*next_lookup].second] = lookups.clusters[*next_lookup];
+  for (; *next_lookup < lookups.of.size() && lookups.of[*next_lookup].first == v; ++*next_lookup) {
+    const size_t j = lookups.of[*next_lookup].second;
+    (*clusters)[j] = lookups.self[*next_lookup] ? std::string_view(w.candidates[j])
+                                                : std::string_view(lookups.clusters[*next_lookup]);
+  }
 }
 
 // A user's test into its result (served all false when the ring was not read).

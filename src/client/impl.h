@@ -76,6 +76,7 @@ struct Lookups {
   // Per looked-up candidate (no cluster given), in user order:
   std::vector<std::pair<size_t, size_t>> of;  // (index into valid users, candidate)
   std::vector<std::string> clusters;          // the cluster, "" = unknown (after the read)
+  std::vector<uint8_t> self;  // 1: the cache says it is its own cluster (clusters[i] stays "")
   // Those the cache did not answer, read from Redis:
   std::vector<std::string> keys;        // <prefix>cm{item}
   std::vector<size_t> key_of;           // per key: its index into `of`

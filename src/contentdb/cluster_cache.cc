@@ -24,7 +24,7 @@ ClusterCache::Slot* ClusterCache::Table::Probe(const Hash128& item) {
   const size_t mask = slots.size() - 1;
   for (size_t i = Home(item) & mask;; i = (i + 1) & mask) {
     Slot& s = slots[i];
-    if (!s.used || (s.h1 == item.h1 && s.h2 == item.h2)) return &s;
+    if (!s.used() || (s.h1 == item.h1 && s.h2 == item.h2)) return &s;
   }
 }
 
@@ -32,7 +32,7 @@ void ClusterCache::Table::Grow(size_t slot_count) {
   std::vector<Slot> old = std::move(slots);
   slots.assign(slot_count, Slot());
   for (const Slot& s : old) {
-    if (s.used) *Probe({s.h1, s.h2}) = s;
+    if (s.used()) *Probe({s.h1, s.h2}) = s;
   }
 }
 
@@ -47,7 +47,7 @@ void ClusterCache::Table::Compact() {
   std::vector<char> fresh;
   fresh.reserve(live_bytes);
   for (Slot& s : slots) {
-    if (!s.used || s.cluster_len == 0 || s.cluster_len == kSelfLen) continue;
+    if (!s.used() || s.cluster_len == 0 || s.cluster_len == kSelfLen) continue;
     const uint32_t off = static_cast<uint32_t>(fresh.size());
     const std::string_view c = Cluster(s);
     fresh.insert(fresh.end(), c.begin(), c.end());
@@ -59,7 +59,7 @@ void ClusterCache::Table::Compact() {
 void ClusterCache::Forget(Table& t, const Hash128& item) {
   if (t.slots.empty()) return;
   Slot* s = t.Probe(item);
-  if (!s->used) return;
+  if (!s->used()) return;
   if (s->cluster_len != kSelfLen) t.live_bytes -= s->cluster_len;
   s->cluster_len = 0;  // a miss too old to answer: kNone
   s->miss_at_ms = kForgottenMs;
@@ -73,8 +73,9 @@ bool ClusterCache::Fits(const Table& t, size_t add, size_t* slot_count,
   size_t slots = t.slots.size();
   if ((t.count + 1) * 2 > slots) {
     if (slots == 0) {
+      // At most half the generation's bytes at first: the rest is the arena's.
       slots = kInitialSlots;
-      while (slots > kMinSlots && slots * sizeof(Slot) > bytes_per_generation_) slots /= 2;
+      while (slots > kMinSlots && slots * sizeof(Slot) > bytes_per_generation_ / 2) slots /= 2;
     } else {
       slots *= 2;
     }
@@ -95,9 +96,9 @@ ClusterCache::Hit ClusterCache::Find(const Hash128& item, int64_t now_ms,
                                      std::string_view* cluster) {
   if (items_per_generation_ == 0 || bytes_per_generation_ == 0) return Hit::kNone;
   const Slot* s = newer_.slots.empty() ? nullptr : newer_.Probe(item);
-  if (s == nullptr || !s->used) {
+  if (s == nullptr || !s->used()) {
     const Slot* o = older_.slots.empty() ? nullptr : older_.Probe(item);
-    if (o == nullptr || !o->used) return Hit::kNone;
+    if (o == nullptr || !o->used()) return Hit::kNone;
     // Used again: into the newer generation (its bytes are copied first, as the
     // insert may flip the generations and clear the older one).
     const bool self = o->cluster_len == kSelfLen;
@@ -150,8 +151,8 @@ bool ClusterCache::Insert(const Hash128& item, std::string_view cluster, bool se
   if (slot_count != newer_.slots.size()) newer_.Grow(slot_count);
   if (arena_capacity > newer_.arena.capacity()) newer_.arena.reserve(arena_capacity);
   Slot* s = newer_.Probe(item);
-  if (!s->used) {
-    s->used = true;
+  if (!s->used()) {
+    s->cluster_len = 0;  // used: its value is set below
     s->h1 = item.h1;
     s->h2 = item.h2;
     ++newer_.count;

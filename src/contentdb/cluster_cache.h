@@ -53,7 +53,7 @@ struct ClusterCacheLimits {
 // their 128-bit hash (docs/FORMAT.md rule 1, HashItem with the filter's seed:
 // items with equal hashes are one item to the filter too), and each generation
 // is one flat open-addressing table (linear probing, at most half full, grown by
-// doubling) of 40-byte slots, the clusters' bytes in one arena: a lookup is
+// doubling) of 32-byte slots, the clusters' bytes in one arena: a lookup is
 // about one cache line. An item whose cluster changes gets its new bytes
 // appended; the arena is compacted when its bytes no longer held by any slot
 // exceed the live ones, kArenaSlackBytes and 8 bytes a slot, so a generation's
@@ -96,13 +96,17 @@ class ClusterCache {
   size_t memory_bytes() const { return newer_.MemoryBytes() + older_.MemoryBytes(); }
 
  private:
-  static constexpr uint32_t kSelfLen = UINT32_MAX;  // cluster_len of a kSelf slot
-  struct Slot {
+  static constexpr uint32_t kSelfLen = UINT32_MAX;       // cluster_len of a kSelf slot
+  static constexpr uint32_t kFreeLen = UINT32_MAX - 1;   // cluster_len of an empty slot
+  // 32 bytes, aligned: two slots a cache line, none across two.
+  struct alignas(32) Slot {
     uint64_t h1 = 0, h2 = 0;
-    uint32_t cluster_off = 0, cluster_len = 0;  // cluster_len 0 = a miss, kSelfLen = kSelf
-    int64_t miss_at_ms = 0;                     // when it was put (a miss, or a cluster)
-    bool used = false;
+    // 0 = a miss, kSelfLen = kSelf, kFreeLen = not used; else the cluster's length.
+    uint32_t cluster_off = 0, cluster_len = kFreeLen;
+    int64_t miss_at_ms = 0;  // when it was put (a miss, or a cluster)
+    bool used() const { return cluster_len != kFreeLen; }
   };
+  static_assert(sizeof(Slot) == 32);
   struct Table {
     std::vector<Slot> slots;  // size a power of two, or empty
     std::vector<char> arena;  // the clusters' bytes (a vector: reserve allocates exactly)
