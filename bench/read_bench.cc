@@ -730,6 +730,9 @@ struct Phase {
   // requests whose answer said the mark failed (counted in errors too); the
   // rings after the run (RingStats).
   double marked_per_request = 0, served_per_request = 0;
+  // serve's marks queued after the answer: p50 and p99 of their delay, ms (-1:
+  // none queued, or a serve that writes before answering).
+  double mark_delay_p50 = -1, mark_delay_p99 = -1;
   uint64_t mark_failed = 0;
   double ring_users = 0, ring_fill = 0, rings_full = 0;
   uint64_t sessions_ended = 0;  // sessions ended (SessionEnder) during the run
@@ -881,6 +884,48 @@ ServeCounters ScrapeServe(const std::string& host, int port) {
   out.cache_hits = value("exposure_filter_serve_cluster_cache_hits_total", -1);
   out.cache_misses = value("exposure_filter_serve_cluster_cache_misses_total", -1);
   return out;
+}
+
+// serve's exposure_filter_serve_mark_delay_seconds histogram (issue 52: from a
+// request's marks queued to written), cumulative buckets by upper bound; empty
+// for a serve without the queue.
+using Buckets = std::vector<std::pair<double, double>>;
+
+Buckets ScrapeMarkDelay(const std::string& host, int port) {
+  Buckets out;
+  auto c = HttpClient(host, port);
+  auto res = c->Get("/metrics");
+  if (!res || res->status != 200) return out;
+  const std::string head = "\nexposure_filter_serve_mark_delay_seconds_bucket{le=\"";
+  for (size_t p = res->body.find(head); p != std::string::npos; p = res->body.find(head, p + 1)) {
+    const char* le = res->body.c_str() + p + head.size();
+    const double bound = std::strncmp(le, "+Inf", 4) == 0 ? INFINITY : std::atof(le);
+    const size_t v = res->body.find("} ", p);
+    if (v == std::string::npos) break;
+    out.emplace_back(bound, std::atof(res->body.c_str() + v + 2));
+  }
+  return out;
+}
+
+// The q-quantile in ms of the observations between two scrapes, interpolated in
+// its bucket as Prometheus' histogram_quantile does; -1 when none.
+double DelayQuantileMs(const Buckets& before, const Buckets& after, double q) {
+  if (after.empty() || before.size() != after.size()) return -1;
+  const double total = after.back().second - before.back().second;
+  if (total <= 0) return -1;
+  double prev_bound = 0, prev_count = 0;
+  for (size_t i = 0; i < after.size(); ++i) {
+    const double count = after[i].second - before[i].second;
+    if (count >= q * total) {
+      if (std::isinf(after[i].first)) return prev_bound * 1000;
+      const double in = count - prev_count;
+      const double f = in > 0 ? (q * total - prev_count) / in : 1;
+      return (prev_bound + f * (after[i].first - prev_bound)) * 1000;
+    }
+    prev_bound = after[i].first;
+    prev_count = count;
+  }
+  return -1;
 }
 
 // rate_per_s <= 0: closed loop; else each thread sends on a fixed schedule and the
@@ -1388,18 +1433,34 @@ int main(int argc, char** argv) {
         sessions.reset();
         RingStats(ro, served_keys, p);
       };
+      // The marks' delay of each run, between scrapes of serve's histogram.
+      std::string serve_host;
+      int serve_port = 0;
+      SplitHostPort(a.serve, &serve_host, &serve_port);
+      Buckets delay_before;
+      auto before_run = [&](Phase* p) {
+        before(p);
+        if (mark) delay_before = ScrapeMarkDelay(serve_host, serve_port);
+      };
+      auto after_run = [&](Phase* p) {
+        after(p);
+        if (!mark) return;
+        const Buckets delay_after = ScrapeMarkDelay(serve_host, serve_port);
+        p->mark_delay_p50 = DelayQuantileMs(delay_before, delay_after, 0.5);
+        p->mark_delay_p99 = DelayQuantileMs(delay_before, delay_after, 0.99);
+      };
       best_of(
           what, [&](int c, Phase* p) { return RunServe(a, c, reqs, 0, sessions.get(), p); }, &max,
-          before, after);
+          before_run, after_run);
       max.cpu_us_per_candidate = max.cpu.serve_us / a.candidates;
       if (max.rps > 0) {
         std::fprintf(stderr, "ef_read_bench: %s, open loop at %.0f req/s, %d connections...\n",
                      what, max.rps / 2, max.conns);
-        before(&half);
+        before_run(&half);
         meter.Start();
         ok &= RunServe(a, max.conns, reqs, max.rps / 2, sessions.get(), &half);
         half.cpu = meter.Stop(half.requests);
-        after(&half);
+        after_run(&half);
         half.cpu_us_per_candidate = half.cpu.serve_us / a.candidates;
         half.conns = max.conns;
       }
@@ -1501,6 +1562,11 @@ int main(int argc, char** argv) {
           " sessions of %d pages ended; rings after: %.0f users, mean %.0f items, %.0f%% full\n",
           name, p.marked_per_request, p.served_per_request, p.mark_failed, p.sessions_ended,
           a.session_pages, p.ring_users, p.ring_fill, 100 * p.rings_full);
+      if (p.mark_delay_p50 >= 0)
+        std::printf(
+            "%s: marks written after the answer: delay (the window a next page can race) p50 "
+            "%.3f ms, p99 %.3f ms\n",
+            name, p.mark_delay_p50, p.mark_delay_p99);
     };
     mark_row("mark_served library", lib_mark);
     mark_row("mark_served serve max", mark_closed);
@@ -1527,9 +1593,10 @@ int main(int argc, char** argv) {
       std::snprintf(buf, sizeof buf,
                     ",\"mark\":{\"marked_per_request\":%.2f,\"served_per_request\":%.2f,"
                     "\"mark_failed\":%" PRIu64 ",\"sessions_ended\":%" PRIu64
-                    ",\"ring_users\":%.0f,\"ring_mean_items\":%.1f,\"rings_full\":%.4f}",
+                    ",\"ring_users\":%.0f,\"ring_mean_items\":%.1f,\"rings_full\":%.4f,"
+                    "\"delay_p50_ms\":%.4f,\"delay_p99_ms\":%.4f}",
                     p.marked_per_request, p.served_per_request, p.mark_failed, p.sessions_ended,
-                    p.ring_users, p.ring_fill, p.rings_full);
+                    p.ring_users, p.ring_fill, p.rings_full, p.mark_delay_p50, p.mark_delay_p99);
       j += buf;
     }
     if (p.ran && p.cache_hits >= 0) {

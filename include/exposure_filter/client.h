@@ -230,6 +230,17 @@ struct MarkResult {
   size_t filled = 0;  // the ring's items after the write (at most serve.served_items)
 };
 
+// Marks of served items planned by FilterAndPlanMark for one user, to be written
+// later with WriteMarks (serve answers first and writes them after, batched
+// across requests). Opaque but for the counts: written as planned, whatever the
+// layout meanwhile.
+struct MarkPlan {
+  std::string user;
+  std::string fingerprints;  // the served ring's encoding (docs/FORMAT.md rule 10)
+  size_t items = 0;          // candidates marked (Result::marked_count)
+  size_t entries = 0;        // fingerprints: the items and their cluster tokens
+};
+
 // Counters since Create; monotonic (but cluster_cache_bytes); read with stats() (a
 // consistent-enough snapshot: each counter is read atomically).
 struct ClientStats {
@@ -372,6 +383,21 @@ class Client {
                                    std::span<const std::string_view> candidates,
                                    std::span<const std::string_view> clusters, size_t n,
                                    const CallOptions& call = {});
+
+  // FilterAndMarkWithClusters without its write: the answer, with Result::marked
+  // and marked_count as that call would mark them, and in *plan the marks to
+  // write with WriteMarks (plan->entries == 0: nothing to mark, as when the read
+  // failed or failed open). One round trip. Until the plan is written, a call
+  // for the same user does not see these marks (README "Paged feeds").
+  Result FilterAndPlanMark(std::string_view user, std::span<const std::string_view> candidates,
+                           std::span<const std::string_view> clusters, size_t n,
+                           const CallOptions& call, MarkPlan* plan);
+  // Writes planned marks: per plan a MarkResult (marked = plan.items on
+  // success), failure policy as for MarkServed. Several users' marks in one
+  // round trip on a single Redis (a pipeline of EVALSHAs, one WAIT after them
+  // with redis.wait_replicas); on Redis Cluster one round trip per plan. Plans
+  // with no entries cost nothing.
+  std::vector<MarkResult> WriteMarks(std::span<const MarkPlan> plans, const CallOptions& call = {});
 
   // Health check: PING on a pooled connection (connecting, and reading the meta,
   // if needed) within the deadline; on Redis Cluster, PING on every master.

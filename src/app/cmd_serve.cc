@@ -37,8 +37,9 @@ int Serve(const ConfigArgs& args) {
   options.config_path = args.path;
   options.overrides = args.overrides;
   // One Redis connection per worker, and one for the control thread's /readyz
-  // PING, which so never waits for a worker's connection (serve/http_server.h).
-  options.pool_size = static_cast<size_t>(sc.threads) + 1;
+  // PING, which so never waits for a worker's connection (serve/http_server.h),
+  // and one for the writer of queued marks (serve.mark_queue).
+  options.pool_size = static_cast<size_t>(sc.threads) + 1 + (sc.mark_queue > 0 ? 1 : 0);
   options.timeout = std::chrono::milliseconds(sc.timeout_ms);
   options.on_error =
       sc.fail_closed ? exposure_filter::OnError::kFailClosed : exposure_filter::OnError::kFailOpen;
@@ -66,6 +67,7 @@ int Serve(const ConfigArgs& args) {
   so.idle_timeout = std::chrono::milliseconds(sc.idle_timeout_ms);
   so.timeout = std::chrono::milliseconds(sc.timeout_ms);
   so.fail_closed = sc.fail_closed;
+  so.mark_queue = static_cast<size_t>(sc.mark_queue);
   auto server = serve::Server::Start(so, client.get());
   if (!server.ok()) return Fail(server.status(), kExitConfig);  // e.g. address in use
   // The port line is what scripts and tests wait for (port 0 = a free one).

@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -221,6 +222,16 @@ struct Client::Impl {
   // size after it. Errors as the read's (kUnavailable, kPermissionDenied, ...).
   Status Mark(std::string_view user, const ef::Hash128* items, size_t n, Clock::time_point start,
               Clock::time_point deadline, size_t* filled);
+  // Writes plans (MarkPlan::fingerprints already encoded): on a single Redis all
+  // in one round trip, on a cluster one per plan. (*status)[i] and (*filled)[i]
+  // per plan; a plan with no entries is Ok with 0 filled.
+  void MarkPlans(std::span<const MarkPlan> plans, Clock::time_point start,
+                 Clock::time_point deadline, std::vector<Status>* status,
+                 std::vector<size_t>* filled);
+  // The plan of FilterAndMarkWithClusters' marks for the answer *r (sets
+  // r->marked and r->marked_count).
+  void PlanMarks(std::string_view user, std::span<const std::string_view> candidates, size_t n,
+                 Result* r, MarkPlan* plan) const;
   // Marks *r failed with st; with `policy_applies` and OnError::kFailOpen it is
   // answered as "nothing seen" instead (failed_open).
   void Failed(const Status& st, bool policy_applies, Result* r);

@@ -26,52 +26,106 @@ const std::string& ScriptSha() {
   return sha;
 }
 
+// WAIT's reply after marks: enough replicas acknowledged, else kUnavailable.
+Status WaitReplyStatus(const ef::RedisReply& w, int64_t wait_replicas, const std::string& where) {
+  if (w.type == ef::RedisReply::Type::kInteger && w.integer >= wait_replicas) return Status::Ok();
+  return ef::Unavailable(where + ": marking served items: WAIT: " +
+                         (w.type == ef::RedisReply::Type::kError
+                              ? w.str
+                              : std::to_string(w.integer) + " of " + std::to_string(wait_replicas) +
+                                    " replicas acknowledged within redis.wait_timeout"));
+}
+
+// The script's reply for the ring `key`: its size in *filled, else the error.
+Status ScriptReplyStatus(const ef::RedisReply& r, const std::string& where, const std::string& key,
+                         size_t* filled) {
+  if (r.type == ef::RedisReply::Type::kError) {
+    return ef::RedisConnection::ErrorReplyStatus(
+        r.str, where + ": marking served items (" + key + "): " + r.str);
+  }
+  if (r.type != ef::RedisReply::Type::kInteger)
+    return ef::Internal(where + ": marking served items: unexpected reply");
+  *filled = static_cast<size_t>(r.integer);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Client::Impl::Mark(std::string_view user, const ef::Hash128* items, size_t n,
                           Clock::time_point start, Clock::time_point deadline, size_t* filled) {
-  const std::string key = ef::ServedKey(configured.prefix, user);
-  std::string fps;
-  ef::AppendServedFingerprints(items, n, served_width, &fps);
-  std::vector<std::vector<std::string>> commands = {
-      {"EVALSHA", ScriptSha(), "1", key, std::to_string(served_capacity),
-       std::to_string(served_width), std::to_string(served_ttl_ms), std::move(fps)}};
-  if (wait_replicas > 0)
-    commands.push_back({"WAIT", std::to_string(wait_replicas), std::to_string(wait_timeout_ms)});
+  MarkPlan plan;
+  plan.user = std::string(user);
+  plan.items = plan.entries = n;
+  ef::AppendServedFingerprints(items, n, served_width, &plan.fingerprints);
+  std::vector<Status> status;
+  std::vector<size_t> filled_per;
+  MarkPlans({&plan, 1}, start, deadline, &status, &filled_per);
+  *filled = filled_per.front();
+  return status.front();
+}
+
+void Client::Impl::MarkPlans(std::span<const MarkPlan> plans, Clock::time_point start,
+                             Clock::time_point deadline, std::vector<Status>* status,
+                             std::vector<size_t>* filled) {
+  status->assign(plans.size(), Status::Ok());
+  filled->assign(plans.size(), 0);
   const std::string where = cluster ? "redis cluster" : "redis " + redis.addresses.front();
-  std::vector<ef::RedisReply> replies;
-  for (int attempt = 0;; ++attempt) {
-    Status st = cluster ? ClusterCommands(key, commands, start, deadline, &replies)
+  auto script_call = [&](const MarkPlan& p, bool whole) {
+    return std::vector<std::string>{whole ? "EVAL" : "EVALSHA",
+                                    whole ? ef::ServedScript() : ScriptSha(),
+                                    "1",
+                                    ef::ServedKey(configured.prefix, p.user),
+                                    std::to_string(served_capacity),
+                                    std::to_string(served_width),
+                                    std::to_string(served_ttl_ms),
+                                    p.fingerprints};
+  };
+  // One exchange of the plans `which`: EVALSHA (EVAL when `whole`) each, then
+  // WAIT. Those the server lacks the script for go to *noscript.
+  auto exchange = [&](const std::vector<size_t>& which, bool whole, std::vector<size_t>* noscript) {
+    std::vector<std::vector<std::string>> commands;
+    commands.reserve(which.size() + 1);
+    for (size_t i : which) commands.push_back(script_call(plans[i], whole));
+    if (wait_replicas > 0)
+      commands.push_back({"WAIT", std::to_string(wait_replicas), std::to_string(wait_timeout_ms)});
+    std::vector<ef::RedisReply> replies;
+    Status st = cluster ? ClusterCommands(ef::ServedKey(configured.prefix, plans[which[0]].user),
+                                          commands, start, deadline, &replies)
                         : SingleCommands(commands, start, deadline, &replies);
-    if (!st.ok()) return st;
-    if (replies.size() != commands.size())
-      return ef::Internal(where + ": EVALSHA: unexpected reply");
-    const ef::RedisReply& r = replies.front();
-    // The server has not cached the script (a restart, SCRIPT FLUSH, a new
-    // master): send it whole once, which caches it.
-    if (attempt == 0 && r.type == ef::RedisReply::Type::kError && StartsWith(r.str, "NOSCRIPT")) {
-      commands.front()[0] = "EVAL";
-      commands.front()[1] = ef::ServedScript();
-      continue;
+    if (st.ok() && replies.size() != commands.size())
+      st = ef::Internal(where + ": EVALSHA: unexpected reply");
+    if (st.ok() && wait_replicas > 0) st = WaitReplyStatus(replies.back(), wait_replicas, where);
+    for (size_t k = 0; k < which.size(); ++k) {
+      const size_t i = which[k];
+      if (!st.ok()) {
+        (*status)[i] = st;
+        continue;
+      }
+      const ef::RedisReply& r = replies[k];
+      // The server has not cached the script (a restart, SCRIPT FLUSH, a new
+      // master): sent whole once, which caches it.
+      if (!whole && r.type == ef::RedisReply::Type::kError && StartsWith(r.str, "NOSCRIPT")) {
+        noscript->push_back(i);
+      } else {
+        (*status)[i] = ScriptReplyStatus(r, where, ef::ServedKey(configured.prefix, plans[i].user),
+                                         &(*filled)[i]);
+      }
     }
-    if (r.type == ef::RedisReply::Type::kError) {
-      return ef::RedisConnection::ErrorReplyStatus(
-          r.str, where + ": marking served items (" + key + "): " + r.str);
+  };
+  std::vector<std::vector<size_t>> rounds;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (plans[i].entries == 0) continue;
+    // A cluster's plans go one per exchange (their keys' masters differ).
+    if (rounds.empty() || cluster) rounds.emplace_back();
+    rounds.back().push_back(i);
+  }
+  for (const std::vector<size_t>& which : rounds) {
+    std::vector<size_t> noscript;
+    exchange(which, false, &noscript);
+    if (!noscript.empty()) {
+      std::vector<size_t> again;
+      exchange(noscript, true, &again);
     }
-    if (r.type != ef::RedisReply::Type::kInteger)
-      return ef::Internal(where + ": marking served items: unexpected reply");
-    *filled = static_cast<size_t>(r.integer);
-    if (wait_replicas > 0) {
-      const ef::RedisReply& w = replies.back();
-      if (w.type != ef::RedisReply::Type::kInteger || w.integer < wait_replicas)
-        return ef::Unavailable(where + ": marking served items: WAIT: " +
-                               (w.type == ef::RedisReply::Type::kError
-                                    ? w.str
-                                    : std::to_string(w.integer) + " of " +
-                                          std::to_string(wait_replicas) +
-                                          " replicas acknowledged within redis.wait_timeout"));
-    }
-    return Status::Ok();
   }
 }
 
@@ -127,6 +181,71 @@ Result Client::FilterAndMarkViews(std::string_view user,
   return FilterAndMarkWithClusters(user, candidates, {}, n, call);
 }
 
+void Client::Impl::PlanMarks(std::string_view user, std::span<const std::string_view> candidates,
+                             size_t n, Result* r, MarkPlan* plan) const {
+  *plan = MarkPlan{};
+  r->marked.assign(candidates.size(), false);
+  r->marked_count = 0;
+  if (!r->ok || r->failed_open) return;
+  std::vector<ef::Hash128> hashes;
+  for (size_t i = 0; i < candidates.size() && r->marked_count < n; ++i) {
+    if (r->seen[i] || r->served[i] || r->near_duplicate[i]) continue;
+    // docs/CONTENT.md rule 5's writers' rule, in the ring: token(C) when C != J.
+    const bool token = !r->cluster.empty() && ef::WritesClusterToken(candidates[i], r->cluster[i]);
+    // The ring keeps every item this call marks: marking stops where the next
+    // one (and its token) would overwrite one marked before it.
+    if (hashes.size() + 1 + (token ? 1 : 0) > served_capacity) break;
+    r->marked[i] = true;
+    ++r->marked_count;
+    hashes.push_back(ef::HashItem(candidates[i], configured.seed));
+    if (token) hashes.push_back(ef::HashItem(ef::ClusterToken(r->cluster[i]), configured.seed));
+  }
+  if (hashes.empty()) return;
+  plan->user = std::string(user);
+  plan->items = r->marked_count;
+  plan->entries = hashes.size();
+  ef::AppendServedFingerprints(hashes.data(), hashes.size(), served_width, &plan->fingerprints);
+}
+
+Result Client::FilterAndPlanMark(std::string_view user,
+                                 std::span<const std::string_view> candidates,
+                                 std::span<const std::string_view> clusters, size_t n,
+                                 const CallOptions& call, MarkPlan* plan) {
+  Result r = SeenWithClusters(user, candidates, clusters, call);
+  impl_->PlanMarks(user, candidates, n, &r, plan);
+  return r;
+}
+
+std::vector<MarkResult> Client::WriteMarks(std::span<const MarkPlan> plans,
+                                           const CallOptions& call) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline =
+      start + (call.deadline.count() > 0 ? call.deadline : impl_->options.timeout);
+  std::vector<Status> status;
+  std::vector<size_t> filled;
+  impl_->MarkPlans(plans, start, deadline, &status, &filled);
+  std::vector<MarkResult> out(plans.size());
+  for (size_t i = 0; i < plans.size(); ++i) {
+    MarkResult& m = out[i];
+    if (!status[i].ok()) {
+      Add(impl_->counters.redis_errors, 1);
+      Add(impl_->counters.mark_errors, 1);
+      m.code = CodeOf(status[i]);
+      m.error = status[i].message();
+      if (impl_->options.on_error == OnError::kFailOpen) {
+        m.failed_open = true;
+      } else {
+        m.ok = false;
+      }
+      continue;
+    }
+    Add(impl_->counters.marked, plans[i].items);
+    m.marked = plans[i].items;
+    m.filled = filled[i];
+  }
+  return out;
+}
+
 Result Client::FilterAndMarkWithClusters(std::string_view user,
                                          std::span<const std::string_view> candidates,
                                          std::span<const std::string_view> clusters, size_t n,
@@ -134,32 +253,19 @@ Result Client::FilterAndMarkWithClusters(std::string_view user,
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline =
       start + (call.deadline.count() > 0 ? call.deadline : impl_->options.timeout);
-  Result r = SeenWithClusters(user, candidates, clusters, call);
-  r.marked.assign(candidates.size(), false);
-  if (!r.ok || r.failed_open) return r;
-  std::vector<ef::Hash128> hashes;
-  size_t marked = 0;
-  for (size_t i = 0; i < candidates.size() && marked < n; ++i) {
-    if (r.seen[i] || r.served[i] || r.near_duplicate[i]) continue;
-    // docs/CONTENT.md rule 5's writers' rule, in the ring: token(C) when C != J.
-    const bool token = !r.cluster.empty() && ef::WritesClusterToken(candidates[i], r.cluster[i]);
-    // The ring keeps every item this call marks: marking stops where the next
-    // one (and its token) would overwrite one marked before it.
-    if (hashes.size() + 1 + (token ? 1 : 0) > impl_->served_capacity) break;
-    r.marked[i] = true;
-    ++marked;
-    hashes.push_back(ef::HashItem(candidates[i], impl_->configured.seed));
-    if (token)
-      hashes.push_back(ef::HashItem(ef::ClusterToken(r.cluster[i]), impl_->configured.seed));
-  }
-  if (hashes.empty()) return r;
-  size_t filled = 0;
+  MarkPlan plan;
+  Result r = FilterAndPlanMark(user, candidates, clusters, n, call, &plan);
+  if (plan.entries == 0) return r;
+  std::vector<Status> status;
+  std::vector<size_t> filled;
   // What is left of the call's deadline (the read used the rest).
-  Status st = impl_->Mark(user, hashes.data(), hashes.size(), start, deadline, &filled);
+  impl_->MarkPlans({&plan, 1}, start, deadline, &status, &filled);
+  const Status& st = status.front();
   if (!st.ok()) {
     Add(impl_->counters.redis_errors, 1);
     Add(impl_->counters.mark_errors, 1);
     r.marked.assign(candidates.size(), false);
+    r.marked_count = 0;
     r.code = CodeOf(st);
     r.error = st.message();
     if (impl_->options.on_error == OnError::kFailOpen) {
@@ -169,8 +275,7 @@ Result Client::FilterAndMarkWithClusters(std::string_view user,
     }
     return r;
   }
-  Add(impl_->counters.marked, marked);
-  r.marked_count = marked;
+  Add(impl_->counters.marked, r.marked_count);
   return r;
 }
 

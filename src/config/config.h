@@ -128,6 +128,9 @@ struct ServeConfig {
   // of the content map, item -> cluster (contentdb/cluster_cache.h), in bytes;
   // 0 = none (every lookup reads the map).
   int64_t content_cache_bytes = int64_t{64} << 20;  // serve.content_cache_bytes
+  // serve.mark_queue: requests' marks of served items queued, written after the
+  // answer (serve/mark_writer.h); 0 = written before answering.
+  int64_t mark_queue = 10000;
 };
 
 // The content index (docs/CONTENT.md "3. Index"; issue 31): near-duplicate items
@@ -154,7 +157,7 @@ struct ContentConfig {
 };
 
 struct LogConfig {
-  std::string level = "info";  // log.level: trace|debug|info|warn|error
+  std::string level = "info";   // log.level: trace|debug|info|warn|error
   std::string format = "text";  // log.format: text | json (one object per line)
 };
 

@@ -456,6 +456,7 @@ std::vector<Field> BuildFields() {
   t.push_back(IntField("serve.threads", &C::serve, &ServeConfig::threads, 1, 1024));
   t.push_back(DurationField("serve.idle_timeout", &C::serve, &ServeConfig::idle_timeout_ms, 1,
                             kSecond, kDay));
+  t.push_back(IntField("serve.mark_queue", &C::serve, &ServeConfig::mark_queue, 0, 10'000'000));
   t.push_back(IntField("serve.content_cache_bytes", &C::serve, &ServeConfig::content_cache_bytes, 0,
                        int64_t{1} << 40));
   {

@@ -69,6 +69,19 @@ std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
   return out;
 }
 
+// A connection's timeouts (connect, and each reply, the handshake's too) within
+// what is left of a call's deadline, named so in their errors.
+void ClampTimeouts(int64_t left_ms, RedisOptions* o) {
+  if (left_ms < o->connect_timeout_ms) {
+    o->connect_timeout_ms = left_ms;
+    o->connect_timeout_name = "what was left of the call's deadline";
+  }
+  if (left_ms < o->command_timeout_ms) {
+    o->command_timeout_ms = left_ms;
+    o->command_timeout_name = "what was left of the call's deadline";
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -276,14 +289,7 @@ Status ClusterRouter::ReadTopology(const std::vector<NodeAddress>& candidates) {
       errors.push_back("deadline reached before " + node.ToString() + " was asked");
       break;
     }
-    if (left < o.connect_timeout_ms) {
-      o.connect_timeout_ms = left;
-      o.connect_timeout_name = "what was left of the call's deadline";
-    }
-    if (left < o.command_timeout_ms) {
-      o.command_timeout_ms = left;
-      o.command_timeout_name = "what was left of the call's deadline";
-    }
+    ClampTimeouts(left, &o);
     auto conn = RedisConnection::Connect(o);
     if (!conn.ok()) {
       if (conn.status().code() == StatusCode::kPermissionDenied) return conn.status();
@@ -470,14 +476,7 @@ void ExchangeGroup(const std::vector<ClusterRouter::SlotCommand>& commands,
     // that accepts connections but answers nothing (paused, hung) must not hold
     // the call for redis.command_timeout.
     RedisOptions o = *g.connect;
-    if (budget_ms < o.connect_timeout_ms) {
-      o.connect_timeout_ms = budget_ms;
-      o.connect_timeout_name = "what was left of the call's deadline";
-    }
-    if (budget_ms < o.command_timeout_ms) {
-      o.command_timeout_ms = budget_ms;
-      o.command_timeout_name = "what was left of the call's deadline";
-    }
+    ClampTimeouts(budget_ms, &o);
     auto c = RedisConnection::Connect(o);
     if (!c.ok()) {
       g.status = c.status();

@@ -520,7 +520,8 @@ char* CopyId(std::string_view s, char* p) {
 }
 
 // Appends {"unseen": [...], "seen_count": N, "served": [...], "served_count":
-// N[, "marked": N][, "mark_failed": true][, "failed_open": true]}: the answer
+// N[, "marked": N][, "mark_failed": true][, "mark_queued": true][, "failed_open":
+// true]}: the answer
 // when some item was served or mark_served asked for marks. Apart from
 // AppendUnseenResponse, whose loop stays as tight as it was without served
 // items (sharing it cost ~10% of BM_ServeFilterResponse). The buffer is sized
@@ -535,6 +536,7 @@ char* CopyId(std::string_view s, char* p) {
   static constexpr std::string_view kServedCount = "],\"served_count\":";
   static constexpr std::string_view kMarked = ",\"marked\":";
   static constexpr std::string_view kMarkFailed = ",\"mark_failed\":true";
+  static constexpr std::string_view kMarkQueued = ",\"mark_queued\":true";
   static constexpr std::string_view kFailedOpen = ",\"failed_open\":true";
   const std::vector<bool>& seen = *answer.seen;
   const bool with_served = answer.served != nullptr && answer.served_count > 0;
@@ -572,7 +574,7 @@ char* CopyId(std::string_view s, char* p) {
   const size_t start = out->size();
   out->resize(start + kHead.size() + all_bytes + kCount.size() + 24 + kServedHead.size() +
               kServedCount.size() + 24 + kMarked.size() + 24 + kMarkFailed.size() +
-              kFailedOpen.size() + near_bytes + 1);
+              kMarkQueued.size() + kFailedOpen.size() + near_bytes + 1);
   char* p = out->data() + start;
   auto put = [&p](std::string_view s) {
     std::memcpy(p, s.data(), s.size());
@@ -635,6 +637,7 @@ char* CopyId(std::string_view s, char* p) {
     p = std::to_chars(p, p + 24, answer.marked).ptr;
   }
   if (answer.mark_failed) put(kMarkFailed);
+  if (answer.mark_queued) put(kMarkQueued);
   if (with_near) {
     put(kNearHead);
     const char* near_start = p;

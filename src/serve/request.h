@@ -122,6 +122,9 @@ struct Answer {
   bool marking = false;      // mark_served asked for marks: "marked" (and "served") always written
   size_t marked = 0;         // items marked served by this request
   bool mark_failed = false;  // the marks were not written (fail open): "mark_failed": true
+  // The marks are queued, written after the answer (serve.mark_queue):
+  // "mark_queued": true.
+  bool mark_queued = false;
   // Per item: a near duplicate (docs/CONTENT.md rule 5) of cluster (*clusters)[i];
   // nullptr or 0: none.
   const std::vector<bool>* near_duplicate = nullptr;
@@ -133,7 +136,7 @@ struct Answer {
 // served, in input order, each with the JSON type it came in; then
 // "served": [...] and "served_count": N (the served ones, same rules) when some
 // item was served or answer.marking; "marked": N when answer.marking;
-// "mark_failed": true and "failed_open": true when set. With near duplicates:
+// "mark_failed": true, "mark_queued": true and "failed_open": true when set. With near duplicates:
 // "near_duplicates": [{"item": <item, its JSON type>, "cluster": "<ID>"}, ...] and
 // "near_duplicate_count": N (the served fields are then written too), and they
 // are left out of "unseen".

@@ -21,6 +21,7 @@
 #include "net/listen_address.h"
 #include "serve/connection_stream.h"
 #include "serve/http_server.h"
+#include "serve/mark_writer.h"
 
 namespace ef::serve {
 namespace {
@@ -298,6 +299,44 @@ struct Server::Impl {
   Metrics metrics{*registry};
   HttpServer http;
   int port = 0;
+  // Marks written after the answer (serve.mark_queue > 0 under fail open).
+  std::unique_ptr<MarkWriter> marks;
+
+  // FilterAndMark with the write queued when the queue takes it (the answer says
+  // "mark_queued": true), else written before answering.
+  Result FilterAndMark(Client* client, const ParsedQuery& q, Answer* answer) {
+    exposure_filter::CallOptions call;
+    call.deadline = options.timeout;
+    answer->marking = true;
+    if (!marks) {
+      Result r =
+          client->FilterAndMarkWithClusters(q.user, q.items, q.clusters, q.mark_served, call);
+      answer->marked = r.marked_count;
+      answer->mark_failed = r.mark_failed;
+      return r;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    exposure_filter::MarkPlan plan;
+    Result r = client->FilterAndPlanMark(q.user, q.items, q.clusters, q.mark_served, call, &plan);
+    answer->marked = r.marked_count;
+    if (plan.entries == 0) return r;
+    if (marks->Enqueue(&plan)) {
+      answer->mark_queued = true;
+      return r;
+    }
+    // The queue is full: written now, within what is left of serve.timeout.
+    const auto used = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
+    call.deadline = std::max(std::chrono::milliseconds(1), options.timeout - used);
+    const exposure_filter::MarkResult m = client->WriteMarks({&plan, 1}, call).front();
+    if (m.ok && !m.failed_open) return r;
+    r.marked.assign(r.marked.size(), false);
+    r.marked_count = answer->marked = 0;
+    r.mark_failed = answer->mark_failed = true;
+    r.code = m.code;
+    r.error = m.error;
+    return r;
+  }
 
   void Filter(std::string_view body, httplib::Response& res) {
     thread_local RequestParser parser;
@@ -313,12 +352,7 @@ struct Server::Impl {
       answer.marking = q.mark_served > 0;
       answer.mark_failed = q.mark_served > 0;
     } else if (q.mark_served > 0) {
-      exposure_filter::CallOptions call;
-      call.deadline = options.timeout;
-      r = client->FilterAndMarkWithClusters(q.user, q.items, q.clusters, q.mark_served, call);
-      answer.marking = true;
-      answer.marked = r.marked_count;
-      answer.mark_failed = r.mark_failed;
+      r = FilterAndMark(client, q, &answer);
     } else if (!q.clusters.empty()) {
       exposure_filter::CallOptions call;
       call.deadline = options.timeout;
@@ -625,6 +659,12 @@ StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options, Cl
   if (bound < 0)
     return InvalidArgument("serve.listen " + options.listen + ": " + net::ListenError(*address));
   impl.port = bound;
+  if (options.mark_queue > 0 && !options.fail_closed) {
+    MarkWriter::Options mo;
+    mo.capacity = options.mark_queue;
+    mo.timeout = options.timeout;
+    impl.marks = std::make_unique<MarkWriter>(mo, &impl.client, *impl.registry);
+  }
   impl.http.ListenInBackground();
   return s;
 }
@@ -634,7 +674,10 @@ int Server::port() const { return impl_->port; }
 void Server::SetClient(Client* client) { impl_->client.store(client, std::memory_order_release); }
 
 void Server::Stop() {
-  if (impl_) impl_->http.StopListening();
+  if (!impl_) return;
+  impl_->http.StopListening();
+  // After the requests in flight, which may queue marks.
+  if (impl_->marks) impl_->marks->Stop();
 }
 
 Server::~Server() { Stop(); }

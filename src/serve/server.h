@@ -16,7 +16,9 @@
 // failed mark of served items too). Under fail-open (default) a Redis failure is
 // a 200 with every item unseen and "failed_open": true (a failed mark: the
 // answer with "mark_failed": true; /v1/served: {"marked": 0, "failed_open":
-// true}). A body is read whatever its Content-Type.
+// true}). A body is read whatever its Content-Type. mark_served's marks are
+// written after the answer ("mark_queued": true; ServerOptions::mark_queue), a
+// failure then only counted and logged.
 //
 // Threads: one event loop holds every open connection; serve.threads workers
 // answer the requests that arrived whole, and one more answers /healthz,
@@ -55,6 +57,11 @@ struct ServerOptions {
   // "ready, degraded: ..." and exposure_filter_serve_degraded 1), a fail-closed
   // one is not ready (503), so that it leaves a load balancer's rotation.
   bool fail_closed = false;
+  // serve.mark_queue: requests' marks of served items queued, written after the
+  // answer (serve/mark_writer.h); 0 = each request writes its marks before
+  // answering. Not used under fail_closed, whose answer says the marks were
+  // written (a failed mark is a 503).
+  size_t mark_queue = 10000;
 };
 
 class Server {

@@ -556,6 +556,29 @@ TEST_CASE("cluster readers: served items live in the user's slot, marked and rea
 }  // namespace ef
 
 namespace ef {
+namespace {
+
+// Appends to *cmds what makes the user's bucket `key` (starting at `start`) hold
+// an item it saw of cluster `cluster_id`, <seen_tag><c>, with token(cluster_id)
+// beside it (the writers' rule), and the content map entry item -> cluster_id
+// (sequence c). Returns the map entry's key.
+std::string SeenClusterAndMapEntry(const Layout& layout, const std::string& key, int64_t start,
+                                   const std::string& seen_tag, const std::string& item, int c,
+                                   const std::string& cluster_id,
+                                   std::vector<ClusterRouter::SlotCommand>* cmds) {
+  const Stage& st = layout.stage_table[0];
+  std::vector<uint32_t> pos(st.k);
+  for (const std::string& probe : {seen_tag + std::to_string(c), ClusterToken(cluster_id)}) {
+    ComputeStagePositions(HashItem(probe, layout.seed), st, layout.RuleFor(start), pos.data());
+    for (uint32_t p : pos) cmds->push_back({KeySlot(key), {"SETBIT", key, std::to_string(p), "1"}});
+  }
+  const std::string map_key = contentdb::MapKey(layout.prefix, item);
+  cmds->push_back(
+      {KeySlot(map_key), {"SET", map_key, contentdb::EncodeMapValue(c, 0, cluster_id)}});
+  return map_key;
+}
+
+}  // namespace
 
 TEST_CASE(
     "cluster readers: near duplicates, the content map's entries on every master are read in the "
@@ -573,24 +596,15 @@ TEST_CASE(
   // The user saw an item of each of 12 clusters (the writers' rule: item, token(C)).
   const std::string user = "nd-user";
   const std::string key = MakeKey(layout->prefix, user, start, layout->bucket_seconds);
-  const Stage& st = layout->stage_table[0];
-  std::vector<uint32_t> pos(st.k);
   std::vector<ClusterRouter::SlotCommand> cmds;
   std::vector<std::string> candidates;
   std::set<int> map_masters;
   for (int c = 0; c < 12; ++c) {
-    const std::string cluster_id = "nd-c" + std::to_string(c);
-    for (const std::string& probe : {"nd-seen-" + std::to_string(c), ClusterToken(cluster_id)}) {
-      ComputeStagePositions(HashItem(probe, layout->seed), st, layout->RuleFor(start), pos.data());
-      for (uint32_t p : pos)
-        cmds.push_back({KeySlot(key), {"SETBIT", key, std::to_string(p), "1"}});
-    }
     // A candidate of that cluster, known only to the content map (its own slot).
     const std::string item = "nd-cand-" + std::to_string(c);
-    const std::string map_key = contentdb::MapKey(layout->prefix, item);
+    const std::string map_key = SeenClusterAndMapEntry(*layout, key, start, "nd-seen-", item, c,
+                                                       "nd-c" + std::to_string(c), &cmds);
     map_masters.insert(cluster.MasterForSlot(KeySlot(map_key)));
-    cmds.push_back(
-        {KeySlot(map_key), {"SET", map_key, contentdb::EncodeMapValue(c, 0, cluster_id)}});
     candidates.push_back(item);
   }
   candidates.push_back("nd-unknown");
@@ -656,29 +670,19 @@ TEST_CASE(
   std::string user;
   for (int u = 0; user.empty(); ++u) {
     const std::string name = "cc-user-" + std::to_string(u);
-    if (cluster.MasterForSlot(KeySlot(MakeKey(layout->prefix, name, start,
-                                              layout->bucket_seconds))) == meta_master)
+    if (cluster.MasterForSlot(
+            KeySlot(MakeKey(layout->prefix, name, start, layout->bucket_seconds))) == meta_master)
       user = name;
   }
   const std::string key = MakeKey(layout->prefix, user, start, layout->bucket_seconds);
-  const Stage& st = layout->stage_table[0];
-  std::vector<uint32_t> pos(st.k);
   std::vector<ClusterRouter::SlotCommand> cmds;
   std::vector<std::string> candidates;
   std::map<int, std::vector<size_t>> of_master;  // map entry's master -> candidates
   for (int c = 0; c < 24; ++c) {
-    const std::string cluster_id = "cc-c" + std::to_string(c);
-    // The user saw another item of the cluster (the writers' rule: item, token(C)).
-    for (const std::string& probe : {"cc-seen-" + std::to_string(c), ClusterToken(cluster_id)}) {
-      ComputeStagePositions(HashItem(probe, layout->seed), st, layout->RuleFor(start), pos.data());
-      for (uint32_t p : pos)
-        cmds.push_back({KeySlot(key), {"SETBIT", key, std::to_string(p), "1"}});
-    }
     const std::string item = "cc-cand-" + std::to_string(c);
-    const std::string map_key = contentdb::MapKey(layout->prefix, item);
+    const std::string map_key = SeenClusterAndMapEntry(*layout, key, start, "cc-seen-", item, c,
+                                                       "cc-c" + std::to_string(c), &cmds);
     of_master[cluster.MasterForSlot(KeySlot(map_key))].push_back(candidates.size());
-    cmds.push_back(
-        {KeySlot(map_key), {"SET", map_key, contentdb::EncodeMapValue(c, 0, cluster_id)}});
     candidates.push_back(item);
   }
   REQUIRE(router.Commands(cmds).ok());

@@ -114,6 +114,14 @@ int64_t KeysRead(RedisServer& redis) {
 // The user saw A2 (cluster A, whose first item is A) and B (its own cluster).
 const std::vector<std::pair<std::string, std::string>> kSeen = {{"A2", "A"}, {"B", "B"}};
 
+// serve's /metrics text (a 200 required).
+std::string ScrapeText(httplib::Client& http) {
+  auto m = http.Get("/metrics");
+  REQUIRE(m);
+  REQUIRE(m->status == 200);
+  return m->body;
+}
+
 }  // namespace
 
 TEST_CASE("near duplicates: the library answers seen, near_duplicate and unseen, clusters given",
@@ -351,12 +359,7 @@ TEST_CASE(
   INFO("serve output:\n" << serve->Output());
   httplib::Client http("127.0.0.1", port);
   http.set_read_timeout(30, 0);
-  auto scrape = [&] {
-    auto m = http.Get("/metrics");
-    REQUIRE(m);
-    REQUIRE(m->status == 200);
-    return m->body;
-  };
+  auto scrape = [&] { return ScrapeText(http); };
   const char* const kLookups = "exposure_filter_serve_cluster_lookups_total";
   const char* const kUnknown = "exposure_filter_serve_clusters_unknown_total";
   const char* const kBad = "exposure_filter_serve_content_map_bad_values_total";
@@ -565,12 +568,7 @@ TEST_CASE(
   INFO("serve output:\n" << serve->Output());
   httplib::Client http("127.0.0.1", port);
   http.set_read_timeout(30, 0);
-  auto scrape = [&] {
-    auto m = http.Get("/metrics");
-    REQUIRE(m);
-    REQUIRE(m->status == 200);
-    return m->body;
-  };
+  auto scrape = [&] { return ScrapeText(http); };
   const char* const kHits = "exposure_filter_serve_cluster_cache_hits_total";
   const char* const kMisses = "exposure_filter_serve_cluster_cache_misses_total";
   const char* const kBytes = "exposure_filter_serve_cluster_cache_bytes";

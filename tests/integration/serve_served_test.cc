@@ -125,6 +125,17 @@ int CountLines(const std::string& text, const std::string& needle) {
 
 const std::string kPrefix = "ef:";  // the test config's filter.key_prefix
 
+// Awaits serve's exposure_filter_serve_items_marked_total reaching n: the queued
+// marks written (serve.mark_queue).
+bool AwaitMarked(httplib::Client& c, double n) {
+  return WaitFor(
+      [&] {
+        auto r = c.Get("/metrics");
+        return r && SampleValue(r->body, "exposure_filter_serve_items_marked_total") >= n;
+      },
+      20s, 5ms);
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -157,10 +168,12 @@ TEST_CASE(
   CHECK(j1.at("served_count") == 0);
   CHECK(j1.at("served") == json::array());
   CHECK(j1.at("marked") == 10);
+  CHECK(j1.at("mark_queued") == true);  // written after the answer (serve.mark_queue)
   CHECK_FALSE(j1.contains("mark_failed"));
   CHECK(unseen1.size() == 35);
   const Strings page1 = First(unseen1, 10);
   for (const auto& item : unseen1) CHECK(seen_set.count(item) == 0);
+  REQUIRE(AwaitMarked(*http, 10));
 
   // The ring: 16 + C * w bytes, C = serve.served_items (500), w for serve.served_fpr,
   // its TTL serve.served_ttl (1 s).
@@ -182,6 +195,7 @@ TEST_CASE(
   CHECK(j2.at("seen_count") == 5);
   CHECK(j2.at("marked") == 10);
   CHECK(unseen2.size() == 25);
+  REQUIRE(AwaitMarked(*http, 20));
   const Strings page2 = First(unseen2, 10);
   for (const auto& item : page2) {
     CHECK(std::find(page1.begin(), page1.end(), item) == page1.end());
@@ -383,7 +397,9 @@ TEST_CASE(
           .Command({"ACL", "SETUSER", "default", "-evalsha", "-eval", "-evalsha_ro", "-eval_ro"})
           .str == "OK");
   const int open_port = FreePort(), closed_port = FreePort();
-  auto open = StartServe(stack, config, open_port, {}, "open.log");
+  // serve.mark_queue=0: marks written before answering (queued ones: the next
+  // test case).
+  auto open = StartServe(stack, config, open_port, {"serve.mark_queue=0"}, "open.log");
   auto closed = StartServe(stack, config, closed_port, {"serve.fail_closed=true"}, "closed.log");
   INFO("open:\n" << open->Output() << "\nclosed:\n" << closed->Output());
   auto open_http = HttpClient(open_port);
@@ -419,6 +435,139 @@ TEST_CASE(
   CHECK(Post(*closed_http, "/v1/filter", Filter("u", {"a"})).status == 200);
   CHECK(open->Stop(SIGTERM, 20s) == 0);
   CHECK(closed->Stop(SIGTERM, 20s) == 0);
+}
+
+TEST_CASE(
+    "serve: a queued mark that fails after its answer is counted and logged once and its user "
+    "reads as unmarked",
+    "[integration][serve][served]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig();
+  StoreLayout(stack);
+  REQUIRE(
+      stack.redis()
+          .Command({"ACL", "SETUSER", "default", "-evalsha", "-eval", "-evalsha_ro", "-eval_ro"})
+          .str == "OK");
+  const int port = FreePort();
+  auto serve = StartServe(stack, config, port, {}, "queued.log");
+  INFO("serve output:\n" << serve->Output());
+  auto http = HttpClient(port);
+  for (int i = 0; i < 2; ++i) {
+    const Http f = Post(*http, "/v1/filter", Marking("u", {"a", "b"}, 1));
+    INFO(f.body);
+    REQUIRE(f.status == 200);
+    CHECK(f.Json() == json::parse(R"({"unseen": ["a", "b"], "seen_count": 0, "served": [],
+                                      "served_count": 0, "marked": 1, "mark_queued": true})"));
+  }
+  auto errors = [&] {
+    return SampleValue(Metrics(*http), "exposure_filter_serve_mark_errors_total");
+  };
+  CHECK(WaitFor([&] { return errors() == 2; }, 20s, 5ms));
+  CHECK(WaitFor([&] { return CountLines(serve->Output(), "NOPERM") >= 1; }, 10s));
+  CHECK(CountLines(serve->Output(), "NOPERM") == 1);
+  CHECK(CountLines(serve->Output(), "counted in exposure_filter_serve_mark_errors_total") == 1);
+  CHECK(stack.redis().Command({"EXISTS", ServedKey(kPrefix, "u")}).integer == 0);
+  const std::string m = Metrics(*http);
+  INFO(m);
+  CHECK(SampleValue(m, "exposure_filter_serve_marks_queued_total") == 2);
+  CHECK(SampleValue(m, "exposure_filter_serve_items_marked_total") == 0);
+  CHECK(SampleValue(m, "exposure_filter_serve_failed_open_total") == 0);  // the reads worked
+  CHECK(serve->Stop(SIGTERM, 20s) == 0);
+}
+
+TEST_CASE(
+    "serve: mark_served answers before its marks are written: a next page sent while Redis holds "
+    "writes back repeats the page (the documented window) and once written the page is served",
+    "[integration][serve][served]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig();
+  StoreLayout(stack);
+  const int port = FreePort();
+  // A deadline longer than the pause: the held write waits, it does not fail.
+  auto serve = StartServe(stack, config, port, {"serve.timeout=10s"}, "window.log");
+  INFO("serve output:\n" << serve->Output());
+  auto http = HttpClient(port);
+  Strings pool;
+  for (int i = 0; i < 20; ++i) pool.push_back("w-" + std::to_string(i));
+  const std::string key = ServedKey(kPrefix, "racer");
+  REQUIRE(Post(*http, "/v1/filter", Filter("racer", pool)).status == 200);  // connections made
+
+  // Writes (the marking script) wait until the pause ends; reads are answered.
+  REQUIRE(stack.redis().Command({"CLIENT", "PAUSE", "1500", "WRITE"}).str == "OK");
+  const auto paused = std::chrono::steady_clock::now();
+  const Http p1 = Post(*http, "/v1/filter", Marking("racer", pool, 5));
+  const Http p2 = Post(*http, "/v1/filter", Marking("racer", pool, 5));
+  const bool answered_in_pause = std::chrono::steady_clock::now() - paused < 1500ms;
+  const bool key_in_pause = stack.redis().Command({"EXISTS", key}).integer == 1;
+  INFO("page 1: " << p1.body << "\npage 2: " << p2.body);
+  REQUIRE(p1.status == 200);
+  REQUIRE(p2.status == 200);
+  CHECK(answered_in_pause);  // not held by the write
+  CHECK_FALSE(key_in_pause);
+  CHECK(p1.Json().at("mark_queued") == true);
+  // The race: page 2 did not see page 1's marks.
+  CHECK(Field(p2.Json(), "unseen") == Field(p1.Json(), "unseen"));
+  CHECK(p2.Json().at("served_count") == 0);
+
+  REQUIRE(AwaitMarked(*http, 10));
+  CHECK(std::chrono::steady_clock::now() - paused >= 1400ms);  // written after the pause
+  const Http p3 = Post(*http, "/v1/filter", Marking("racer", pool, 5));
+  REQUIRE(p3.status == 200);
+  CHECK(Field(p3.Json(), "served") == First(pool, 5));
+  CHECK(First(Field(p3.Json(), "unseen"), 5) == Strings(pool.begin() + 5, pool.begin() + 10));
+  const std::string m = Metrics(*http);
+  INFO(m);
+  CHECK(SampleValue(m, "exposure_filter_serve_marks_queued_total") == 3);
+  CHECK(SampleValue(m, "exposure_filter_serve_mark_delay_seconds_count") >= 2);
+  CHECK(SampleValue(m, "exposure_filter_serve_mark_errors_total") == 0);
+  CHECK(serve->Stop(SIGTERM, 20s) == 0);
+}
+
+TEST_CASE(
+    "serve: a full mark queue writes the request's marks before its answer and SIGTERM writes "
+    "what is queued before exiting",
+    "[integration][serve][served]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig();
+  StoreLayout(stack);
+  const int port = FreePort();
+  auto serve =
+      StartServe(stack, config, port, {"serve.timeout=10s", "serve.mark_queue=1"}, "full.log");
+  INFO("serve output:\n" << serve->Output());
+  auto http = HttpClient(port);
+  REQUIRE(Post(*http, "/v1/filter", Filter("x", {"a"})).status == 200);
+
+  REQUIRE(stack.redis().Command({"CLIENT", "PAUSE", "1500", "WRITE"}).str == "OK");
+  // One plan in the writer's hands, one in the queue: of three requests at least
+  // one finds the queue full and is answered only once its marks are written.
+  int queued = 0, written_first = 0;
+  for (int u = 0; u < 3; ++u) {
+    const std::string user = "full-" + std::to_string(u);
+    const Http h = Post(*http, "/v1/filter", Marking(user, {"a", "b", "c"}, 2));
+    INFO(user << ": " << h.body);
+    REQUIRE(h.status == 200);
+    CHECK(h.Json().at("marked") == 2);
+    if (h.Json().contains("mark_queued")) {
+      ++queued;
+    } else {
+      ++written_first;
+      CHECK(stack.redis().Command({"EXISTS", ServedKey(kPrefix, user)}).integer == 1);
+    }
+  }
+  CHECK(written_first >= 1);
+  CHECK(queued + written_first == 3);
+  CHECK(SampleValue(Metrics(*http), "exposure_filter_serve_mark_queue_full_total") ==
+        written_first);
+
+  // Queued under a new pause, then SIGTERM: the marks are written before exit.
+  REQUIRE(AwaitMarked(*http, 6));
+  REQUIRE(stack.redis().Command({"CLIENT", "PAUSE", "1500", "WRITE"}).str == "OK");
+  const Http last = Post(*http, "/v1/filter", Marking("last", {"a", "b"}, 2));
+  REQUIRE(last.status == 200);
+  CHECK(last.Json().at("mark_queued") == true);
+  CHECK(stack.redis().Command({"EXISTS", ServedKey(kPrefix, "last")}).integer == 0);
+  CHECK(serve->Stop(SIGTERM, 20s) == 0);
+  CHECK(stack.redis().Command({"EXISTS", ServedKey(kPrefix, "last")}).integer == 1);
 }
 
 TEST_CASE("check: with mark-served it marks the unseen items, and a second check shows them served",

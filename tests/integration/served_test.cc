@@ -231,6 +231,63 @@ TEST_CASE("served items: two pages from one candidate pool never overlap, with o
   CHECK(client->stats().served >= 10 + 19);
 }
 
+TEST_CASE(
+    "served items: FilterAndPlanMark answers as FilterAndMark without writing and WriteMarks "
+    "then writes several users' plans (EVAL once where the script was missing) that read served",
+    "[served][client]") {
+  Fixture fx;
+  auto client = fx.MakeClient();
+  const std::vector<std::string> pool = Items("p", 30);
+  std::vector<std::string_view> views(pool.begin(), pool.end());
+  fx.Expose("w0", Items("p", 2, 0));  // p-0, p-1 seen by w0
+  const uint64_t evalshas = fx.Calls("evalsha"), evals = fx.Calls("eval");
+  std::vector<exposure_filter::MarkPlan> plans(3);
+  for (int u = 0; u < 3; ++u) {
+    const std::string user = "w" + std::to_string(u);
+    Result r = client->FilterAndPlanMark(user, views, {}, 5, {}, &plans[u]);
+    REQUIRE(r.ok);
+    CHECK(r.marked_count == 5);
+    CHECK(plans[u].items == 5);
+    CHECK(plans[u].entries == 5);
+    CHECK(plans[u].user == user);
+    // u == 0: the 5 after the 2 seen; else the first 5.
+    for (size_t i = 0; i < pool.size(); ++i)
+      CHECK(r.marked[i] == (u == 0 ? i >= 2 && i < 7 : i < 5));
+  }
+  // Nothing written yet: a next page would return the same items.
+  CHECK(fx.Calls("evalsha") == evalshas);
+  CHECK(client->Seen("w1", pool).served_count == 0);
+  exposure_filter::MarkPlan empty;  // costs nothing, answered ok
+  plans.push_back(empty);
+
+  std::vector<MarkResult> written = client->WriteMarks(plans);
+  REQUIRE(written.size() == 4);
+  for (int u = 0; u < 3; ++u) {
+    INFO("user " << u << ": " << written[u].error);
+    CHECK(written[u].ok);
+    CHECK_FALSE(written[u].failed_open);
+    CHECK(written[u].marked == 5);
+    CHECK(written[u].filled == 5);
+  }
+  CHECK(written[3].ok);
+  CHECK(written[3].marked == 0);
+  // The server lacked the script: three EVALSHAs answered NOSCRIPT, three EVALs.
+  CHECK(fx.Calls("evalsha") - evalshas == 3);
+  CHECK(fx.Calls("eval") - evals == 3);
+  for (int u = 0; u < 3; ++u) {
+    Result r = client->Seen("w" + std::to_string(u), pool);
+    CHECK(r.served_count == 5);
+  }
+  CHECK(client->stats().marked == 15);
+
+  // Once cached: EVALSHA only.
+  std::vector<exposure_filter::MarkPlan> again(1);
+  client->FilterAndPlanMark("w1", views, {}, 5, {}, &again[0]);
+  CHECK(client->WriteMarks(again).front().filled == 10);
+  CHECK(fx.Calls("evalsha") - evalshas == 4);
+  CHECK(fx.Calls("eval") - evals == 3);
+}
+
 TEST_CASE("served items: after serve.served_ttl they are candidates again", "[served][client]") {
   Fixture fx;
   fx.extra = {"serve.served_ttl=1s"};

@@ -20,9 +20,9 @@ namespace ef {
 namespace {
 
 const char* const kEnvVars[] = {
-    "EXPOSURE_FILTER_REDIS_PASSWORD",      "EXPOSURE_FILTER_REDIS_USERNAME",
-    "EXPOSURE_FILTER_KAFKA_SASL_PASSWORD", "EXPOSURE_FILTER_KAFKA_BOOTSTRAP_SERVERS",
-    "EXPOSURE_FILTER_REDIS_ADDRESS",       "EXPOSURE_FILTER_KAFKA_SECURITY_PROTOCOL",
+    "EXPOSURE_FILTER_REDIS_PASSWORD",       "EXPOSURE_FILTER_REDIS_USERNAME",
+    "EXPOSURE_FILTER_KAFKA_SASL_PASSWORD",  "EXPOSURE_FILTER_KAFKA_BOOTSTRAP_SERVERS",
+    "EXPOSURE_FILTER_REDIS_ADDRESS",        "EXPOSURE_FILTER_KAFKA_SECURITY_PROTOCOL",
     "EXPOSURE_FILTER_KAFKA_SASL_MECHANISM", "EXPOSURE_FILTER_KAFKA_SASL_USERNAME",
 };
 
@@ -192,6 +192,7 @@ Config NonDefaultConfig() {
   c.serve.timeout_ms = 75;
   c.serve.threads = 3;
   c.serve.idle_timeout_ms = 90'000;
+  c.serve.mark_queue = 500;
   c.serve.fail_closed = true;
   c.serve.served_ttl_ms = 90 * 60 * 1000;
   c.serve.served_items = 64;
@@ -494,10 +495,11 @@ TEST_CASE("the environment beats the file and --set beats both", "[config]") {
                   {"redis.password=from-set", "kafka.properties.sasl.username=u"});
   CHECK(c.redis.password == "from-set");  // --set > environment > file
   CHECK(c.redis.username == "ef-user");   // environment > file
-  CHECK(c.kafka.properties == std::map<std::string, std::string>{{"sasl.password", "kpw"},
-                                                                 {"sasl.username", "u"},
-                                                                 {"sasl.mechanism", "SCRAM-SHA-512"},
-                                                                 {"security.protocol", "SASL_SSL"}});
+  CHECK(c.kafka.properties ==
+        std::map<std::string, std::string>{{"sasl.password", "kpw"},
+                                           {"sasl.username", "u"},
+                                           {"sasl.mechanism", "SCRAM-SHA-512"},
+                                           {"security.protocol", "SASL_SSL"}});
   CHECK(c.kafka.bootstrap_servers == "broker:9094");
   CHECK(c.redis.address == "redis.internal:6390");
   // `kubectl exec ... check --set redis.address=X` queries X, not the pod's Redis.
@@ -990,8 +992,8 @@ TEST_CASE("changed keys: the keys whose values differ in table order", "[config]
   b.log.level = "debug";
   b.filter.fpr = 0.002;
   b.kafka.properties["fetch.wait.max.ms"] = "10";
-  CHECK(ChangedKeys(a, b) == std::vector<std::string>{"kafka.properties.fetch.wait.max.ms",
-                                                      "filter.fpr", "log.level"});
+  CHECK(ChangedKeys(a, b) ==
+        std::vector<std::string>{"kafka.properties.fetch.wait.max.ms", "filter.fpr", "log.level"});
 }
 
 }  // namespace

@@ -496,6 +496,13 @@ TEST_CASE("serve response: served items are left out of unseen and listed apart"
   CHECK(FilterResponse(o.query, plain) ==
         R"({"unseen":["a",7,"c",8,"d"],"seen_count":1,"served":[],"served_count":0,)"
         R"("marked":0,"mark_failed":true})");
+  // Marks written after the answer (serve.mark_queue): "mark_queued": true.
+  plain.mark_failed = false;
+  plain.marked = 3;
+  plain.mark_queued = true;
+  CHECK(FilterResponse(o.query, plain) ==
+        R"({"unseen":["a",7,"c",8,"d"],"seen_count":1,"served":[],"served_count":0,)"
+        R"("marked":3,"mark_queued":true})");
   // Escapes in served items (the slow path) too.
   Outcome esc = Filter(R"({"user_id": "u", "items": ["x\n", "y\"", 5]})");
   REQUIRE(esc.ok);
