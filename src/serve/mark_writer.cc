@@ -59,7 +59,7 @@ bool MarkWriter::Enqueue(exposure_filter::MarkPlan* plan) {
     }
     queue_.push_back({std::move(*plan), Clock::now()});
     depth_.Set(static_cast<double>(queue_.size()));
-    wake = waiting_ && queue_.size() == 1;
+    wake = (waiting_ && queue_.size() == 1) || (lingering_ && queue_.size() == options_.max_batch);
   }
   queued_total_.Increment();
   if (wake) cv_.notify_one();
@@ -85,6 +85,12 @@ void MarkWriter::Run() {
     cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     waiting_ = false;
     if (queue_.empty()) return;  // stopping, nothing left
+    if (!stopping_ && queue_.size() < options_.max_batch) {
+      lingering_ = true;
+      cv_.wait_until(lock, queue_.front().at + options_.linger,
+                     [&] { return stopping_ || queue_.size() >= options_.max_batch; });
+      lingering_ = false;
+    }
     if (stopping_) {
       if (drain_end == Clock::time_point{}) drain_end = Clock::now() + options_.drain;
       if (Clock::now() >= drain_end) {

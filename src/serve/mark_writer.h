@@ -6,8 +6,10 @@
 //
 // The window (README "Paged feeds", docs/HTTP.md): from a request's answer to
 // its marks written, a next request for the same user does not see them and may
-// return the same items. It lasts the queue's wait plus one round trip: while
-// the writer writes one batch, what is queued meanwhile waits for the next.
+// return the same items. It lasts the queue's wait plus one round trip: the
+// writer takes what is queued `linger` after the oldest was queued (at once when
+// max_batch are), and while it writes one batch, what is queued meanwhile waits
+// for the next.
 //
 // The queue holds at most `capacity` plans: Enqueue refuses one more (counted in
 // exposure_filter_serve_mark_queue_full_total) and the request writes its own
@@ -17,8 +19,10 @@
 // (logged with their count).
 //
 // State (under mu_): queue_ (plans not taken yet, oldest first), waiting_ (the
-// writer waits on cv_: an Enqueue into an empty queue wakes it; while it writes,
-// nothing wakes it and it takes the queue when done), stopping_. Invariant:
+// writer waits on cv_ for a first plan: an Enqueue into an empty queue wakes it),
+// lingering_ (it waits for the linger to pass: only the max_batch-th plan wakes
+// it; while it writes, nothing wakes it and it takes the queue when done),
+// stopping_. Invariant:
 // queue_.size() <= capacity; after stopping_, Enqueue refuses.
 #pragma once
 
@@ -41,8 +45,11 @@ namespace ef::serve {
 class MarkWriter {
  public:
   struct Options {
-    size_t capacity = 10000;                // plans queued at most (serve.mark_queue)
-    size_t max_batch = 64;                  // plans written in one round trip
+    size_t capacity = 10000;  // plans queued at most (serve.mark_queue)
+    size_t max_batch = 64;    // plans written in one round trip
+    // The writer waits this long after a plan was queued for others to join its
+    // round trip (unless max_batch are queued): fewer, larger round trips.
+    std::chrono::microseconds linger{1000};
     std::chrono::milliseconds timeout{50};  // a round trip's deadline (serve.timeout)
     std::chrono::milliseconds drain{5000};  // Stop's time to write what is queued
   };
@@ -84,6 +91,7 @@ class MarkWriter {
   std::condition_variable cv_;
   std::deque<Queued> queue_;
   bool waiting_ = false;
+  bool lingering_ = false;
   bool stopping_ = false;
   std::thread thread_;
 };
