@@ -125,6 +125,22 @@ int CountLines(const std::string& text, const std::string& needle) {
 
 const std::string kPrefix = "ef:";  // the test config's filter.key_prefix
 
+// A redis-server with the layout stored (nothing seen) and one serve on it,
+// with `sets` overrides and a keep-alive HTTP client.
+struct OneServe {
+  Stack stack{1};
+  std::string config = stack.WriteConfig();
+  int port = FreePort();
+  std::unique_ptr<Process> serve;
+  std::unique_ptr<httplib::Client> http;
+
+  OneServe(const Strings& sets, const std::string& log) {
+    StoreLayout(stack);
+    serve = StartServe(stack, config, port, sets, log);
+    http = HttpClient(port);
+  }
+};
+
 // Awaits serve's exposure_filter_serve_items_marked_total reaching n: the queued
 // marks written (serve.mark_queue).
 bool AwaitMarked(httplib::Client& c, double n) {
@@ -228,13 +244,11 @@ TEST_CASE(
     "serve: POST /v1/served marks items that /v1/filter then answers served, and a burst of "
     "10000 keeps the ring at 16 + C*w bytes with the newest served",
     "[integration][serve][served]") {
-  Stack stack(1);
-  const std::string config = stack.WriteConfig();
-  StoreLayout(stack);
-  const int port = FreePort();
-  auto serve = StartServe(stack, config, port, {}, "served.log");
+  OneServe one({}, "served.log");
+  Stack& stack = one.stack;
+  auto& serve = one.serve;
+  auto& http = one.http;
   INFO("serve output:\n" << serve->Output());
-  auto http = HttpClient(port);
 
   // Marked, then answered served (integer IDs as their text, echoed as integers).
   const Http marked = PostRaw(*http, "/v1/served", R"({"user_id": 42, "items": ["a", "b", 7]})");
@@ -299,13 +313,11 @@ TEST_CASE(
 TEST_CASE(
     "serve: a mark_served of the wrong type and bad /v1/served bodies are 400s naming the field",
     "[integration][serve][served]") {
-  Stack stack(1);
-  const std::string config = stack.WriteConfig();
-  StoreLayout(stack);
-  const int port = FreePort();
-  auto serve = StartServe(stack, config, port, {"serve.served_items=5"}, "bad.log");
+  OneServe one({"serve.served_items=5"}, "bad.log");
+  Stack& stack = one.stack;
+  auto& serve = one.serve;
+  auto& http = one.http;
   INFO("serve output:\n" << serve->Output());
-  auto http = HttpClient(port);
   const std::string expected = "mark_served: expected true, false or a non-negative integer, got ";
   const std::vector<std::pair<json, std::string>> wrong = {{"yes", "\"yes\""},
                                                            {-1, "-1"},
@@ -479,14 +491,12 @@ TEST_CASE(
     "serve: mark_served answers before its marks are written: a next page sent while Redis holds "
     "writes back repeats the page (the documented window) and once written the page is served",
     "[integration][serve][served]") {
-  Stack stack(1);
-  const std::string config = stack.WriteConfig();
-  StoreLayout(stack);
-  const int port = FreePort();
   // A deadline longer than the pause: the held write waits, it does not fail.
-  auto serve = StartServe(stack, config, port, {"serve.timeout=10s"}, "window.log");
+  OneServe one({"serve.timeout=10s"}, "window.log");
+  Stack& stack = one.stack;
+  auto& serve = one.serve;
+  auto& http = one.http;
   INFO("serve output:\n" << serve->Output());
-  auto http = HttpClient(port);
   Strings pool;
   for (int i = 0; i < 20; ++i) pool.push_back("w-" + std::to_string(i));
   const std::string key = ServedKey(kPrefix, "racer");
@@ -527,14 +537,11 @@ TEST_CASE(
     "serve: a full mark queue writes the request's marks before its answer and SIGTERM writes "
     "what is queued before exiting",
     "[integration][serve][served]") {
-  Stack stack(1);
-  const std::string config = stack.WriteConfig();
-  StoreLayout(stack);
-  const int port = FreePort();
-  auto serve =
-      StartServe(stack, config, port, {"serve.timeout=10s", "serve.mark_queue=1"}, "full.log");
+  OneServe one({"serve.timeout=10s", "serve.mark_queue=1"}, "full.log");
+  Stack& stack = one.stack;
+  auto& serve = one.serve;
+  auto& http = one.http;
   INFO("serve output:\n" << serve->Output());
-  auto http = HttpClient(port);
   REQUIRE(Post(*http, "/v1/filter", Filter("x", {"a"})).status == 200);
 
   REQUIRE(stack.redis().Command({"CLIENT", "PAUSE", "1500", "WRITE"}).str == "OK");
