@@ -3,11 +3,13 @@
 #include <prometheus/registry.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <memory>
 
 #include "app/commands.h"
 #include "app/common.h"
 #include "app/reload.h"
+#include "common/clock.h"
 #include "contentdb/index.h"
 #include "event/item_decoder.h"
 #include "kafka/consumer.h"
@@ -85,9 +87,21 @@ int Content(const ContentArgs& args) {
   auto registry = std::make_shared<prometheus::Registry>();
   ContentMetrics metrics(*registry);
   RegisterBuildInfo(*registry);
+  // /readyz: 503 while assignments to Redis fail (the consumer retries, commits
+  // nothing past them), 200 otherwise.
+  auto failing_since = std::make_shared<std::atomic<int64_t>>(0);
+  co.failing_since_ms = failing_since.get();
   std::unique_ptr<HttpServer> http;
   if (!config->content.listen.empty()) {
-    auto server = HttpServer::Start(config->content.listen, registry, [] { return Readiness{}; });
+    auto ready = [failing_since] {
+      const int64_t since = failing_since->load(std::memory_order_relaxed);
+      if (since == 0) return Readiness{};
+      return Readiness{false, "assigning items in Redis fails for " +
+                                  std::to_string((SteadyNowMs() - since) / 1000) +
+                                  " s (retrying; nothing is committed past the batch; "
+                                  "exposure_filter_content_redis_up 0)"};
+    };
+    auto server = HttpServer::Start(config->content.listen, registry, ready);
     if (!server.ok()) return Fail(server.status().Prefixed("content.listen"), kExitConfig);
     http = std::move(server.value());
     spdlog::info("metrics on http://{}/metrics", config->content.listen);

@@ -119,6 +119,7 @@ void ContentConsumer::Assigned(const std::vector<contentdb::Assignment>& assignm
     metrics_->redis_up->Set(1);
   }
   if (!batch_.items.empty()) ++totals_.batches;
+  if (options_.failing_since_ms) options_.failing_since_ms->store(0, std::memory_order_relaxed);
   if (retry.failing_since) {
     spdlog::info("content: assignments succeed again after {:.1f} s and {} retries; resuming",
                  static_cast<double>(SteadyNowMs() - retry.failing_since) / 1000.0,
@@ -141,6 +142,8 @@ Status ContentConsumer::AssignFailed(const Status& st, const std::atomic<bool>& 
     spdlog::debug("content: retry {} failed: {}", retry->attempts - 1, st.message());
   } else {
     retry->failing_since = SteadyNowMs();
+    if (options_.failing_since_ms)
+      options_.failing_since_ms->store(retry->failing_since, std::memory_order_relaxed);
     spdlog::error(
         "content: {}; pausing consumption, retrying every {}..{} ms, nothing is committed "
         "past what was assigned",

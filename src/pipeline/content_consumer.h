@@ -58,6 +58,9 @@ struct ContentConsumerOptions {
   // e.g. the high watermarks at start): `content --exit-at-end`. Empty: run until
   // stopped.
   std::map<TopicPartition, int64_t> end_offsets;
+  // If set: the steady-clock ms (common/clock.h SteadyNowMs) since which Assign
+  // fails, 0 while it succeeds; read by another thread (`content`'s /readyz).
+  std::atomic<int64_t>* failing_since_ms = nullptr;
 };
 
 struct ContentTotals {

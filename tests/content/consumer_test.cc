@@ -8,10 +8,11 @@
 // command finishes; SIGTERM commits what was assigned and exits 0, or exits 1
 // within the shutdown grace while Redis is down.
 #include <arpa/inet.h>
-#include <catch2/catch.hpp>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <catch2/catch.hpp>
 #include <csignal>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -186,6 +187,41 @@ TEST_CASE(
   for (int64_t committed : Committed(stack, "term")) CHECK(committed == -1);
 }
 
+TEST_CASE(
+    "items topic: content's /readyz answers 503 naming Redis while assignments fail and 200 once "
+    "they succeed again",
+    "[content]") {
+  // Before the fix its /readyz answered 200 whatever happened.
+  Stack stack(1, "items");
+  stack.ProduceRaw({R"({"item_id": "a", "simhash": 1})"});
+  const int port = FreePort();
+  const std::string config = stack.WriteConfig(
+      "ef.yaml", "content:\n  topic: items\n  listen: 127.0.0.1:" + std::to_string(port) +
+                     "\nredis:\n  cluster: \"false\"\n");
+  stack.redis().Stop();
+  Process cmd({EF_BINARY, "content", "-c", config, "--set", "content.group_id=ready", "--set",
+               "pipeline.commit_interval=100ms"},
+              stack.dir().File("content.log"));
+  HttpReply r;
+  const bool not_ready = WaitFor(
+      [&] {
+        r = HttpGet(port, "/readyz");
+        return !cmd.Running() || r.status == 503;
+      },
+      std::chrono::seconds(30));
+  INFO(cmd.Output());
+  REQUIRE(not_ready);
+  REQUIRE(cmd.Running());
+  CHECK(r.body.find("assigning items in Redis fails for") != std::string::npos);
+  CHECK(HttpGet(port, "/healthz").status == 200);  // alive: not a reason to restart
+
+  stack.redis().Start();
+  CHECK(WaitFor([&] { return HttpGet(port, "/readyz").status == 200; }, std::chrono::seconds(30)));
+  CHECK(WaitFor([&] { return GroupCaughtUp(stack, "ready"); }, std::chrono::seconds(30)));
+  cmd.Signal(SIGTERM);
+  CHECK(cmd.Wait(std::chrono::seconds(15)) == std::optional<int>(0));
+}
+
 TEST_CASE("items topic: SIGTERM commits what was assigned and exits 0", "[content]") {
   Stack stack(2, "items");
   stack.ProduceRaw({R"({"item_id": "a", "simhash": 1})", R"({"item_id": "b", "simhash": 3})"});
@@ -231,9 +267,9 @@ TEST_CASE(
   REQUIRE(listen(held, 16) == 0);
   Process cmd({EF_BINARY, "content", "-c", config, "--set", "content.group_id=beside"},
               stack.dir().File("content.log"));
-  const bool up = WaitFor(
-      [&] { return !cmd.Running() || HttpGet(content_port, "/metrics").status == 200; },
-      std::chrono::seconds(30));
+  const bool up =
+      WaitFor([&] { return !cmd.Running() || HttpGet(content_port, "/metrics").status == 200; },
+              std::chrono::seconds(30));
   INFO(cmd.Output());
   REQUIRE(up);
   REQUIRE(cmd.Running());  // before content.listen it exited 4: metrics.listen in use
