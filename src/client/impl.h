@@ -217,14 +217,12 @@ struct Client::Impl {
                  client_internal::CallPlan* plan);
 
   // --- served.cc
-  // Appends the fingerprints of items to user's served ring (one EVALSHA, EVAL if
-  // the server lacks the script; WAIT with wait_replicas): *filled is the ring's
-  // size after it. Errors as the read's (kUnavailable, kPermissionDenied, ...).
-  Status Mark(std::string_view user, const ef::Hash128* items, size_t n, Clock::time_point start,
-              Clock::time_point deadline, size_t* filled);
-  // Writes plans (MarkPlan::fingerprints already encoded): on a single Redis all
-  // in one round trip, on a cluster one per plan. (*status)[i] and (*filled)[i]
-  // per plan; a plan with no entries is Ok with 0 filled.
+  // Appends each plan's fingerprints (MarkPlan::fingerprints, already encoded) to
+  // its user's served ring: one EVALSHA each (EVAL if the server lacks the
+  // script), WAIT after them with wait_replicas; on a single Redis all in one
+  // round trip, on a cluster one per plan. (*status)[i] and (*filled)[i] (the
+  // ring's size after it) per plan, errors as the read's (kUnavailable,
+  // kPermissionDenied, ...); a plan with no entries is Ok with 0 filled.
   void MarkPlans(std::span<const MarkPlan> plans, Clock::time_point start,
                  Clock::time_point deadline, std::vector<Status>* status,
                  std::vector<size_t>* filled);

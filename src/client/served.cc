@@ -36,12 +36,12 @@ Status WaitReplyStatus(const ef::RedisReply& w, int64_t wait_replicas, const std
                                     " replicas acknowledged within redis.wait_timeout"));
 }
 
-// The script's reply for the ring `key`: its size in *filled, else the error.
-Status ScriptReplyStatus(const ef::RedisReply& r, const std::string& where, const std::string& key,
-                         size_t* filled) {
+// The script's reply for the ring of `user`: its size in *filled, else the error.
+Status ScriptReplyStatus(const ef::RedisReply& r, const std::string& where, std::string_view prefix,
+                         std::string_view user, size_t* filled) {
   if (r.type == ef::RedisReply::Type::kError) {
     return ef::RedisConnection::ErrorReplyStatus(
-        r.str, where + ": marking served items (" + key + "): " + r.str);
+        r.str, where + ": marking served items (" + ef::ServedKey(prefix, user) + "): " + r.str);
   }
   if (r.type != ef::RedisReply::Type::kInteger)
     return ef::Internal(where + ": marking served items: unexpected reply");
@@ -50,19 +50,6 @@ Status ScriptReplyStatus(const ef::RedisReply& r, const std::string& where, cons
 }
 
 }  // namespace
-
-Status Client::Impl::Mark(std::string_view user, const ef::Hash128* items, size_t n,
-                          Clock::time_point start, Clock::time_point deadline, size_t* filled) {
-  MarkPlan plan;
-  plan.user = std::string(user);
-  plan.items = plan.entries = n;
-  ef::AppendServedFingerprints(items, n, served_width, &plan.fingerprints);
-  std::vector<Status> status;
-  std::vector<size_t> filled_per;
-  MarkPlans({&plan, 1}, start, deadline, &status, &filled_per);
-  *filled = filled_per.front();
-  return status.front();
-}
 
 void Client::Impl::MarkPlans(std::span<const MarkPlan> plans, Clock::time_point start,
                              Clock::time_point deadline, std::vector<Status>* status,
@@ -107,8 +94,7 @@ void Client::Impl::MarkPlans(std::span<const MarkPlan> plans, Clock::time_point 
       if (!whole && r.type == ef::RedisReply::Type::kError && StartsWith(r.str, "NOSCRIPT")) {
         noscript->push_back(i);
       } else {
-        (*status)[i] = ScriptReplyStatus(r, where, ef::ServedKey(configured.prefix, plans[i].user),
-                                         &(*filled)[i]);
+        (*status)[i] = ScriptReplyStatus(r, where, configured.prefix, plans[i].user, &(*filled)[i]);
       }
     }
   };
@@ -136,37 +122,23 @@ MarkResult Client::MarkServed(std::string_view user, const std::vector<std::stri
 
 MarkResult Client::MarkServedViews(std::string_view user, std::span<const std::string_view> items,
                                    const CallOptions& call) {
-  MarkResult m;
-  Status st = ef::CheckUserId(user);
-  auto fail = [&](const Status& s, bool policy_applies) {
-    m.code = CodeOf(s);
-    m.error = s.message();
-    if (policy_applies && impl_->options.on_error == OnError::kFailOpen) {
-      m.failed_open = true;
-    } else {
-      m.ok = false;
-    }
+  if (Status st = ef::CheckUserId(user); !st.ok()) {
+    MarkResult m;
+    m.ok = false;
+    m.code = CodeOf(st);
+    m.error = st.message();
     return m;
-  };
-  if (!st.ok()) return fail(st, false);
-  if (items.empty()) return m;
-  const Clock::time_point start = Clock::now();
-  const Clock::time_point deadline =
-      start + (call.deadline.count() > 0 ? call.deadline : impl_->options.timeout);
+  }
+  if (items.empty()) return MarkResult{};
   std::vector<ef::Hash128> hashes(items.size());
   for (size_t i = 0; i < items.size(); ++i)
     hashes[i] = ef::HashItem(items[i], impl_->configured.seed);
-  size_t filled = 0;
-  st = impl_->Mark(user, hashes.data(), hashes.size(), start, deadline, &filled);
-  if (!st.ok()) {
-    Add(impl_->counters.redis_errors, 1);
-    Add(impl_->counters.mark_errors, 1);
-    return fail(st, true);
-  }
-  Add(impl_->counters.marked, items.size());
-  m.marked = items.size();
-  m.filled = filled;
-  return m;
+  MarkPlan plan;
+  plan.user = std::string(user);
+  plan.items = plan.entries = items.size();
+  ef::AppendServedFingerprints(hashes.data(), hashes.size(), impl_->served_width,
+                               &plan.fingerprints);
+  return WriteMarks({&plan, 1}, call).front();
 }
 
 Result Client::FilterAndMark(std::string_view user, const std::vector<std::string>& candidates,

@@ -136,7 +136,6 @@ void MarkWriter::Write(std::vector<Queued>* batch) {
     }
     delay_.Observe(std::chrono::duration<double>(now - (*batch)[i].at).count());
   }
-  done_.fetch_add(plans.size(), std::memory_order_acq_rel);
   if (failed > 0 && now - last_warning_ >= std::chrono::seconds(10)) {
     last_warning_ = now;
     spdlog::warn(

@@ -66,8 +66,6 @@ class MarkWriter {
   bool Enqueue(exposure_filter::MarkPlan* plan);
   // Writes what is queued (at most options.drain), joins the thread. Idempotent.
   void Stop();
-  // Plans written or failed so far (tests await this).
-  uint64_t done() const { return done_.load(std::memory_order_acquire); }
 
  private:
   struct Queued {
@@ -84,7 +82,6 @@ class MarkWriter {
   prometheus::Gauge& depth_;
   prometheus::Histogram& batch_size_;
   prometheus::Histogram& delay_;
-  std::atomic<uint64_t> done_{0};
   std::chrono::steady_clock::time_point last_warning_{};
 
   std::mutex mu_;
