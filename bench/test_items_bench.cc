@@ -10,6 +10,10 @@
 // 300 of the candidates were written (in random buckets), as in scripts/bench-read.sh.
 // Layout version 3 (the default: rule 9 positions); BM_TestItems_V2_* the same with
 // version 2 (rule 2: x mod m), for comparison within one build.
+// BM_TestItems_Clusters_*: the same with filter.near_duplicates and clusters
+// given (docs/CONTENT.md rule 5), as bench-read's --near-duplicates sends them: 1
+// candidate in 5 in one of 1,000 shared clusters, the others their own cluster;
+// _Tokens_ while revision-1 tokens are read (a meta without founder_marks_from).
 // Each iteration takes the next of 16 candidate sets: with one set, the CPU's
 // branch predictor learns where each item leaves its probe loop and the
 // figures flatter item-by-item probing (measured: 22 vs 28 us light with one set,
@@ -18,6 +22,7 @@
 
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,6 +70,7 @@ struct State {
   std::vector<std::string> values;
   std::vector<int64_t> starts;
   std::vector<std::vector<std::string>> candidates;  // kSets sets
+  std::vector<std::vector<std::string>> clusters;    // per set, per candidate
 };
 
 constexpr int kSets = 16;
@@ -82,9 +88,13 @@ State MakeState(const Layout& l, double even, double odd, uint64_t seed) {
     for (int64_t i = 0; i < n; ++i) Add(l, s.starts[b], s.values[b], "bg" + std::to_string(rng()));
   }
   s.candidates.resize(kSets);
-  for (auto& set : s.candidates) {
+  s.clusters.resize(kSets);
+  for (int k = 0; k < kSets; ++k) {
+    auto& set = s.candidates[k];
     for (int i = 0; i < kCandidates; ++i) {
       set.push_back("item-" + std::to_string(rng() % 100000000));
+      s.clusters[k].push_back(rng() % 5 == 0 ? "story-" + std::to_string(rng() % 1000)
+                                             : set.back());
       if (i < kExposed) {
         const size_t b = rng() % kBuckets;
         Add(l, s.starts[b], s.values[b], set.back());
@@ -109,7 +119,40 @@ void Run(benchmark::State& state, double even, double odd, uint64_t seed, uint32
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(s.candidates[0].size()));
 }
 
+// With clusters given; tokens: also test revision-1 tokens (founder_marks_from
+// absent).
+void RunClusters(benchmark::State& state, double even, double odd, uint64_t seed, bool tokens) {
+  Layout l = BenchLayout(3);
+  if (tokens) l.founder_marks_from = -1;
+  const State s = MakeState(l, even, odd, seed);
+  std::vector<std::vector<std::string_view>> items(kSets), clusters(kSets);
+  for (int k = 0; k < kSets; ++k) {
+    items[k].assign(s.candidates[k].begin(), s.candidates[k].end());
+    clusters[k].assign(s.clusters[k].begin(), s.clusters[k].end());
+  }
+  const std::vector<std::string_view> values(s.values.begin(), s.values.end());
+  size_t seen = 0, next = 0;
+  for (auto _ : state) {
+    ef::CheckResult r =
+        ef::TestItems(l, values, s.starts, std::span<const std::string_view>(items[next]),
+                      std::span<const std::string_view>(clusters[next]), {});
+    next = (next + 1) % kSets;
+    seen += r.seen_count + r.near_duplicate_count;
+    benchmark::DoNotOptimize(seen);
+  }
+  state.counters["seen_per_set"] =
+      static_cast<double>(seen) / static_cast<double>(state.iterations());
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(s.candidates[0].size()));
+}
+
 void BM_TestItems_Light(benchmark::State& state) { Run(state, 0.5, 0.5, 1); }
+void BM_TestItems_Clusters_Light(benchmark::State& state) {
+  RunClusters(state, 0.5, 0.5, 1, false);
+}
+void BM_TestItems_Clusters_Heavy(benchmark::State& state) { RunClusters(state, 3, 6, 2, false); }
+void BM_TestItems_Clusters_Tokens_Light(benchmark::State& state) {
+  RunClusters(state, 0.5, 0.5, 1, true);
+}
 void BM_TestItems_Heavy(benchmark::State& state) { Run(state, 3, 6, 2); }
 void BM_TestItems_Top(benchmark::State& state) { Run(state, 12, 12, 3); }
 // The same with layout version 2 (rule 2: x mod m by FastMod), for comparison.
@@ -125,3 +168,6 @@ BENCHMARK(BM_TestItems_Top)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TestItems_V2_Light)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TestItems_V2_Heavy)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TestItems_V2_Top)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TestItems_Clusters_Light)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TestItems_Clusters_Heavy)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TestItems_Clusters_Tokens_Light)->Unit(benchmark::kMicrosecond);

@@ -272,9 +272,17 @@ fi
 # --near-duplicates: serve without clusters (filter.near_duplicates off), then a
 # serve with it on: clusters in the requests, then from the content map (through
 # serve's cache of it, where the build has one).
+# Each run fills Redis anew: from empty, so that every phase reads the same state
+# (a fill on top of an earlier one writes the same items again, and heavy users'
+# keys grow stages: before 2026-12-03 the later phases read fuller filters).
+refill_from_empty() {
+  redis-cli -p "$REDIS_PORT" FLUSHALL >/dev/null
+  "$BENCH" --redis "127.0.0.1:$REDIS_PORT" --meta-only >>"$RUN_DIR/meta.log" 2>&1
+}
 run_bench --phases serve --out "$RUN_DIR/nd-off.json"
 kill "$SERVE_PID"
 wait "$SERVE_PID" 2>/dev/null || true
+refill_from_empty
 CACHE_SET=()
 if "$EF" config check --set "serve.content_cache_bytes=$CACHE_BYTES" >/dev/null 2>&1; then
   CACHE_SET=(--set "serve.content_cache_bytes=$CACHE_BYTES")
@@ -283,6 +291,7 @@ else
 fi
 start_serve serve-nd.log --set filter.near_duplicates=true "${CACHE_SET[@]}"
 run_bench --phases serve --clusters given --out "$RUN_DIR/nd-given.json"
+refill_from_empty
 run_bench --phases serve --clusters map --map-hit-rate "$MAP_HIT_RATE" --out "$RUN_DIR/nd-map.json"
 python3 - "$RUN_DIR" "${OUT[@]}" <<'PY'
 import json, sys

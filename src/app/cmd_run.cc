@@ -37,8 +37,10 @@ Status ConnectAndCheckMeta(const RedisOptions& options, const Layout& layout) {
     Status st = EnsureMetaAt(options, layout, &effective);
     if (st.ok()) {
       // What to restore should the meta be lost (docs/OPERATING.md "A lost meta").
-      spdlog::info("layout stored at {}: version {}{}", MetaKey(layout.prefix), effective.version(),
-                   effective.v3 ? ", v3_from " + std::to_string(effective.v3_from) : "");
+      spdlog::info("layout stored at {}: version {}{}, founder_marks_from {}",
+                   MetaKey(layout.prefix), effective.version(),
+                   effective.v3 ? ", v3_from " + std::to_string(effective.v3_from) : "",
+                   effective.founder_marks_from);
       if (effective.version() != layout.version()) WarnStoredLayout(effective, layout);
       return st;
     }
@@ -159,7 +161,7 @@ int Run(const ConfigArgs& args) {
       t.messages, t.events_written, t.items_written, t.events_rejected, t.batches, t.commits);
   if (*clusters) {
     spdlog::info(
-        "near-duplicates: {} cluster token(s) written, {} item(s) looked up in the content map, {} "
+        "near-duplicates: {} cluster mark(s) written, {} item(s) looked up in the content map, {} "
         "exposed item(s) with no known cluster",
         t.cluster_tokens, t.cluster_lookups, t.items_unclustered);
   }

@@ -1,18 +1,20 @@
-// Contract rule 5 of docs/CONTENT.md ("5. Filtering by cluster"): how a
-// near-duplicate cluster lives in a user's bucket keys, beside the item IDs.
+// Contract rule 5 of docs/CONTENT.md ("5. Filtering by cluster", revision 2): how
+// a near-duplicate cluster lives in a user's bucket keys, beside the item IDs.
 //
-// - The cluster token of cluster C is the byte 0xFF followed by C's bytes. It
-//   is hashed and placed like any item (docs/FORMAT.md rules 1 to 9, the key's
-//   own rule). Item IDs are UTF-8 text (JSON strings or integers), where 0xFF
-//   never occurs, so a token never equals an item ID.
-// - Writers: an exposure of item I whose cluster C is known sets I, and also
-//   token(C) when C != I. An item that is its own cluster (the first of its
-//   cluster, and every item with no near-duplicate) costs no extra item.
+// - A cluster C is named by its founder's item ID (rule 3: the first item of the
+//   cluster). Writers: an exposure of item I whose cluster C is known sets I,
+//   and also C itself when C != I (WritesClusterMark). An item that is its own
+//   cluster (the founder, and every item with no near duplicate) costs no extra
+//   item.
 // - Readers: a candidate J with cluster C (known) is `seen` when J is set; else
-//   `near_duplicate` when token(C) is set, or when C != J and C itself is set
-//   (the user saw the cluster's first item). With no known cluster, J alone is
-//   tested. So a candidate with a cluster costs up to three tests, and its
-//   false-positive rate is at most three times the filter's.
+//   `near_duplicate` when C != J and C is set. A founder (C == J) is one probe,
+//   and reads `seen` once any member of its cluster was exposed; a member costs
+//   two probes, so its false-positive rate is at most twice the filter's.
+// - Revision 1 (before docs/FORMAT.md rule 7's field founder_marks_from):
+//   writers set the token of C, the byte 0xFF followed by C's bytes, instead of
+//   C. Item IDs are UTF-8 text, where 0xFF never occurs, so a token never equals
+//   an item ID. Readers also test token(C) while a bucket they read may hold
+//   tokens (Layout::ReadsClusterTokens).
 // Pure and thread-safe.
 #pragma once
 
@@ -23,7 +25,7 @@ namespace ef {
 
 inline constexpr char kClusterTokenByte = '\xFF';
 
-// Appends token(cluster) to *out.
+// Revision 1: appends token(cluster) to *out.
 inline void AppendClusterToken(std::string_view cluster, std::string* out) {
   out->push_back(kClusterTokenByte);
   out->append(cluster);
@@ -34,8 +36,8 @@ inline std::string ClusterToken(std::string_view cluster) {
   AppendClusterToken(cluster, &out);
   return out;
 }
-// True when a writer sets token(cluster) for an exposure of `item`.
-inline bool WritesClusterToken(std::string_view item, std::string_view cluster) {
+// True when a writer sets the cluster (its founder's ID) beside `item`.
+inline bool WritesClusterMark(std::string_view item, std::string_view cluster) {
   return !cluster.empty() && cluster != item;
 }
 

@@ -105,6 +105,7 @@ StatusOr<Layout> LayoutFromConfig(const FilterConfig& filter) {
   l.fill_ppm = DesignFillPpm(l.m, l.k, filter.items_per_bucket);
   l.v3 = filter.layout_version >= 3;
   l.v3_from = 0;
+  l.founder_marks_from = 0;
   if (Status st = l.Finish(); !st.ok()) return st.Prefixed("filter");
   return l;
 }
@@ -186,6 +187,17 @@ Status ParseFields(const std::map<std::string, std::string>& stored, Layout* l) 
                              std::to_string(l->bucket_seconds));
     }
   }
+  // Optional in every version (CONTENT.md rule 5, revision 2).
+  l->founder_marks_from = -1;
+  if (stored.count("founder_marks_from") != 0) {
+    EF_RETURN_IF_ERROR(
+        ParseField(stored, "founder_marks_from", 0, kI64Max, &l->founder_marks_from));
+    if (l->founder_marks_from % l->bucket_seconds != 0) {
+      return InvalidArgument("field founder_marks_from: " + std::to_string(l->founder_marks_from) +
+                             " is not a multiple of bucket_seconds " +
+                             std::to_string(l->bucket_seconds));
+    }
+  }
   return l->Finish();  // rule 8: names the stage past the 2^32-bit limit
 }
 
@@ -237,7 +249,9 @@ Status CompareLayout(const std::map<std::string, std::string>& stored, const Lay
 }
 
 bool IsUpgradableV1(const std::map<std::string, std::string>& stored, const Layout& layout) {
-  return stored == layout.SingleStage().ToFields();
+  std::map<std::string, std::string> fields = stored;
+  fields.erase("founder_marks_from");  // any version's, not a layout difference
+  return fields == layout.SingleStage().ToFields();
 }
 
 }  // namespace ef

@@ -38,7 +38,19 @@ struct Layout {
   // ComputeStages of the above: stage_table[0] = {m, k, 0, fill}. Filled in by
   // LayoutFromConfig / LayoutFromFields / Finish.
   std::vector<Stage> stage_table;
+  // docs/FORMAT.md rule 7's optional field `founder_marks_from` (any version;
+  // docs/CONTENT.md rule 5, revision 2): the start of the first bucket whose
+  // writers all mark a cluster C by C's own item ID, never by the revision-1
+  // token 0xFF+C; a multiple of bucket_seconds. -1: the field is absent, so any
+  // bucket may hold tokens. Not in ToFields (no layout comparison looks at it):
+  // redis/meta.cc stores and keeps it. LayoutFromConfig sets 0 (a new deployment).
+  int64_t founder_marks_from = -1;
 
+  // True iff a read whose oldest bucket starts at oldest_bucket_start must also
+  // test revision-1 cluster tokens (some bucket read may hold them).
+  bool ReadsClusterTokens(int64_t oldest_bucket_start) const {
+    return founder_marks_from < 0 || oldest_bucket_start < founder_marks_from;
+  }
   int version() const { return v3 ? 3 : stages > 1 ? 2 : 1; }
   // The position rule of the key of the bucket that starts at bucket_start.
   PositionRule RuleFor(int64_t bucket_start) const {
@@ -83,7 +95,8 @@ Status CompareLayout(const std::map<std::string, std::string>& stored, const Lay
                      const std::string& meta_key);
 
 // True iff `stored` is a version-1 meta whose fields equal `layout`'s stage 0
-// (layout.SingleStage().ToFields()): data a version-2 layout extends.
+// (layout.SingleStage().ToFields(); founder_marks_from aside): data a version-2
+// layout extends.
 bool IsUpgradableV1(const std::map<std::string, std::string>& stored, const Layout& layout);
 
 // The first bucket start at or after now_seconds + lead_seconds: the v3_from of

@@ -162,15 +162,15 @@ void Client::Impl::PlanMarks(std::string_view user, std::span<const std::string_
   std::vector<ef::Hash128> hashes;
   for (size_t i = 0; i < candidates.size() && r->marked_count < n; ++i) {
     if (r->seen[i] || r->served[i] || r->near_duplicate[i]) continue;
-    // docs/CONTENT.md rule 5's writers' rule, in the ring: token(C) when C != J.
-    const bool token = !r->cluster.empty() && ef::WritesClusterToken(candidates[i], r->cluster[i]);
+    // docs/CONTENT.md rule 5's writers' rule (revision 2), in the ring: C when C != J.
+    const bool mark = !r->cluster.empty() && ef::WritesClusterMark(candidates[i], r->cluster[i]);
     // The ring keeps every item this call marks: marking stops where the next
-    // one (and its token) would overwrite one marked before it.
-    if (hashes.size() + 1 + (token ? 1 : 0) > served_capacity) break;
+    // one (and its cluster's mark) would overwrite one marked before it.
+    if (hashes.size() + 1 + (mark ? 1 : 0) > served_capacity) break;
     r->marked[i] = true;
     ++r->marked_count;
     hashes.push_back(ef::HashItem(candidates[i], configured.seed));
-    if (token) hashes.push_back(ef::HashItem(ef::ClusterToken(r->cluster[i]), configured.seed));
+    if (mark) hashes.push_back(ef::HashItem(r->cluster[i], configured.seed));
   }
   if (hashes.empty()) return;
   plan->user = std::string(user);

@@ -66,8 +66,8 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r, std::string group)
                          "Times a batch write had neither a reply nor an error for 30 s (a "
                          "writer's bug: see the error log)");
   cluster_tokens = counter("exposure_filter_cluster_tokens_total",
-                           "filter.near_duplicates: content cluster tokens written beside "
-                           "exposed items (items that are not their cluster's first)");
+                           "filter.near_duplicates: cluster marks (the cluster's ID) written "
+                           "beside exposed items (items that are not their cluster's first)");
   cluster_lookups = counter("exposure_filter_cluster_lookups_total",
                             "filter.near_duplicates: distinct items looked up in the content "
                             "map (cache misses), in one round trip per batch");
@@ -76,8 +76,9 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r, std::string group)
                                "cache answered (a cluster, or a recent \"not indexed\")");
   cluster_cache_bytes = &prometheus::BuildGauge()
                              .Name("exposure_filter_cluster_cache_bytes")
-                             .Help("filter.near_duplicates: memory of the local cache of the "
-                                   "content map, as allocated (content.cache_bytes bounds it)")
+                             .Help(
+                                 "filter.near_duplicates: memory of the local cache of the "
+                                 "content map, as allocated (content.cache_bytes bounds it)")
                              .Register(r)
                              .Add({});
   items_unclustered = counter("exposure_filter_items_unclustered_total",

@@ -168,10 +168,10 @@ void Ingest::AddClusterTokens(Batch& batch, int64_t now_ms) {
           continue;
       }
     }
-    if (!WritesClusterToken(item, cluster)) continue;
-    std::string& token = token_scratch_[tokens++];
-    token.clear();
-    AppendClusterToken(cluster, &token);
+    if (!WritesClusterMark(item, cluster)) continue;
+    // CONTENT.md rule 5, revision 2: the cluster's founder ID itself (copied: the
+    // cache's arena may move as it fills).
+    token_scratch_[tokens++].assign(cluster.data(), cluster.size());
   }
   // Appended after the loop: event_.items' views must not move while it reads them.
   for (size_t t = 0; t < tokens; ++t) {
@@ -221,9 +221,8 @@ Status Ingest::ResolveClusters(Batch& batch) {
       ++unclustered;
       continue;
     }
-    if (!WritesClusterToken(u.item, cluster)) continue;
-    token.clear();
-    AppendClusterToken(cluster, &token);
+    if (!WritesClusterMark(u.item, cluster)) continue;
+    token = cluster;  // rule 5, revision 2: the founder's ID
     token_event.user = u.user;
     token_event.ts_ms = u.ts_ms;
     token_event.items.assign(1, token);

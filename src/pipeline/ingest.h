@@ -117,10 +117,12 @@ struct IngestTotals {
   uint64_t write_stalls = 0;  // stall_warn_ms passed with a write in flight
   uint64_t commits = 0;
   // filter.near_duplicates (SetClusters):
-  uint64_t cluster_tokens = 0;     // tokens written beside items (docs/CONTENT.md rule 5)
-  uint64_t cluster_lookups = 0;    // distinct items asked of the ClusterSource
+  // Cluster marks (founder IDs; tokens before revision 2, hence the name)
+  // written beside items (CONTENT.md rule 5).
+  uint64_t cluster_tokens = 0;
+  uint64_t cluster_lookups = 0;     // distinct items asked of the ClusterSource
   uint64_t cluster_cache_hits = 0;  // exposed items the cache answered (a miss kept included)
-  uint64_t items_unclustered = 0;  // exposed items with no known cluster
+  uint64_t items_unclustered = 0;   // exposed items with no known cluster
 };
 
 class Ingest {
@@ -157,7 +159,7 @@ class Ingest {
   // is taken from the event, else from a cache within `cache` (content.cache_items
   // and content.cache_bytes), else asked of `clusters` (not owned) in one call
   // per batch just before the batch is written; an item that is not its
-  // cluster's first gets the cluster's token in the same key. A failed call is
+  // cluster's first gets its cluster (the founder's ID) in the same key. A failed call is
   // retried like a failed write (the batch waits; nothing is committed past it).
   // Call before Run/Step.
   void SetClusters(ClusterSource* clusters, ClusterCacheLimits cache) {

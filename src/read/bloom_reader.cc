@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstring>
 
 #include "bloom/bit_slice.h"
 #include "bloom/cluster_token.h"
@@ -273,6 +274,12 @@ CheckResult TestItemsMasked(const Layout& layout,
   return r;
 }
 
+// a == b (the same bytes), cheapest first.
+inline bool SameId(std::string_view a, std::string_view b) {
+  return a.size() == b.size() &&
+         (a.data() == b.data() || std::memcmp(a.data(), b.data(), a.size()) == 0);
+}
+
 }  // namespace
 
 // The result is the per-bucket rule's: seen iff all k_s positions of some stage
@@ -302,71 +309,82 @@ CheckResult TestItems(const Layout& layout, const std::vector<std::string_view>&
                       const std::vector<int64_t>& bucket_starts, ItemList items, ItemList clusters,
                       std::string_view served_value) {
   const size_t n = items.size();
-  // The probes: the items, then for each item with a cluster token(C), and C when
-  // C != J. first[i]: the index of item i's first extra probe (0: none).
+  // Revision-1 tokens are tested only while a bucket read may hold them.
+  const bool tokens_read =
+      layout.ReadsClusterTokens(bucket_starts.empty() ? 0 : bucket_starts.front());
+  // count[i]: item J's extra probes, for its cluster C: token(C) while tokens are
+  // read, and C when C != J. Most items are their own cluster: one comparison.
+  thread_local std::vector<uint8_t> count_storage;
+  count_storage.assign(n, 0);
+  uint8_t* const count = count_storage.data();
   size_t token_bytes = 0;
   size_t extras = 0;
   for (size_t i = 0; i < clusters.size(); ++i) {
     const std::string_view c = clusters[i];
     if (c.empty()) continue;
-    token_bytes += c.size() + 1;
-    extras += c != items[i] ? 2 : 1;
+    const uint8_t extra =
+        static_cast<uint8_t>((tokens_read ? 1 : 0) + (SameId(c, items[i]) ? 0 : 1));
+    count[i] = extra;
+    extras += extra;
+    if (tokens_read) token_bytes += c.size() + 1;
   }
   if (extras == 0) {
     CheckResult r = TestItems(layout, bucket_values, bucket_starts, items, served_value);
     r.near_duplicate.assign(n, false);
     return r;
   }
+  // The probes: the items, then the extra probes in item order.
   thread_local std::string tokens;
   thread_local std::vector<std::string_view> probes;
-  thread_local std::vector<uint32_t> first;
   tokens.clear();
   tokens.reserve(token_bytes);  // no reallocation below: the views stay valid
   probes.clear();
   probes.reserve(n + extras);
   for (size_t i = 0; i < n; ++i) probes.push_back(items[i]);
-  first.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
+    if (count[i] == 0) continue;
     const std::string_view c = clusters[i];
-    if (c.empty()) continue;
-    first[i] = static_cast<uint32_t>(probes.size());
-    const size_t at = tokens.size();
-    AppendClusterToken(c, &tokens);
-    probes.emplace_back(tokens.data() + at, c.size() + 1);
-    if (c != items[i]) probes.push_back(c);
+    if (tokens_read) {
+      const size_t at = tokens.size();
+      AppendClusterToken(c, &tokens);
+      probes.emplace_back(tokens.data() + at, c.size() + 1);
+    }
+    if (count[i] > (tokens_read ? 1 : 0)) probes.push_back(c);
   }
-  CheckResult all = TestItems(layout, bucket_values, bucket_starts,
-                              std::span<const std::string_view>(probes), served_value);
-  CheckResult r;
-  r.buckets_present = all.buckets_present;
-  r.seen.assign(all.seen.begin(), all.seen.begin() + static_cast<ptrdiff_t>(n));
-  r.seen_bucket.assign(all.seen_bucket.begin(),
-                       all.seen_bucket.begin() + static_cast<ptrdiff_t>(n));
+  // One pass for all, then each item's extra probes folded into its answer, in
+  // place: seen, else near_duplicate (an extra probe seen), else served (the
+  // ring holds it or an extra probe).
+  CheckResult r = TestItems(layout, bucket_values, bucket_starts,
+                            std::span<const std::string_view>(probes), served_value);
+  const bool ring = !r.served.empty();
   r.near_duplicate.assign(n, false);
-  const bool ring = !all.served.empty();
-  if (ring) r.served.assign(n, false);
+  r.seen_count = 0;
+  r.served_count = 0;
+  size_t next = n;  // item i's extra probes: [next, next + count[i])
   for (size_t i = 0; i < n; ++i) {
+    const size_t end = next + count[i];
     if (r.seen[i]) {
       ++r.seen_count;
+      next = end;
       continue;
     }
     bool near = false;
-    bool served = ring && all.served[i];
-    if (first[i] != 0) {
-      const size_t end = first[i] + (clusters[i] != items[i] ? 2 : 1);
-      for (size_t j = first[i]; j < end; ++j) {
-        near = near || all.seen[j];
-        served = served || (ring && all.served[j]);
-      }
+    bool served = ring && r.served[i];
+    for (; next < end; ++next) {
+      near = near || r.seen[next];
+      served = served || (ring && r.served[next]);
     }
     if (near) {
       r.near_duplicate[i] = true;
       ++r.near_duplicate_count;
-    } else if (served) {
-      r.served[i] = true;
-      ++r.served_count;
+      served = false;
     }
+    if (ring) r.served[i] = served;
+    r.served_count += served ? 1 : 0;
   }
+  r.seen.resize(n);
+  r.seen_bucket.resize(n);
+  if (ring) r.served.resize(n);
   return r;
 }
 

@@ -54,8 +54,8 @@ struct CheckResult {
   std::vector<bool> served;
   size_t served_count = 0;  // true entries of served
   // docs/CONTENT.md rule 5, only from TestItems with clusters (else empty): per
-  // item, not seen, but token(C) of its cluster C is set, or C != the item and C
-  // itself is set. seen, near_duplicate and served exclude each other.
+  // item, not seen, but its cluster C != the item is set (or, while revision-1
+  // buckets are read, token(C)). seen, near_duplicate and served exclude each other.
   std::vector<bool> near_duplicate;
   size_t near_duplicate_count = 0;  // true entries of near_duplicate
 };
@@ -109,15 +109,16 @@ CheckResult TestItems(const Layout& layout, const std::vector<std::string>& buck
                       const std::vector<int64_t>& bucket_starts, ItemList items,
                       std::string_view served_value = {});
 
-// TestItems with near-duplicate clusters (docs/CONTENT.md rule 5,
+// TestItems with near-duplicate clusters (docs/CONTENT.md rule 5, revision 2,
 // bloom/cluster_token.h): clusters is empty (none known: exactly TestItems above)
 // or one per item, "" for an item whose cluster is unknown. Item J with cluster C
-// is seen when J is set; else near_duplicate when token(C) is set, or when C != J
-// and C itself is set; an item with no cluster is tested alone, as above. The
-// extra probes (token(C), and C) join the items in one TestItems pass, so an item
-// without a cluster costs what it costs there. With a served ring: an item
-// neither seen nor a near duplicate is served when the ring holds it, token(C),
-// or C (C != J), as the client marks a page (a served near duplicate).
+// is seen when J is set; else near_duplicate when C != J and C is set; an item
+// with no cluster, or that is its own cluster (a founder), is one probe. While
+// layout.ReadsClusterTokens(bucket_starts.front()) (a bucket read may come from
+// revision-1 writers), token(C) is tested too and also makes J a near duplicate.
+// The extra probes join the items in one TestItems pass. With a served ring: an
+// item neither seen nor a near duplicate is served when the ring holds it or one
+// of its extra probes, as the client marks a page (a served near duplicate).
 // seen_bucket: for seen items only. Requires clusters.size() is 0 or items.size().
 CheckResult TestItems(const Layout& layout, const std::vector<std::string_view>& bucket_values,
                       const std::vector<int64_t>& bucket_starts, ItemList items, ItemList clusters,

@@ -1,5 +1,6 @@
 #include "redis/meta.h"
 
+#include <ctime>
 #include <map>
 
 #include "bloom/keys.h"
@@ -16,6 +17,26 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 return redis.call('HGETALL', KEYS[1])
 )lua";
+
+// Adds field founder_marks_from (ARGV[1]) to an existing meta that lacks it; the
+// meta as it is then. HGETALL and HSET only, as kEnsureScript: nothing the
+// writers' ACL does not allow already.
+constexpr const char* kFounderScript = R"lua(
+local cur = redis.call('HGETALL', KEYS[1])
+for i = 1, #cur, 2 do
+  if cur[i] == 'founder_marks_from' then return cur end
+end
+redis.call('HSET', KEYS[1], 'founder_marks_from', ARGV[1])
+return redis.call('HGETALL', KEYS[1])
+)lua";
+
+// The meta fields a writer stores for `l`: its layout's, and founder_marks_from
+// when it has one.
+std::map<std::string, std::string> FieldsToStore(const Layout& l) {
+  std::map<std::string, std::string> f = l.ToFields();
+  if (l.founder_marks_from >= 0) f["founder_marks_from"] = std::to_string(l.founder_marks_from);
+  return f;
+}
 
 // Replace the whole hash iff it still holds exactly the expected fields
 // (ARGV[1] = how many expected field/value pairs follow, then the new ones).
@@ -78,17 +99,31 @@ Status EnsureMeta(MetaTarget conn, const Layout& layout, Layout* effective,
                   const Layout* create_as) {
   const std::string key = MetaKey(layout.prefix);
   std::vector<std::string> args = {"EVAL", kEnsureScript, "1", key};
-  for (const auto& [f, v] : (create_as ? *create_as : layout).ToFields()) {
+  for (const auto& [f, v] : FieldsToStore(create_as ? *create_as : layout)) {
     args.push_back(f);
     args.push_back(v);
   }
   std::map<std::string, std::string> stored;
   EF_RETURN_IF_ERROR(ToMap(conn.Command(key, std::move(args)), What(conn, key), &stored));
-  if (layout.stages > 1 && IsUpgradableV1(stored, layout)) {
+  const bool v1_for_now = layout.stages > 1 && IsUpgradableV1(stored, layout);
+  if (!v1_for_now) EF_RETURN_IF_ERROR(CompareLayout(stored, layout, key));
+  // This writer marks clusters by their founders (CONTENT.md rule 5, revision 2).
+  // A meta stored before that revision gets founder_marks_from = the next
+  // bucket's start: the buckets until then may hold tokens of earlier writers.
+  if (stored.count("founder_marks_from") == 0) {
+    const int64_t now = static_cast<int64_t>(std::time(nullptr));
+    const int64_t next = BucketStart(now, layout.bucket_seconds) + layout.bucket_seconds;
+    std::vector<std::string> add = {"EVAL", kFounderScript, "1", key, std::to_string(next)};
+    stored.clear();
+    EF_RETURN_IF_ERROR(ToMap(conn.Command(key, std::move(add)), What(conn, key), &stored));
+  }
+  if (v1_for_now) {
+    auto founder = LayoutFromFields(stored, key);
+    if (!founder.ok()) return founder.status();
     *effective = layout.SingleStage();
+    effective->founder_marks_from = founder->founder_marks_from;
     return Status::Ok();
   }
-  EF_RETURN_IF_ERROR(CompareLayout(stored, layout, key));
   // The stored version (2 or 3) and v3_from: each bucket's rule is the meta's.
   auto from = LayoutFromFields(stored, key);
   if (!from.ok()) return from.status();
@@ -157,7 +192,9 @@ Status UpgradeMeta(MetaTarget conn, const Layout& layout, int to_version, int64_
     args.push_back(f);
     args.push_back(v);
   }
-  for (const auto& [f, v] : target.ToFields()) {
+  // founder_marks_from is any version's: the upgraded meta keeps it.
+  target.founder_marks_from = current->founder_marks_from;
+  for (const auto& [f, v] : FieldsToStore(target)) {
     args.push_back(f);
     args.push_back(v);
   }

@@ -21,7 +21,6 @@
 #include <thread>
 #include <vector>
 
-#include "bloom/cluster_token.h"
 #include "bloom/hash.h"
 #include "bloom/keys.h"
 #include "bloom/layout.h"
@@ -559,16 +558,16 @@ namespace ef {
 namespace {
 
 // Appends to *cmds what makes the user's bucket `key` (starting at `start`) hold
-// an item it saw of cluster `cluster_id`, <seen_tag><c>, with token(cluster_id)
-// beside it (the writers' rule), and the content map entry item -> cluster_id
-// (sequence c). Returns the map entry's key.
+// an item it saw of cluster `cluster_id`, <seen_tag><c>, with cluster_id beside
+// it (the writers' rule, CONTENT.md rule 5 revision 2), and the content map entry item ->
+// cluster_id (sequence c). Returns the map entry's key.
 std::string SeenClusterAndMapEntry(const Layout& layout, const std::string& key, int64_t start,
                                    const std::string& seen_tag, const std::string& item, int c,
                                    const std::string& cluster_id,
                                    std::vector<ClusterRouter::SlotCommand>* cmds) {
   const Stage& st = layout.stage_table[0];
   std::vector<uint32_t> pos(st.k);
-  for (const std::string& probe : {seen_tag + std::to_string(c), ClusterToken(cluster_id)}) {
+  for (const std::string& probe : {seen_tag + std::to_string(c), cluster_id}) {
     ComputeStagePositions(HashItem(probe, layout.seed), st, layout.RuleFor(start), pos.data());
     for (uint32_t p : pos) cmds->push_back({KeySlot(key), {"SETBIT", key, std::to_string(p), "1"}});
   }
@@ -593,7 +592,7 @@ TEST_CASE(
   REQUIRE(router.Discover().ok());
   Layout effective;
   REQUIRE(EnsureMeta(router, *layout, &effective).ok());
-  // The user saw an item of each of 12 clusters (the writers' rule: item, token(C)).
+  // The user saw an item of each of 12 clusters (the writers' rule: item, C).
   const std::string user = "nd-user";
   const std::string key = MakeKey(layout->prefix, user, start, layout->bucket_seconds);
   std::vector<ClusterRouter::SlotCommand> cmds;

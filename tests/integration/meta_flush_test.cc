@@ -45,6 +45,9 @@ TEST_CASE("meta: a FLUSHDB's lost meta is stored again by the next write, of a n
   REQUIRE(stack.AwaitCommitted(*daemon, 60s));
   const auto before = Meta(stack.redis(), meta_key);
   REQUIRE(before.count("m") == 1);
+  // The start log names what to restore (docs/OPERATING.md "A lost meta").
+  CHECK(daemon->Output().find("layout stored at mf:meta: version 3, v3_from 0, "
+                              "founder_marks_from 0") != std::string::npos);
 
   REQUIRE(stack.redis().Command({"FLUSHDB"}).str == "OK");
   REQUIRE(Meta(stack.redis(), meta_key).empty());

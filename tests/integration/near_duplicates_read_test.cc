@@ -1,7 +1,7 @@
 // Issue 31, near-duplicate filtering on the read side (docs/CONTENT.md rule 5),
 // against a real redis-server: the client library, `serve` (HTTP) and `check`
 // answer seen / near_duplicate / unseen for a user whose bucket key holds items
-// and cluster tokens written by the writers' rule, with clusters from the
+// and cluster marks written by the writers' rule, with clusters from the
 // request and from the content map (`<prefix>cm{item}`, contentdb::EncodeMapValue),
 // and read exactly as before with filter.near_duplicates off; serve's content-map
 // counters, and the precedence seen > near_duplicate > served.
@@ -41,14 +41,15 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using Strings = std::vector<std::string>;
 
-// The user's current bucket key holds `probes` (items, and cluster tokens as the
+// The user's current bucket key holds `probes` (items, and cluster marks as the
 // writers set them), written with the layout's position primitive (SETBIT), and
-// the layout is stored.
+// the layout is stored (by EnsureMeta, as writers of today store it, unless
+// `store_meta` is false).
 void WriteKey(RedisServer& redis, const Layout& layout, const std::string& user,
-              const Strings& probes) {
+              const Strings& probes, bool store_meta = true) {
   auto conn = redis.Connect();
   Layout effective;
-  REQUIRE(EnsureMeta(*conn, layout, &effective).ok());
+  if (store_meta) REQUIRE(EnsureMeta(*conn, layout, &effective).ok());
   const int64_t now_s = SystemClock().NowMs() / 1000;
   const int64_t start = BucketStart(now_s, layout.bucket_seconds);
   const std::string key = MakeKey(layout.prefix, user, start, layout.bucket_seconds);
@@ -63,12 +64,24 @@ void WriteKey(RedisServer& redis, const Layout& layout, const std::string& user,
   REQUIRE(conn->Commands(cmds, &replies).ok());
 }
 
-// The writers' rule for the exposures (item, cluster): item, token(cluster) when cluster != item.
+// The writers' rule (CONTENT.md rule 5, revision 2) for the exposures (item,
+// cluster): item, and cluster when cluster != item.
 Strings Exposures(const std::vector<std::pair<std::string, std::string>>& seen) {
   Strings probes;
   for (const auto& [item, cluster] : seen) {
     probes.push_back(item);
-    if (WritesClusterToken(item, cluster)) probes.push_back(ClusterToken(cluster));
+    if (WritesClusterMark(item, cluster)) probes.push_back(cluster);
+  }
+  return probes;
+}
+
+// Revision 1 of the writers' rule (before founder_marks_from): item, and
+// token(cluster) when cluster != item.
+Strings ExposuresRevision1(const std::vector<std::pair<std::string, std::string>>& seen) {
+  Strings probes;
+  for (const auto& [item, cluster] : seen) {
+    probes.push_back(item);
+    if (WritesClusterMark(item, cluster)) probes.push_back(ClusterToken(cluster));
   }
   return probes;
 }
@@ -137,11 +150,13 @@ TEST_CASE("near duplicates: the library answers seen, near_duplicate and unseen,
   const exposure_filter::Result r = client->SeenWithClusters("u1", items, clusters, call);
   INFO(r.error);
   REQUIRE(r.ok);
-  CHECK(r.seen == std::vector<bool>{true, false, false, false, false});
-  CHECK(r.near_duplicate == std::vector<bool>{false, true, true, true, false});
-  CHECK(r.near_duplicate_count == 3);
+  // A, the founder of A2's cluster, reads seen: A2's exposure marked it (CONTENT.md
+  // rule 5, revision 2).
+  CHECK(r.seen == std::vector<bool>{true, false, true, false, false});
+  CHECK(r.near_duplicate == std::vector<bool>{false, true, false, true, false});
+  CHECK(r.near_duplicate_count == 2);
   CHECK(r.cluster == Strings{"A", "A", "A", "B", "C"});
-  CHECK(client->stats().near_duplicates == 3);
+  CHECK(client->stats().near_duplicates == 2);
   CHECK(client->stats().cluster_lookups == 0);
   // Unseen() leaves near duplicates out.
   CHECK(client->Unseen("u1", {"A2", "A3", "C1"}) == Strings{"A3", "C1"});  // no cluster known
@@ -192,6 +207,8 @@ TEST_CASE(
   CHECK(o.near_duplicate == std::vector<bool>(4, false));
   CHECK(o.cluster.empty());
   CHECK(MgetCalls(redis) == 1);
+  // The founder A reads seen without the option too: A2's exposure set A.
+  CHECK(off->Seen("u1", {"A"}).seen == std::vector<bool>{true});
   CHECK(off->stats().cluster_lookups == 0);
   const std::vector<std::string_view> four = {"A2", "A3", "B2", "C1"};
   const std::vector<std::string_view> four_clusters = {"A", "A", "B", "C"};
@@ -199,7 +216,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "near duplicates: FilterAndMark marks the page's cluster tokens, page 2 leaves out their near "
+    "near duplicates: FilterAndMark marks the page's clusters, page 2 leaves out their near "
     "duplicates",
     "[integration][near_duplicates][client]") {
   RedisServer redis;
@@ -212,8 +229,8 @@ TEST_CASE(
       client->FilterAndMarkWithClusters("u1", page1, page1_clusters, 10);
   REQUIRE(r1.ok);
   CHECK(r1.marked_count == 2);
-  // The ring holds three slots: P1, token(P) (a cluster other than the item) and
-  // Q1 (its own cluster: no token). docs/HTTP.md: a token takes a slot.
+  // The ring holds three slots: P1, P (a cluster other than the item) and Q1 (its
+  // own cluster: no mark). docs/HTTP.md: a cluster mark takes a slot.
   {
     const auto ring = redis.Connect()->Command({"GET", layout.prefix + "{u1}:served"});
     REQUIRE(ring.ok());
@@ -223,7 +240,7 @@ TEST_CASE(
       filled = filled << 8 | static_cast<unsigned char>(ring->str[12 + b]);
     CHECK(filled == 3);
   }
-  // Page 2: P2 (cluster P: token(P) marked), Q2 (cluster Q1, served itself), R.
+  // Page 2: P2 (cluster P: P marked), Q2 (cluster Q1, served itself), R.
   const std::vector<std::string_view> page2 = {"P2", "Q2", "R", "A3"};
   const std::vector<std::string_view> page2_clusters = {"P", "Q1", "R", "A"};
   const exposure_filter::Result r2 =
@@ -398,7 +415,7 @@ TEST_CASE(
   Stack stack(1);
   const std::string config = stack.WriteConfig("ef.yaml", "filter:\n  near_duplicates: true\n");
   const Layout layout = DefaultTestLayout();
-  WriteKey(stack.redis(), layout, "u1", Exposures(kSeen));  // A2 (token(A) set) and B
+  WriteKey(stack.redis(), layout, "u1", Exposures(kSeen));  // A2 (A set too) and B
   const int port = FreePort();
   auto serve = StartServe(stack, config, port);
   INFO("serve output:\n" << serve->Output());
@@ -595,6 +612,65 @@ TEST_CASE(
   CHECK(SampleValue(after, kHits) == 3);
   CHECK(SampleValue(after, kBytes) > 0);
   CHECK(SampleValue(after, kBytes) <= double(int64_t{64} << 20));
+  CHECK(serve->Stop(SIGTERM, 20s) == 0);
+}
+
+TEST_CASE(
+    "near duplicates: revision-1 data (cluster tokens, a meta without founder_marks_from) reads "
+    "near_duplicate through the library and serve, before and after a writer adds the field",
+    "[integration][near_duplicates][client][serve]") {
+  Stack stack(1);
+  const std::string config = stack.WriteConfig("ef.yaml", "filter:\n  near_duplicates: true\n");
+  const Layout layout = DefaultTestLayout();
+  // The meta and the key as a deployment of revision 1 left them.
+  {
+    std::vector<std::string> hset = {"HSET", MetaKey(layout.prefix)};
+    for (const auto& [f, v] : layout.ToFields()) {
+      hset.push_back(f);
+      hset.push_back(v);
+    }
+    stack.redis().Command(hset);
+  }
+  WriteKey(stack.redis(), layout, "u1", ExposuresRevision1(kSeen), false);
+  const std::vector<std::string_view> items = {"A2", "A3", "A", "B2", "C1"};
+  const std::vector<std::string_view> clusters = {"A", "A", "A", "B", "C"};
+  exposure_filter::CallOptions call;
+  call.cluster_lookup = false;
+  auto expect_revision1_answers = [&] {
+    auto client = MakeClient(stack.redis(), true);
+    const exposure_filter::Result r = client->SeenWithClusters("u1", items, clusters, call);
+    INFO(r.error);
+    REQUIRE(r.ok);
+    // The founder A is a near duplicate (token(A) set), not seen: A2's exposure
+    // did not set A itself.
+    CHECK(r.seen == std::vector<bool>{true, false, false, false, false});
+    CHECK(r.near_duplicate == std::vector<bool>{false, true, true, true, false});
+  };
+  expect_revision1_answers();
+  // A writer of revision 2 starts: it stores founder_marks_from = the next
+  // bucket's start, so the current bucket (which holds the tokens) is still read
+  // for them.
+  {
+    auto conn = stack.redis().Connect();
+    Layout effective;
+    REQUIRE(EnsureMeta(*conn, layout, &effective).ok());
+    REQUIRE(effective.founder_marks_from > SystemClock().NowMs() / 1000);
+  }
+  expect_revision1_answers();
+  const int port = FreePort();
+  auto serve = StartServe(stack, config, port);
+  INFO("serve output:\n" << serve->Output());
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(30, 0);
+  auto r = http.Post("/v1/filter", R"({"user_id": "u1", "items": ["A2", "A3", "A", "C1"],
+                                      "clusters": ["A", "A", "A", "C"]})",
+                     "application/json");
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 200);
+  CHECK(json::parse(r->body) == json::parse(R"({"unseen": ["C1"], "seen_count": 1,
+      "served": [], "served_count": 0, "near_duplicates": [{"item": "A3", "cluster": "A"},
+      {"item": "A", "cluster": "A"}], "near_duplicate_count": 2})"));
   CHECK(serve->Stop(SIGTERM, 20s) == 0);
 }
 

@@ -6,7 +6,8 @@ run time, so the text itself is what is tested), as a filter:
       reads one JSON list of [token, weight] pairs per line on stdin and prints the
       fingerprint of each (rule 1) as 16 hex digits.
   content_ref.py cluster-vectors
-      checks the three tables of "Rule 5: cluster tokens and a query" in
+      checks the five tables of "Rule 5: cluster marks and a query" (and its
+      revision 1) in
       docs/CONTENT.md with the references of docs/CONTENT.md (cluster_token,
       exposure_items, classify) and docs/FORMAT.md (positions, bits, the query);
       prints one line per row, exits 1 naming the first row that differs.
@@ -62,10 +63,10 @@ def quoted(cell):
 
 
 def cluster_vectors():
-    """Checks the tables of "Rule 5: cluster tokens and a query" (see above)."""
+    """Checks the tables of "Rule 5: cluster marks and a query" and "Rule 5,
+    revision 1: cluster tokens and a query" (see above)."""
     ref, fmt = load_reference(), load_reference("FORMAT.md")
     text = open(DOC, encoding="utf-8").read()
-    heading = "### Rule 5: cluster tokens and a query"
     # The default layout's stage table (m 3345, k 12, seed 0); rule 9 positions.
     table = fmt["stage_table"](3345, 12, 2, 2, 8, fmt["design_fill_ppm"](3345, 12, 200))
     failed = []
@@ -75,26 +76,32 @@ def cluster_vectors():
         if got != want:
             failed.append(f"{what}: got {got}, the table says {want}")
 
-    for cluster, token_hex, positions in table_rows(text, heading, 0):
+    rev1 = "### Rule 5, revision 1: cluster tokens and a query"
+    for cluster, token_hex, positions in table_rows(text, rev1, 0):
         token = ref["cluster_token"](quoted(cluster))
         check(f"token of {cluster}", f"`{token.hex()}`", token_hex)
         got = ", ".join(str(p) for p in fmt["stage_positions"](token, table[0], 0, 9))
         check(f"positions of token {cluster}", got, positions)
-    value = bytearray()
-    for item, cluster, sets in table_rows(text, heading, 1):
-        written = ref["exposure_items"](quoted(item), quoted(cluster))
-        names = [f'token(`"{w[1:].decode()}"`)' if w[:1] == b"\xff" else f'`"{w.decode()}"`'
-                 for w in written]
-        check(f"exposure {item} cluster {cluster} sets", ", ".join(names), sets)
-        for w in written:
-            fmt["set_bits"](value, fmt["stage_positions"](w, table[0], 0, 9))
+    # Revision 2 (founder_marks_from 0: no token read) and revision 1 (no field).
+    for heading, first, revision, founder_marks_from in (
+            ("### Rule 5: cluster marks and a query", 0, 2, 0), (rev1, 1, 1, None)):
+        value = bytearray()
+        for item, cluster, sets in table_rows(text, heading, first):
+            written = ref["exposure_items"](quoted(item), quoted(cluster), revision)
+            names = [f'token(`"{w[1:].decode()}"`)' if w[:1] == b"\xff" else f'`"{w.decode()}"`'
+                     for w in written]
+            check(f"revision {revision}: exposure {item} cluster {cluster} sets",
+                  ", ".join(names), sets)
+            for w in written:
+                fmt["set_bits"](value, fmt["stage_positions"](w, table[0], 0, 9))
 
-    def is_set(item):
-        return fmt["seen_in_value"](bytes(value), table, item, 0, 9)
+        def is_set(item, value=value):
+            return fmt["seen_in_value"](bytes(value), table, item, 0, 9)
 
-    for candidate, cluster, answer in table_rows(text, heading, 2):
-        got = ref["classify"](quoted(candidate), quoted(cluster), is_set)
-        check(f"candidate {candidate} cluster {cluster}", got, answer)
+        tokens = ref["reads_tokens"](founder_marks_from, 0)
+        for candidate, cluster, answer in table_rows(text, heading, first + 1):
+            got = ref["classify"](quoted(candidate), quoted(cluster), is_set, tokens)
+            check(f"revision {revision}: candidate {candidate} cluster {cluster}", got, answer)
     if failed:
         raise SystemExit("content_ref: docs/CONTENT.md rule 5 vectors: " + failed[0])
 

@@ -1,7 +1,8 @@
 // docs/CONTENT.md rule 5 (filtering by cluster): the C++ writer rule
-// (WritesClusterToken, ClusterToken) and reader (TestItems with clusters) against
-// the tables of "Rule 5: cluster tokens and a query", read out of CONTENT.md so
-// that the document is what is tested (tests/interop/content_ref.py
+// (WritesClusterMark; revision 1's ClusterToken) and reader (TestItems with
+// clusters) against the tables of "Rule 5: cluster marks and a query" and "Rule
+// 5, revision 1: cluster tokens and a query", read out of CONTENT.md so that the
+// document is what is tested (tests/interop/content_ref.py
 // cluster-vectors checks the same rows with the document's Python reference).
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -19,7 +20,8 @@
 namespace ef {
 namespace {
 
-const char* kHeading = "### Rule 5: cluster tokens and a query";
+const char* kRevision2 = "### Rule 5: cluster marks and a query";
+const char* kRevision1 = "### Rule 5, revision 1: cluster tokens and a query";
 
 // `"story-1"` -> story-1; the dash (no cluster known) -> "" (TestItems' unknown).
 std::string Quoted(const std::string& cell) {
@@ -67,7 +69,7 @@ Layout Default() {
 TEST_CASE("contract clusters: rule 5 tokens and their positions match the CONTENT.md table",
           "[contract][clusters]") {
   const Layout l = Default();
-  const auto rows = test::DocTableRows("CONTENT.md", kHeading, 0);
+  const auto rows = test::DocTableRows("CONTENT.md", kRevision1, 0);
   REQUIRE(rows.size() == 2);
   for (const auto& r : rows) {
     REQUIRE(r.size() == 3);
@@ -78,10 +80,11 @@ TEST_CASE("contract clusters: rule 5 tokens and their positions match the CONTEN
   }
 }
 
-TEST_CASE("contract clusters: rule 5 writes and reads of the CONTENT.md tables",
-          "[contract][clusters]") {
-  const Layout l = Default();
-  // The writes: what each exposure sets, and the key they leave.
+// Writes the heading's table `writes` into one key as writers of `revision` do
+// (2: the cluster ID itself; 1: its token), then reads table `reads` with one
+// TestItems call as serve makes it, with `layout`'s founder_marks_from.
+void CheckWritesAndReads(const char* heading, size_t writes_table, size_t reads_table, int revision,
+                         const Layout& l) {
   std::string value;
   auto set = [&](const std::string& item) {
     for (uint32_t p : Positions(item, l)) {
@@ -89,22 +92,21 @@ TEST_CASE("contract clusters: rule 5 writes and reads of the CONTENT.md tables",
       value[p / 8] = static_cast<char>(value[p / 8] | (0x80 >> (p % 8)));
     }
   };
-  const auto writes = test::DocTableRows("CONTENT.md", kHeading, 1);
+  const auto writes = test::DocTableRows("CONTENT.md", heading, writes_table);
   REQUIRE(writes.size() == 3);
   for (const auto& w : writes) {
     REQUIRE(w.size() == 3);
     const std::string item = Quoted(w[0]), cluster = Quoted(w[1]);
     std::string sets = w[0];
     set(item);
-    if (WritesClusterToken(item, cluster)) {
-      sets += ", token(" + w[1] + ")";
-      set(ClusterToken(cluster));
+    if (WritesClusterMark(item, cluster)) {
+      sets += revision == 2 ? ", " + w[1] : ", token(" + w[1] + ")";
+      set(revision == 2 ? cluster : ClusterToken(cluster));
     }
     INFO("exposure " << w[0] << " cluster " << w[1]);
     CHECK(sets == w[2]);
   }
-  // The reads, all candidates in one TestItems call as serve makes it.
-  const auto reads = test::DocTableRows("CONTENT.md", kHeading, 2);
+  const auto reads = test::DocTableRows("CONTENT.md", heading, reads_table);
   REQUIRE(reads.size() == 11);
   std::vector<std::string> items, clusters;
   for (const auto& r : reads) {
@@ -128,6 +130,23 @@ TEST_CASE("contract clusters: rule 5 writes and reads of the CONTENT.md tables",
   }
   CHECK(res.seen_count == seen);
   CHECK(res.near_duplicate_count == near);
+}
+
+TEST_CASE("contract clusters: rule 5 writes and reads of the CONTENT.md tables",
+          "[contract][clusters]") {
+  Layout l = Default();
+  SECTION("revision 2: marks, read from founder_marks_from on") {
+    l.founder_marks_from = 0;  // bucket 0 is not before it: no token read
+    CheckWritesAndReads(kRevision2, 0, 1, 2, l);
+  }
+  SECTION("revision 1: tokens, read by a meta without founder_marks_from") {
+    l.founder_marks_from = -1;
+    CheckWritesAndReads(kRevision1, 1, 2, 1, l);
+  }
+  SECTION("revision 1: tokens, read in a bucket before founder_marks_from") {
+    l.founder_marks_from = 3600;
+    CheckWritesAndReads(kRevision1, 1, 2, 1, l);
+  }
 }
 
 }  // namespace ef

@@ -24,7 +24,6 @@
 #include <string>
 #include <vector>
 
-#include "bloom/cluster_token.h"
 #include "bloom/hash.h"
 #include "bloom/keys.h"
 #include "bloom/layout.h"
@@ -1612,8 +1611,8 @@ std::string SingleWithCluster(const std::string& user, const std::string& item, 
 }
 
 TEST_CASE(
-    "Ingest near_duplicates: an exposed item's cluster token joins its key, from the event, the "
-    "map or the cache, and an item that is its own cluster adds nothing",
+    "Ingest near_duplicates: an exposed item's cluster mark (its cluster's ID) joins its key, "
+    "from the event, the map or the cache, and an item that is its own cluster adds nothing",
     "[pipeline][near_duplicates]") {
   Harness h(1);
   h.filter.near_duplicates = true;
@@ -1624,13 +1623,13 @@ TEST_CASE(
   const int64_t ts = kNowMs - 1000;
   // From the event's cluster_id (the map is not asked for it).
   h.source.Append(0, SingleWithCluster("u1", "evt", ts, "\"cluster_id\":\"c9\""), ts);
-  h.sent.push_back({"u1", {"evt", ClusterToken("c9")}, ts});
-  // From the map: a later member (token), the first (none), a list event's item.
+  h.sent.push_back({"u1", {"evt", "c9"}, ts});
+  // From the map: a later member (its cluster), the first (none), a list event's item.
   h.Good(0, "u1", "repost", ts);
-  h.sent.push_back({"u1", {ClusterToken("story")}, ts});
+  h.sent.push_back({"u1", {"story"}, ts});
   h.Good(0, "u2", "story", ts);
   h.GoodList(0, "u3", {"page1", "unknown"}, ts);
-  h.sent.push_back({"u3", {ClusterToken("c1")}, ts});
+  h.sent.push_back({"u3", {"c1"}, ts});
   h.Drain();
   h.CheckSinkHoldsEverySentEvent();
   h.CheckBatchesCoalesced();
@@ -1648,7 +1647,7 @@ TEST_CASE(
 
   // Again: the cache answers (a fresh miss is not asked again either).
   h.Good(0, "u4", "repost", ts);
-  h.sent.push_back({"u4", {ClusterToken("story")}, ts});
+  h.sent.push_back({"u4", {"story"}, ts});
   h.Good(0, "u4", "unknown", ts);
   h.Drain();
   h.CheckSinkHoldsEverySentEvent();
@@ -1701,7 +1700,7 @@ TEST_CASE(
   ingest.SetClusters(&clusters, 100);
   const int64_t ts = kNowMs - 1000;
   h.Good(0, "u1", "b", ts);
-  h.sent.push_back({"u1", {ClusterToken("a")}, ts});
+  h.sent.push_back({"u1", {"a"}, ts});
   h.Drain();
   CHECK(clusters.calls.size() == 3);  // two failures, then the answer
   CHECK(ingest.totals().write_failures == 2);
