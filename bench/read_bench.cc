@@ -119,7 +119,9 @@ struct Args {
       "  [--phases library,serve,mark_served,mget (all)] [--clusters none|given|map]\n"
       "--clusters: given = requests carry \"clusters\" (1 candidate in 5 is in a shared\n"
       "  cluster, the others their own); map = the same clusters in the content map instead\n"
-      "  (serve with filter.near_duplicates looks them up).\n"
+      "  (serve with filter.near_duplicates looks them up). The library phases call\n"
+      "  SeenWithClusters / FilterAndMarkWithClusters (given) or run with\n"
+      "  filter.near_duplicates (map).\n"
       "--map-hit-rate P (0.95): with --clusters map, each request sent has (1 - P) of its\n"
       "  candidates fresh (indexed in the map, never sent before), and every prepared request\n"
       "  is sent once before the measured runs, so serve's cache answers P of the lookups.\n"
@@ -424,6 +426,10 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 struct Request {
   std::string user;
   std::vector<std::string> candidates;
+  // --clusters given: each candidate's cluster (ClusterOf), and views of both for
+  // the library's *WithClusters calls.
+  std::vector<std::string> clusters;
+  std::vector<std::string_view> candidate_views, cluster_views;
   std::string http;
   std::string http_mark;
   std::string mget;
@@ -519,9 +525,12 @@ std::vector<Request> PrepareRequests(const Args& a, const ef::Layout& layout, in
       body += ",\"clusters\":[";
       for (size_t i = 0; i < r.candidates.size(); ++i) {
         if (i) body += ',';
-        body += '"' + JsonEscape(ClusterOf(r.candidates[i])) + '"';
+        r.clusters.push_back(ClusterOf(r.candidates[i]));
+        body += '"' + JsonEscape(r.clusters.back()) + '"';
       }
       body += "]";
+      r.candidate_views.assign(r.candidates.begin(), r.candidates.end());
+      r.cluster_views.assign(r.clusters.begin(), r.clusters.end());
     }
     r.http = bench::HttpConn::Post(a.serve, "/v1/filter", body + "}");
     // The body ends the request (its headers come first).
@@ -751,10 +760,27 @@ void Finish(Phase* p, Latencies* l, double secs) {
 }
 
 // mark == 0: Client::Seen; else Client::FilterAndMark(user, candidates, mark).
+// --clusters given: the *WithClusters calls with the requests' clusters; map: the
+// same calls as none, with filter.near_duplicates (the clusters from the content
+// map, through the client's cache of it).
+exposure_filter::Result LibraryCall(const Args& a, exposure_filter::Client& client,
+                                    const Request& r, size_t mark) {
+  if (a.clusters == "given") {
+    return mark ? client.FilterAndMarkWithClusters(r.user, r.candidate_views, r.cluster_views, mark)
+                : client.SeenWithClusters(r.user, r.candidate_views, r.cluster_views);
+  }
+  return mark ? client.FilterAndMark(r.user, r.candidates, mark)
+              : client.Seen(r.user, r.candidates);
+}
+
 bool RunLibrary(const Args& a, const std::vector<Request>& reqs, size_t mark,
                 SessionEnder* sessions, Phase* out) {
   exposure_filter::ClientOptions o;
   o.overrides = {"redis.address=" + a.redis};
+  if (a.clusters != "none") o.overrides.push_back("filter.near_duplicates=true");
+  // map: as serve's bench-read cache (its --content-cache-bytes default): the
+  // requests' 1.8M distinct candidates fit, and a first pass fills it.
+  if (a.clusters == "map") o.content_cache_bytes = size_t{512} << 20;
   o.pool_size = 1;
   o.timeout = std::chrono::milliseconds(1000);
   std::string error;
@@ -763,8 +789,8 @@ bool RunLibrary(const Args& a, const std::vector<Request>& reqs, size_t mark,
     std::fprintf(stderr, "ef_read_bench: library: %s\n", error.c_str());
     return false;
   }
-  for (size_t i = 0; i < std::min<size_t>(reqs.size(), 200); ++i)  // warm up (no marks)
-    client->Seen(reqs[i].user, reqs[i].candidates);
+  const size_t warm = a.clusters == "map" ? reqs.size() : std::min<size_t>(reqs.size(), 200);
+  for (size_t i = 0; i < warm; ++i) LibraryCall(a, *client, reqs[i], 0);  // warm up (no marks)
   Latencies lat, heavy, light;
   uint64_t seen = 0, cands = 0, marked = 0, served = 0;
   double cpu0 = ThreadCpuSeconds();
@@ -774,8 +800,7 @@ bool RunLibrary(const Args& a, const std::vector<Request>& reqs, size_t mark,
     const Request& r = reqs[i % reqs.size()];
     auto s = Clock::now();
     if (s >= end) break;
-    exposure_filter::Result res = mark ? client->FilterAndMark(r.user, r.candidates, mark)
-                                       : client->Seen(r.user, r.candidates);
+    exposure_filter::Result res = LibraryCall(a, *client, r, mark);
     lat.us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
     (r.heavy ? heavy : light).us.push_back(lat.us.back());
     if (!res.ok || res.failed_open || res.mark_failed) out->errors++;
@@ -990,7 +1015,10 @@ bool RunServe(const Args& a, int conns, const std::vector<Request>& reqs, double
           // The counts close the answer: read its tail only (a forward find of a
           // quoted key stops at every item's quote: ~10 us of load-generator CPU
           // a request, which serve and Redis then lack on this shared machine).
-          const std::string tail = body.substr(body.size() - std::min<size_t>(body.size(), 96));
+          // With near duplicates, their list closes the answer instead: then the
+          // whole body.
+          std::string tail = body.substr(body.size() - std::min<size_t>(body.size(), 96));
+          if (tail.find("\"near_duplicate_count\":") != std::string::npos) tail = body;
           const long long m = JsonCount(tail, "marked"), sv = JsonCount(tail, "served_count");
           const bool failed = tail.find("\"mark_failed\":true") != std::string::npos;
           if (m < 0 || sv < 0 || failed) errors[t]++;

@@ -68,6 +68,14 @@
 #                   (ABBA); /readyz probed every 20 ms on a new connection
 #                   throughout. Targets: the idle connections stay open, the
 #                   active p99 at 50% with them <= 1.10 x alone, /readyz p99 < 10 ms
+#   --combinations  instead (issue 52, target 5): each feature combination, from
+#                   an empty Redis each: the library (one thread) and serve, each
+#                   without and with "mark_served", for filter.near_duplicates
+#                   off, then on with clusters in the request, then on with the
+#                   clusters from the content map (through the caches, as
+#                   --near-duplicates): serve's, Redis' and the library's CPU per
+#                   request of each, and what one Redis core serves (1 s / Redis
+#                   CPU per request)
 #   --tls           instead: serve's cost of Redis over TLS: one redis-server
 #                   with a plain --port and a --tls-port (a CA and a certificate
 #                   made with openssl in the run directory), filled over the plain
@@ -88,6 +96,7 @@ CANDIDATES=()
 MARK=()
 SERVE_SETS=()
 NEAR=0
+COMBOS=0
 IDLE=0
 IDLE_ARGS=()
 TLS=0
@@ -106,6 +115,7 @@ while [ $# -gt 0 ]; do
     --session-pages) MARK+=(--session-pages "$2"); shift ;;
     --serve-set) SERVE_SETS+=(--set "$2"); shift ;;
     --near-duplicates) NEAR=1 ;;
+    --combinations) COMBOS=1 ;;
     --idle) IDLE=1 ;;
     --idle-conns) IDLE_ARGS+=(--idle-conns "$2"); shift ;;
     --active) IDLE_ARGS+=(--active "$2"); shift ;;
@@ -120,6 +130,10 @@ while [ $# -gt 0 ]; do
 done
 if [ "$TLS" = 1 ] && { [ "$NEAR" = 1 ] || [ ${#PHASES[@]} -gt 0 ]; }; then
   echo "bench-read: --tls runs the serve phase alone (no --near-duplicates, --phases)" >&2
+  exit 2
+fi
+if [ "$COMBOS" = 1 ] && { [ "$NEAR" = 1 ] || [ "$TLS" = 1 ] || [ ${#PHASES[@]} -gt 0 ]; }; then
+  echo "bench-read: --combinations runs its own phases (no --near-duplicates, --tls, --phases)" >&2
   exit 2
 fi
 [[ $THREADS =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
@@ -201,6 +215,23 @@ start_serve() {
   PIDS+=("$SERVE_PID")
   wait_for 10 "serve" curl -sf "http://127.0.0.1:$SERVE_PORT/healthz"
 }
+# Each run fills Redis anew: from empty, so that every phase reads the same state
+# (a fill on top of an earlier one writes the same items again, and heavy users'
+# keys grow stages: before 2026-12-03 the later phases read fuller filters).
+refill_from_empty() {
+  redis-cli -p "$REDIS_PORT" FLUSHALL >/dev/null
+  "$BENCH" --redis "127.0.0.1:$REDIS_PORT" --meta-only >>"$RUN_DIR/meta.log" 2>&1
+}
+# The serve.content_cache_bytes setting of a serve with filter.near_duplicates
+# (none for a build before issue 52, which does not know the key).
+cache_set() {
+  CACHE_SET=()
+  if "$EF" config check --set "serve.content_cache_bytes=$CACHE_BYTES" >/dev/null 2>&1; then
+    CACHE_SET=(--set "serve.content_cache_bytes=$CACHE_BYTES")
+  else
+    echo "bench-read: $EF has no serve.content_cache_bytes: the map read without a cache" >&2
+  fi
+}
 # run_bench ARGS...: ef_read_bench against the current serve, in the background
 # so that a signal runs the trap (and stops it) at once.
 run_bench() {
@@ -265,6 +296,57 @@ if len(sys.argv) > 3:
 PY
   exit 0
 fi
+if [ "$COMBOS" = 1 ]; then
+  ALL=(--phases library,serve,mark_served "${MARK[@]}")
+  run_bench "${ALL[@]}" --out "$RUN_DIR/combo-off.json"
+  kill "$SERVE_PID"
+  wait "$SERVE_PID" 2>/dev/null || true
+  refill_from_empty
+  cache_set
+  start_serve serve-nd.log --set filter.near_duplicates=true "${CACHE_SET[@]}"
+  run_bench "${ALL[@]}" --clusters given --out "$RUN_DIR/combo-given.json"
+  refill_from_empty
+  run_bench "${ALL[@]}" --clusters map --map-hit-rate "$MAP_HIT_RATE" \
+    --out "$RUN_DIR/combo-map.json"
+  python3 - "$RUN_DIR" "${OUT[@]}" <<'PY'
+import json, sys
+d = sys.argv[1]
+runs = {k: json.load(open(f"{d}/combo-{k}.json")) for k in ("off", "given", "map")}
+names = {"off": "near_duplicates off", "given": "clusters in the request",
+         "map": "clusters from the map"}
+rows = []
+for k, r in runs.items():
+    for mark in (False, True):
+        s = r["serve_mark_max" if mark else "serve_max"]
+        lib = r["library_mark" if mark else "library"]
+        redis_us = s["cpu_us_per_request"]["redis"]
+        rows.append({
+            "combination": names[k] + (", mark_served" if mark else ""),
+            "serve_cpu_us": s["cpu_us_per_request"]["serve"],
+            "redis_cpu_us": redis_us,
+            "redis_rps_per_core": round(1e6 / redis_us) if redis_us else None,
+            "serve_rps": s["rps"],
+            "library_cpu_us": round(lib["cpu_us_per_candidate"] * r["candidates"], 1),
+            "library_redis_cpu_us": lib["cpu_us_per_request"]["redis"],
+            "cpu_steal": max(s["cpu_steal"], lib["cpu_steal"]),
+        })
+print(f"CPU per request (1,000 candidates) at serve's maximum and in the library's one thread:")
+print(f"  {'':<44} {'serve us':>9} {'redis us':>9} {'req/s per':>10} {'library us':>11} "
+      f"{'redis us':>9}")
+print(f"  {'':<44} {'':>9} {'(serve)':>9} {'redis core':>10} {'':>11} {'(library)':>9}")
+for x in rows:
+    print(f"  {x['combination']:<44} {x['serve_cpu_us']:>9.1f} {x['redis_cpu_us']:>9.1f} "
+          f"{x['redis_rps_per_core'] or 0:>10} {x['library_cpu_us']:>11.1f} "
+          f"{x['library_redis_cpu_us']:>9.1f}")
+out = {"bench": "exposure-filter-read-combinations", "users": runs["off"]["users"],
+       "candidates": runs["off"]["candidates"], "seconds": runs["off"]["seconds"],
+       "combinations": rows}
+print(json.dumps(out))
+if len(sys.argv) > 3:
+    open(sys.argv[3], "w").write(json.dumps(out) + "\n")
+PY
+  exit 0
+fi
 if [ "$NEAR" = 0 ]; then
   run_bench "${OUT[@]}" "${PHASES[@]}" "${MARK[@]}"
   exit 0
@@ -272,23 +354,11 @@ fi
 # --near-duplicates: serve without clusters (filter.near_duplicates off), then a
 # serve with it on: clusters in the requests, then from the content map (through
 # serve's cache of it, where the build has one).
-# Each run fills Redis anew: from empty, so that every phase reads the same state
-# (a fill on top of an earlier one writes the same items again, and heavy users'
-# keys grow stages: before 2026-12-03 the later phases read fuller filters).
-refill_from_empty() {
-  redis-cli -p "$REDIS_PORT" FLUSHALL >/dev/null
-  "$BENCH" --redis "127.0.0.1:$REDIS_PORT" --meta-only >>"$RUN_DIR/meta.log" 2>&1
-}
 run_bench --phases serve --out "$RUN_DIR/nd-off.json"
 kill "$SERVE_PID"
 wait "$SERVE_PID" 2>/dev/null || true
 refill_from_empty
-CACHE_SET=()
-if "$EF" config check --set "serve.content_cache_bytes=$CACHE_BYTES" >/dev/null 2>&1; then
-  CACHE_SET=(--set "serve.content_cache_bytes=$CACHE_BYTES")
-else
-  echo "bench-read: $EF has no serve.content_cache_bytes: the map read without a cache" >&2
-fi
+cache_set
 start_serve serve-nd.log --set filter.near_duplicates=true "${CACHE_SET[@]}"
 run_bench --phases serve --clusters given --out "$RUN_DIR/nd-given.json"
 refill_from_empty

@@ -238,7 +238,7 @@ struct MarkPlan {
   std::string user;
   std::string fingerprints;  // the served ring's encoding (docs/FORMAT.md rule 10)
   size_t items = 0;          // candidates marked (Result::marked_count)
-  size_t entries = 0;        // fingerprints: the items and their cluster tokens
+  size_t entries = 0;        // fingerprints: the items and their clusters (CONTENT.md rule 5)
 };
 
 // Counters since Create; monotonic (but cluster_cache_bytes); read with stats() (a
@@ -363,7 +363,7 @@ class Client {
                              const CallOptions& call = {});
   // Seen, then MarkServed of the first n candidates neither seen nor served (input
   // order; n = SIZE_MAX: all of them): a page of n for a feed. At most what the
-  // ring holds is marked (serve.served_items slots, a cluster token taking one
+  // ring holds is marked (serve.served_items slots, a cluster mark taking one
   // more: see FilterAndMarkWithClusters), so the ring keeps every item marked:
   // Result::marked says which, and marking stops at the first that would not fit. Two round trips
   // (the marks depend on the answer). Two calls for the same user that overlap in
@@ -377,7 +377,7 @@ class Client {
                             size_t n, const CallOptions& call = {});
   // FilterAndMarkViews with clusters as SeenWithClusters: near duplicates are left
   // out too, and with filter.near_duplicates a marked candidate J of a known
-  // cluster C != J also marks token(C) (the writers' rule), so that the next page
+  // cluster C != J also marks C (the writers' rule), so that the next page
   // leaves out the near duplicates of this one (Result::served).
   Result FilterAndMarkWithClusters(std::string_view user,
                                    std::span<const std::string_view> candidates,
