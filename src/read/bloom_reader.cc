@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cstring>
 
 #include "bloom/bit_slice.h"
 #include "bloom/cluster_token.h"
@@ -274,12 +273,6 @@ CheckResult TestItemsMasked(const Layout& layout,
   return r;
 }
 
-// a == b (the same bytes), cheapest first.
-inline bool SameId(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         (a.data() == b.data() || std::memcmp(a.data(), b.data(), a.size()) == 0);
-}
-
 }  // namespace
 
 // The result is the per-bucket rule's: seen iff all k_s positions of some stage
@@ -322,8 +315,7 @@ CheckResult TestItems(const Layout& layout, const std::vector<std::string_view>&
   for (size_t i = 0; i < clusters.size(); ++i) {
     const std::string_view c = clusters[i];
     if (c.empty()) continue;
-    const uint8_t extra =
-        static_cast<uint8_t>((tokens_read ? 1 : 0) + (SameId(c, items[i]) ? 0 : 1));
+    const uint8_t extra = static_cast<uint8_t>((tokens_read ? 1 : 0) + (c == items[i] ? 0 : 1));
     count[i] = extra;
     extras += extra;
     if (tokens_read) token_bytes += c.size() + 1;
