@@ -8,6 +8,7 @@
 
 #include "app/commands.h"
 #include "app/common.h"
+#include "app/content_reindex.h"
 #include "app/reload.h"
 #include "common/clock.h"
 #include "contentdb/index.h"
@@ -165,7 +166,24 @@ Action AddContentCommand(CLI::App& app) {
       "the assignment. Bad items are counted and skipped. While Redis fails it retries and\n"
       "commits nothing new. SIGTERM or Ctrl-C assigns the batch, commits and exits 0.\n"
       "docs/CONTENT.md#items-topic.");
-  return [args] { return Content(*args); };
+  auto* reindex = cmd->add_subcommand(
+      "reindex",
+      "File every entry of the content map in the index's tables as configured (after an "
+      "upgrade from index layout revision 1, or a change of content.index_group_bits)");
+  auto reindex_args = std::make_shared<ConfigArgs>();
+  auto keep_old = std::make_shared<bool>(false);
+  AddConfigOptions(reindex, reindex_args.get(), false);
+  reindex->add_flag("--keep-old", *keep_old,
+                    "Keep revision 1's bucket hashes (<prefix>cb{...}; by default deleted once "
+                    "the map is filed)");
+  reindex->footer(
+      "Scans <prefix>cm{*} on every master, files each item's entries in the current\n"
+      "generation, then deletes <prefix>cb{*} hashes. Idempotent; safe while `content`\n"
+      "and `run` assign. docs/CONTENT.md#upgrading-the-index.");
+  return [args, reindex, reindex_args, keep_old] {
+    if (reindex->parsed()) return ContentReindex(*reindex_args, *keep_old);
+    return Content(*args);
+  };
 }
 
 }  // namespace ef::app

@@ -138,6 +138,9 @@ struct ServeConfig {
 struct ContentConfig {
   int64_t max_distance = 3;  // content.max_distance: near-duplicates differ in <= this many bits
   int64_t index_blocks = 5;  // content.index_blocks: blocks b > max_distance; C(b, k) tables
+  // content.index_group_bits: a table key's top bits that pick its Redis key
+  // (contentdb/groups.h); 2^bits keys per table and generation.
+  int64_t index_group_bits = 14;
   // content.retention (duration): TTL of the index and the item -> cluster map,
   // renewed when an item is assigned again; longer than filter.window.
   int64_t retention_ms = int64_t{60} * 86400 * 1000;

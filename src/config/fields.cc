@@ -468,6 +468,8 @@ std::vector<Field> BuildFields() {
   // content
   t.push_back(IntField("content.max_distance", &C::content, &ContentConfig::max_distance, 0, 15));
   t.push_back(IntField("content.index_blocks", &C::content, &ContentConfig::index_blocks, 1, 16));
+  t.push_back(
+      IntField("content.index_group_bits", &C::content, &ContentConfig::index_group_bits, 0, 24));
   t.push_back(DurationField("content.retention", &C::content, &ContentConfig::retention_ms, 1,
                             kHour, 3650 * kDay));
   t.push_back(StringField("content.topic", &C::content, &ContentConfig::topic, NonEmpty));

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
 #include "bloom/keys.h"
+#include "common/clock.h"
 #include "content/simhash.h"
 #include "redis/connection.h"
 
@@ -212,27 +214,68 @@ ContentIndexOptions ContentIndexOptionsFrom(const Config& config) {
   o.max_distance = static_cast<int>(config.content.max_distance);
   o.index_blocks = static_cast<int>(config.content.index_blocks);
   o.retention_ms = config.content.retention_ms;
+  o.index_group_bits = static_cast<int>(config.content.index_group_bits);
   return o;
-}
-
-std::string BucketKey(std::string_view prefix, int table, int key_bits, uint64_t key) {
-  char buf[48];
-  int digits = (key_bits + 3) / 4;
-  std::snprintf(buf, sizeof(buf), "cb{%d:%0*llx}", table, digits,
-                static_cast<unsigned long long>(key));
-  return std::string(prefix) + buf;
 }
 
 std::string SequenceKey(std::string_view prefix) { return std::string(prefix) + "cseq"; }
 
 StatusOr<std::unique_ptr<ContentIndex>> ContentIndex::Make(ContentIndexOptions options,
                                                            std::unique_ptr<CommandRunner> runner) {
-  if (options.retention_ms <= 0) return InvalidArgument("content.retention must be positive");
+  if (options.retention_ms < 2) return InvalidArgument("content.retention must be positive");
+  if (options.index_group_bits < 0 || options.index_group_bits > kMaxGroupBits) {
+    return InvalidArgument("content.index_group_bits (" + std::to_string(options.index_group_bits) +
+                           ") must be 0.." + std::to_string(kMaxGroupBits));
+  }
   auto scheme = content::BlockScheme::Make(options.index_blocks, options.max_distance);
   if (!scheme.ok()) return scheme.status();
   return std::unique_ptr<ContentIndex>(
       new ContentIndex(std::move(options), std::move(*scheme), std::move(runner)));
 }
+
+int64_t ContentIndex::NowMs() const {
+  if (options_.now_ms) return options_.now_ms();
+  return SystemClock().NowMs();
+}
+
+namespace {
+
+// Files an item's table entries in generation `gen` (ZADD), and sets that
+// generation's keys to expire as a whole (PEXPIREAT); `expiring` (may be null)
+// collects the keys instead, for one PEXPIREAT each later.
+void FileEntries(const GroupLayout& layout, int tables, uint64_t fp, std::string_view item,
+                 int64_t gen, std::vector<SlotCommand>* cmds, std::set<std::string>* expiring) {
+  const std::string member = GroupLayout::Member(fp, item);
+  const std::string at = std::to_string(layout.ExpireAtMs(gen));
+  for (int t = 0; t < tables; ++t) {
+    GroupPlace place = layout.Place(t, fp, gen);
+    cmds->push_back(Cmd(place.key, {"ZADD", place.key, place.score, member}));
+    if (expiring) {
+      expiring->insert(std::move(place.key));
+    } else {
+      cmds->push_back(Cmd(place.key, {"PEXPIREAT", place.key, at}));
+    }
+  }
+}
+
+// Whether an item is filed (a copy, filed as its twin, is not: it must stay
+// so when renewed): ZSCORE of its member in table 0's key of each live
+// generation, appended to cmds; FiledIn reads their replies.
+void AppendFiledChecks(const GroupLayout& layout, uint64_t fp, std::string_view item,
+                       int64_t now_ms, std::vector<SlotCommand>* cmds) {
+  const std::string member = GroupLayout::Member(fp, item);
+  for (int64_t g = layout.OldestGeneration(now_ms); g <= layout.Generation(now_ms); ++g) {
+    std::string key = layout.Place(0, fp, g).key;
+    cmds->push_back(Cmd(key, {"ZSCORE", key, member}));
+  }
+}
+bool FiledIn(const std::vector<RedisReply>& replies, size_t from, size_t to) {
+  for (size_t i = from; i < to; ++i)
+    if (replies[i].type == RedisReply::Type::kString) return true;
+  return false;
+}
+
+}  // namespace
 
 StatusOr<std::vector<std::optional<std::string>>> ContentIndex::Lookup(
     const std::vector<std::string>& items, bool renew) {
@@ -246,10 +289,18 @@ StatusOr<std::vector<std::optional<std::string>>> ContentIndex::Lookup(
     return out;
   }
   if (items.empty()) return out;
-  // The queued bucket renewals, then each item's GET, PTTL and PEXPIRE.
+  // The queued renewals and filed checks, then each item's GET, PTTL and
+  // PEXPIRE.
   const std::string ttl = std::to_string(options_.retention_ms);
+  const int64_t now = NowMs();
   std::vector<SlotCommand> cmds = renewals_;
+  std::vector<size_t> check_at;  // where each queued check's ZSCOREs start
+  for (const MapItem& c : checks_) {
+    check_at.push_back(cmds.size());
+    AppendFiledChecks(layout_, c.simhash, c.item_id, now, &cmds);
+  }
   const size_t queued = cmds.size();
+  check_at.push_back(queued);
   for (const std::string& item : items) {
     std::string key = MapKey(options_.key_prefix, item);
     cmds.push_back(Cmd(key, {"GET", key}));
@@ -259,26 +310,46 @@ StatusOr<std::vector<std::optional<std::string>>> ContentIndex::Lookup(
   auto replies = runner_->Run(cmds);
   if (!replies.ok()) return replies.status();
   EF_RETURN_IF_ERROR(CheckReplies(cmds, *replies));
+  // The checked items that are filed: filed again in the current generation
+  // with the next renewing Lookup.
   renewals_.clear();
-  std::unordered_set<std::string> queued_keys;
+  const int64_t gen = layout_.Generation(now);
+  for (size_t c = 0; c < checks_.size(); ++c) {
+    if (!FiledIn(*replies, check_at[c], check_at[c + 1])) continue;
+    FileEntries(layout_, scheme_.tables(), checks_[c].simhash, checks_[c].item_id, gen, &renewals_,
+                nullptr);
+  }
+  checks_.clear();
   for (size_t i = 0; i < items.size(); ++i) {
     const size_t at = queued + 3 * i;
     std::optional<MapValue> v = MapEntry((*replies)[at], cmds[at].args[1], nullptr);
     if (!v) continue;
     out[i] = v->cluster;
-    // The buckets only when the entry had less than half its retention left:
-    // at most twice a retention per item, not at every lookup (each item has
-    // C(b, k) buckets: renewing them all at every lookup cost ~15x the lookup).
+    // The table entries only when the entry had less than half its retention
+    // left: at most twice a retention per item, not at every lookup (each item
+    // has C(b, k) entries: renewing them all at every lookup cost ~15x the
+    // lookup).
     const RedisReply& pttl = (*replies)[at + 1];
     if (pttl.type == RedisReply::Type::kInteger && pttl.integer >= options_.retention_ms / 2)
       continue;
-    for (int t = 0; t < scheme_.tables() && renewals_.size() < kMaxQueuedRenewals; ++t) {
-      std::string bkey =
-          BucketKey(options_.key_prefix, t, scheme_.key_bits(t), scheme_.Key(t, v->simhash));
-      if (queued_keys.insert(bkey).second) renewals_.push_back(Cmd(bkey, {"PEXPIRE", bkey, ttl}));
-    }
+    if (checks_.size() >= kMaxQueuedRenewals) continue;
+    checks_.push_back({items[i], v->simhash});
   }
   return out;
+}
+
+Status ContentIndex::File(const std::vector<MapItem>& items) {
+  if (items.empty()) return Status::Ok();
+  const int64_t gen = layout_.Generation(NowMs());
+  std::vector<SlotCommand> cmds;
+  std::set<std::string> expiring;
+  for (const MapItem& item : items)
+    FileEntries(layout_, scheme_.tables(), item.simhash, item.item_id, gen, &cmds, &expiring);
+  const std::string expire_at = std::to_string(layout_.ExpireAtMs(gen));
+  for (const std::string& key : expiring) cmds.push_back(Cmd(key, {"PEXPIREAT", key, expire_at}));
+  auto replies = runner_->Run(cmds);
+  if (!replies.ok()) return replies.status();
+  return CheckReplies(cmds, *replies);
 }
 
 StatusOr<std::vector<Assignment>> ContentIndex::Assign(const std::vector<ContentItem>& items) {
@@ -322,22 +393,40 @@ StatusOr<std::vector<Assignment>> ContentIndex::Assign(const std::vector<Content
     if (is_first && !stored[i]) fresh.push_back(i);
   }
 
-  // 2. The buckets of each new item.
-  std::map<std::string, size_t> bucket_index;  // key -> position in cmds
+  // 2. The buckets of each new item, in each generation that may live.
+  const int64_t now = NowMs();
+  const int64_t gen = layout_.Generation(now);
+  const int64_t oldest = layout_.OldestGeneration(now);
+  std::map<std::pair<std::string, std::string>, size_t> bucket_index;  // (key, score) -> cmd
   std::vector<std::vector<size_t>> item_buckets(n);
   cmds.clear();
+  // A known item is filed again only if it is filed now (a copy is not).
+  std::vector<std::pair<size_t, size_t>> filed_check(n, {0, 0});  // [from, to) in cmds
+  for (size_t i = 0; i < n; ++i) {
+    if (!stored[i] || first[items[i].item_id] != i) continue;
+    filed_check[i].first = cmds.size();
+    AppendFiledChecks(layout_, records[items[i].item_id].simhash, items[i].item_id, now, &cmds);
+    filed_check[i].second = cmds.size();
+  }
   for (size_t i : fresh) {
     for (int t = 0; t < tables; ++t) {
-      std::string key = BucketKey(prefix, t, scheme_.key_bits(t), scheme_.Key(t, items[i].simhash));
-      auto [it, added] = bucket_index.emplace(key, cmds.size());
-      if (added) cmds.push_back(Cmd(key, {"HGETALL", key}));
-      item_buckets[i].push_back(it->second);
+      for (int64_t g = oldest; g <= gen; ++g) {
+        GroupPlace place = layout_.Place(t, items[i].simhash, g);
+        auto [it, added] =
+            bucket_index.emplace(std::make_pair(place.key, place.score), cmds.size());
+        if (added) {
+          cmds.push_back(Cmd(place.key, {"ZRANGEBYSCORE", place.key, place.score, place.score}));
+        }
+        item_buckets[i].push_back(it->second);
+      }
     }
   }
-  // Within-distance stored entries per new item: (item ID, fingerprint, bucket).
+  std::vector<bool> filed(n, false);  // a known item whose entries are in the tables
+  // Within-distance stored entries per new item: (item ID, bucket, member).
   struct Hit {
     std::string item;
     size_t bucket;
+    std::string member;
   };
   std::vector<std::vector<Hit>> hits(n);
   std::vector<std::string> to_read;  // candidates whose map entries step 3 reads
@@ -345,17 +434,21 @@ StatusOr<std::vector<Assignment>> ContentIndex::Assign(const std::vector<Content
     auto r2 = runner_->Run(cmds);
     if (!r2.ok()) return r2.status();
     EF_RETURN_IF_ERROR(CheckReplies(cmds, *r2));
-    std::unordered_map<std::string, bool> wanted;
+    for (size_t i = 0; i < n; ++i) {
+      if (filed_check[i].second > filed_check[i].first)
+        filed[i] = FiledIn(*r2, filed_check[i].first, filed_check[i].second);
+    }
+    std::unordered_set<std::string> wanted;
     for (size_t i : fresh) {
       for (size_t b : item_buckets[i]) {
-        const RedisReply& reply = (*r2)[b];
-        for (size_t e = 0; e + 1 < reply.elements.size(); e += 2) {
-          const std::string& field = reply.elements[e].str;
-          const std::string& value = reply.elements[e + 1].str;
-          if (value.size() != 8 || field == items[i].item_id) continue;
-          if (content::HammingDistance(GetBigEndian(value), items[i].simhash) > k) continue;
-          hits[i].push_back({field, b});
-          if (!records.count(field) && wanted.emplace(field, true).second) to_read.push_back(field);
+        for (const RedisReply& m : (*r2)[b].elements) {
+          uint64_t fp = 0;
+          std::string_view field;
+          if (!GroupLayout::ParseMember(m.str, &fp, &field) || field == items[i].item_id) continue;
+          if (content::HammingDistance(fp, items[i].simhash) > k) continue;
+          hits[i].push_back({std::string(field), b, m.str});
+          if (!records.count(hits[i].back().item) && wanted.insert(hits[i].back().item).second)
+            to_read.push_back(hits[i].back().item);
         }
       }
     }
@@ -372,7 +465,7 @@ StatusOr<std::vector<Assignment>> ContentIndex::Assign(const std::vector<Content
 
   // Assign in batch order.
   std::vector<MapValue> batch(n);                          // what each position ends up with
-  std::vector<std::pair<std::string, std::string>> stale;  // (bucket key, item) to HDEL
+  std::vector<std::pair<std::string, std::string>> stale;  // (key, member) to ZREM
   for (size_t i = 0; i < n; ++i) {
     const ContentItem& item = items[i];
     size_t f = first[item.item_id];
@@ -392,7 +485,7 @@ StatusOr<std::vector<Assignment>> ContentIndex::Assign(const std::vector<Content
     for (const Hit& h : hits[i]) {
       auto rec = records.find(h.item);
       if (rec == records.end()) {  // its map entry expired: a stale bucket entry
-        stale.emplace_back(bucket_cmds[h.bucket].args[1], h.item);
+        stale.emplace_back(bucket_cmds[h.bucket].args[1], h.member);
         continue;
       }
       int d = content::HammingDistance(rec->second.simhash, item.simhash);
@@ -419,10 +512,10 @@ StatusOr<std::vector<Assignment>> ContentIndex::Assign(const std::vector<Content
     out[i].cluster = batch[i].cluster;
   }
 
-  // 4. Write: new map entries (SET NX GET), bucket entries, TTLs.
+  // 4. Write: new map entries (SET NX GET), table entries, TTLs.
   cmds.clear();
   std::vector<size_t> set_pos(n, SIZE_MAX);
-  std::map<std::string, bool> expire_buckets;
+  std::set<std::string> expiring;  // the current generation's keys written
   std::unordered_set<std::string> renewed_twins;
   for (size_t i = 0; i < n; ++i) {
     if (first[items[i].item_id] != i) continue;
@@ -440,30 +533,25 @@ StatusOr<std::vector<Assignment>> ContentIndex::Assign(const std::vector<Content
                     "NX", "GET", "PX", ttl}));
     }
     // A new item with the fingerprint of an earlier one (its twin, the nearest
-    // at distance 0) is not filed in the buckets: for every later item the twin
+    // at distance 0) is not filed in the tables: for every later item the twin
     // is as near and older, so it would never be the nearest earlier one. Its
-    // twin's entry and buckets are renewed instead, so floods of copies keep
-    // one bucket entry, not one per copy (the cost of a probe stays flat).
+    // twin's entry and table entries are renewed instead, so floods of copies
+    // keep one entry per generation, not one per copy (the cost of a probe
+    // stays flat). A known item renews its own, if it has any.
     const bool twin = !stored[i] && out[i].distance == 0;
-    if (twin && renewed_twins.insert(out[i].nearest).second) {
-      std::string tkey = MapKey(prefix, out[i].nearest);
-      cmds.push_back(Cmd(tkey, {"PEXPIRE", tkey, ttl}));
-    }
-    std::string fp;
-    PutBigEndian(batch[i].simhash, &fp);
-    for (int t = 0; t < tables; ++t) {
-      std::string bkey =
-          BucketKey(prefix, t, scheme_.key_bits(t), scheme_.Key(t, batch[i].simhash));
-      // (A known item's bucket entries live as long as its map entry: both are
-      // renewed together, so renewing the buckets is enough.)
-      if (!twin && !stored[i]) cmds.push_back(Cmd(bkey, {"HSET", bkey, items[i].item_id, fp}));
-      expire_buckets[bkey] = true;
+    if (twin) {
+      if (renewed_twins.insert(out[i].nearest).second) {
+        std::string tkey = MapKey(prefix, out[i].nearest);
+        cmds.push_back(Cmd(tkey, {"PEXPIRE", tkey, ttl}));
+        FileEntries(layout_, tables, batch[i].simhash, out[i].nearest, gen, &cmds, &expiring);
+      }
+    } else if (!stored[i] || filed[i]) {
+      FileEntries(layout_, tables, batch[i].simhash, items[i].item_id, gen, &cmds, &expiring);
     }
   }
-  for (const auto& [bkey, item] : stale) cmds.push_back(Cmd(bkey, {"HDEL", bkey, item}));
-  for (const auto& [bkey, unused] : expire_buckets) {
-    cmds.push_back(Cmd(bkey, {"PEXPIRE", bkey, ttl}));
-  }
+  for (const auto& [key, member] : stale) cmds.push_back(Cmd(key, {"ZREM", key, member}));
+  const std::string expire_at = std::to_string(layout_.ExpireAtMs(gen));
+  for (const std::string& key : expiring) cmds.push_back(Cmd(key, {"PEXPIREAT", key, expire_at}));
   cmds.push_back(Cmd(seq_key, {"PEXPIRE", seq_key, ttl}));
   auto r4 = runner_->Run(cmds);
   if (!r4.ok()) return r4.status();

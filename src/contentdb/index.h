@@ -34,13 +34,17 @@
 //   item, as the readers count it, and ContentIndexOptions::on_bad_value is told
 //   its key. Assign writes the item's own new entry over it. Such a key never
 //   fails a call: one bad key must not hold every batch back.
+// - Tables: layout revision 2, sorted sets of many buckets in generations of
+//   half a retention (contentdb/groups.h). "Renewing" an item's table entries
+//   means filing them again in the current generation.
 // - Round trips (each one pipeline per master, the masters in parallel): 1. GET
-//   every item's map entry and INCRBY the sequence; 2. HGETALL the C(b, k)
-//   buckets of each new item; 3. GET the map entries of stored candidates
-//   within the distance (skipped when there are none); 4. write: SET NX of the
-//   map entries, HSET (new items that are no copies) + PEXPIRE of the buckets,
-//   PEXPIRE of known items' entries and buckets and of copied items' entries
-//   (renewal) and of the sequence key.
+//   every item's map entry and INCRBY the sequence; 2. ZRANGEBYSCORE of each
+//   new item's C(b, k) buckets in each live generation; 3. GET the map entries
+//   of stored candidates within the distance (skipped when there are none); 4.
+//   write: SET NX of the map entries, ZADD of the table entries of new items
+//   that are no copies, and of known and copied items (renewal), in the
+//   current generation, PEXPIREAT of its keys, ZREM of stale entries met,
+//   PEXPIRE of known and copied items' map entries and of the sequence key.
 // - Concurrency: two Assigns of the same item at once both write with SET NX
 //   ... GET, so the first write wins and the other returns the winner's cluster;
 //   two near (not equal) items assigned at once by two callers may each start a
@@ -67,6 +71,7 @@
 #include "common/status.h"
 #include "config/config.h"
 #include "content/block_index.h"
+#include "contentdb/groups.h"
 #include "contentdb/map.h"
 #include "redis/cluster.h"
 #include "redis/connection.h"
@@ -116,20 +121,24 @@ struct ContentIndexOptions {
   int max_distance = 3;                               // content.max_distance
   int index_blocks = 5;                               // content.index_blocks
   int64_t retention_ms = int64_t{60} * 86400 * 1000;  // content.retention
+  int index_group_bits = 14;                          // content.index_group_bits
+  // Wall clock, epoch ms: picks the generation (contentdb/groups.h). Empty =
+  // the system clock. Tests move it; it must stay near Redis's own clock,
+  // since generations expire with PEXPIREAT.
+  std::function<int64_t()> now_ms;
   // Told the key of each bad map entry read (see "Bad map entries" above); may
   // be empty. Called on the thread that calls Assign or Lookup.
   std::function<void(const std::string& key)> on_bad_value;
 };
 ContentIndexOptions ContentIndexOptionsFrom(const Config& config);
 
-// The keys (docs/CONTENT.md "4. Redis layout").
-std::string BucketKey(std::string_view prefix, int table, int key_bits, uint64_t key);
+// The keys (docs/CONTENT.md "4. Redis layout"); the tables': GroupLayout.
 std::string SequenceKey(std::string_view prefix);
 
 class ContentIndex {
  public:
-  // kInvalidArgument for a bad max_distance/index_blocks pair (BlockScheme) or
-  // retention_ms <= 0.
+  // kInvalidArgument for a bad max_distance/index_blocks pair (BlockScheme),
+  // retention_ms < 2 or index_group_bits outside 0..kMaxGroupBits.
   static StatusOr<std::unique_ptr<ContentIndex>> Make(ContentIndexOptions options,
                                                       std::unique_ptr<CommandRunner> runner);
 
@@ -139,27 +148,49 @@ class ContentIndex {
   // round trip (one pipeline per master). Bad items as Assign. Read only,
   // unless `renew` (the writers: an exposed item's entry lives on while it is
   // exposed): each found item's map entry gets content.retention again in the
-  // same round trip, and, when it had less than half of it left, its buckets
-  // too with the next renewing Lookup's round trip (queued: at most
-  // kMaxQueuedRenewals commands; past that, buckets are not renewed, their
-  // entries just expire earlier).
+  // same round trip, and, when it had less than half of it left, its table
+  // entries, if it has any (a copy filed as its twin has none), are filed
+  // again in the current generation: checked with the next renewing Lookup's
+  // round trip, written with the one after (queued: at most
+  // kMaxQueuedRenewals items; past that, they are not renewed, the entries
+  // just expire earlier).
   StatusOr<std::vector<std::optional<std::string>>> Lookup(const std::vector<std::string>& items,
                                                            bool renew = false);
   static constexpr size_t kMaxQueuedRenewals = 65536;
+  // Files the given map entries' table entries in the current generation (one
+  // round trip): what `content reindex` does with every entry of the map, so
+  // that an index written by layout revision 1 (or with other group bits) is
+  // found by probes again. Idempotent.
+  struct MapItem {
+    std::string item_id;
+    uint64_t simhash = 0;
+  };
+  Status File(const std::vector<MapItem>& items);
 
   const content::BlockScheme& scheme() const { return scheme_; }
+  const GroupLayout& layout() const { return layout_; }
+  int64_t NowMs() const;
 
  private:
   ContentIndex(ContentIndexOptions options, content::BlockScheme scheme,
                std::unique_ptr<CommandRunner> runner)
-      : options_(std::move(options)), scheme_(std::move(scheme)), runner_(std::move(runner)) {}
+      : options_(std::move(options)),
+        scheme_(std::move(scheme)),
+        layout_(options_.key_prefix, scheme_, options_.index_group_bits, options_.retention_ms),
+        runner_(std::move(runner)) {}
   std::optional<MapValue> MapEntry(const RedisReply& reply, const std::string& key, bool* bad);
   StatusOr<std::vector<std::optional<MapValue>>> ReadMap(const std::vector<std::string>& items);
   ContentIndexOptions options_;
-  // Lookup(renew): the PEXPIREs of found items' buckets, sent before the next
-  // renewing Lookup's commands (kept on a failure: sent again).
+  // Lookup(renew): the ZADDs (and PEXPIREATs) of found items' table entries,
+  // sent before the next renewing Lookup's commands (kept on a failure: sent
+  // again).
   std::vector<ClusterRouter::SlotCommand> renewals_;
+  // Lookup(renew): found items with less than half their retention left,
+  // checked (are they filed? AppendFiledChecks) with the next renewing Lookup,
+  // whose round trip queues the filed ones' renewals_ (copies never are).
+  std::vector<MapItem> checks_;
   content::BlockScheme scheme_;
+  GroupLayout layout_;  // after scheme_: points to it
   std::unique_ptr<CommandRunner> runner_;
 };
 

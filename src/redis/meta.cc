@@ -5,6 +5,7 @@
 
 #include "bloom/keys.h"
 #include "redis/cluster.h"
+#include "redis/scan.h"
 
 namespace ef {
 namespace {
@@ -209,30 +210,17 @@ Status UpgradeMeta(MetaTarget conn, const Layout& layout, int to_version, int64_
 }
 
 StatusOr<std::string> FindBucketKey(RedisConnection& conn, const std::string& prefix) {
-  // Glob-escape the prefix: '*', '?', '[' and '\' in it are literal.
-  std::string pattern;
-  for (char c : prefix) {
-    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') pattern.push_back('\\');
-    pattern.push_back(c);
-  }
-  pattern += "{*}:*";
-  std::string cursor = "0";
-  do {
-    auto r = conn.Command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
-    if (!r.ok()) return r.status();
-    if (r->type == RedisReply::Type::kError)
-      return RedisConnection::ErrorReplyStatus(r->str,
-                                               "redis " + conn.address() + ": SCAN: " + r->str);
-    if (r->type != RedisReply::Type::kArray || r->elements.size() != 2)
-      return Internal("redis " + conn.address() + ": SCAN: unexpected reply");
-    cursor = r->elements[0].str;
-    for (const RedisReply& k : r->elements[1].elements) {
-      const std::string& key = k.str;
+  std::string found;
+  Status st = ScanKeys(conn, GlobEscape(prefix) + "{*}:*", [&found](const auto& keys) {
+    for (const std::string& key : keys) {
       if (key.size() >= 7 && key.compare(key.size() - 7, 7, ":served") == 0) continue;
-      return key;
+      found = key;
+      return false;
     }
-  } while (cursor != "0");
-  return std::string();
+    return true;
+  });
+  if (!st.ok()) return st;
+  return found;
 }
 
 namespace {

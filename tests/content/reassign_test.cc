@@ -42,10 +42,13 @@ std::optional<contentdb::MapValue> Entry(const RedisServer& redis, const std::st
 // The fingerprints filed for `item` in the buckets (one per table it is in).
 std::vector<uint64_t> Filed(const RedisServer& redis, const std::string& item) {
   std::vector<uint64_t> out;
-  const RedisReply keys = redis.Command({"KEYS", "t:cb*"});
+  const RedisReply keys = redis.Command({"KEYS", "t:cg*"});
   for (const RedisReply& key : keys.elements) {
-    const RedisReply v = redis.Command({"HGET", key.str, item});
-    if (v.type == RedisReply::Type::kString) out.push_back(contentdb::GetBigEndian(v.str));
+    // Members: 8 bytes of fingerprint, then the item ID.
+    for (const RedisReply& m : redis.Command({"ZRANGE", key.str, "0", "-1"}).elements) {
+      if (m.str.size() > 8 && m.str.substr(8) == item)
+        out.push_back(contentdb::GetBigEndian(m.str));
+    }
   }
   return out;
 }

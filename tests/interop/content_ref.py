@@ -11,6 +11,9 @@ run time, so the text itself is what is tested), as a filter:
       docs/CONTENT.md with the references of docs/CONTENT.md (cluster_token,
       exposure_items, classify) and docs/FORMAT.md (positions, bits, the query);
       prints one line per row, exits 1 naming the first row that differs.
+  content_ref.py index-vectors
+      checks the two tables of "Index layout revision 2: table entries" with the
+      reference's generation, oldest_generation and table_place; the same output.
 """
 import argparse
 import json
@@ -106,14 +109,42 @@ def cluster_vectors():
         raise SystemExit("content_ref: docs/CONTENT.md rule 5 vectors: " + failed[0])
 
 
+def index_vectors():
+    """Checks the tables of "Index layout revision 2: table entries"."""
+    ref = load_reference()
+    text = open(DOC, encoding="utf-8").read()
+    heading = "### Index layout revision 2: table entries"
+    failed = []
+
+    def check(what, got, want):
+        print(f"{'ok' if got == want else 'DIFFERS'}: {what}: {got}")
+        if got != want:
+            failed.append(f"{what}: got {got}, the table says {want}")
+
+    for now, r, gen, expires, oldest in table_rows(text, heading, 0):
+        now, r = int(now), int(r)
+        g = ref["generation"](now, r)
+        check(f"generation at {now} retention {r}", str(g), gen)
+        check(f"expiry of generation {g}", str((g + 1) * max(1, r // 2) + r), expires)
+        check(f"oldest generation at {now}", str(ref["oldest_generation"](now, r)), oldest)
+    for fp, table, gen, bits, key, score in table_rows(text, heading, 1):
+        got = ref["table_place"]("ef:", int(fp.strip("`"), 16), int(table), int(gen), int(bits))
+        check(f"place of {fp} table {table}", (f"`{got[0]}`", str(got[1])), (key, score))
+    if failed:
+        raise SystemExit("content_ref: docs/CONTENT.md index vectors: " + failed[0])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["fingerprint", "cluster-vectors"])
+    ap.add_argument("mode", choices=["fingerprint", "cluster-vectors", "index-vectors"])
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     if a.mode == "cluster-vectors":
         cluster_vectors()
+        return
+    if a.mode == "index-vectors":
+        index_vectors()
         return
     ref = load_reference()
     for n, line in enumerate(sys.stdin, 1):

@@ -200,6 +200,7 @@ Config NonDefaultConfig() {
   c.serve.content_cache_bytes = 0;
   c.content.max_distance = 2;
   c.content.index_blocks = 6;
+  c.content.index_group_bits = 16;
   c.content.retention_ms = int64_t{45} * 86400 * 1000;
   c.content.topic = "stories";
   c.content.group_id = "stories-index";
