@@ -29,10 +29,10 @@
 #include "kafka/group_list.h"
 #include "kafka/group_offsets.h"
 #include "kafka/message_time.h"
-#include "metrics/lag_exporter.h"
 #include "lag/status.h"
 #include "metrics/build_info.h"
 #include "metrics/http_server.h"
+#include "metrics/lag_exporter.h"
 
 namespace ef::app {
 namespace {

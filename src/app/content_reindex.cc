@@ -155,6 +155,7 @@ int ContentReindex(const ConfigArgs& args, bool keep_old) {
       return kExitInterrupted;
     }
   }
+  if (Status s = (*index)->MarkRevision(); !s.ok()) return Fail(s, ExitCodeForStart(s));
   std::printf(
       "content reindex: %llu map entries filed in generation %lld (%d tables, group bits %lld), "
       "%llu bad map values skipped, %s, %.1f s\n",

@@ -45,11 +45,10 @@ std::string LevelName(spdlog::level::level_enum level) {
 class JsonFormatter final : public spdlog::formatter {
  public:
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        msg.time.time_since_epoch())
-                        .count();
-    const std::string line = JsonLogLine(
-        ms, LevelName(msg.level), std::string_view(msg.payload.data(), msg.payload.size()));
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(msg.time.time_since_epoch()).count();
+    const std::string line = JsonLogLine(ms, LevelName(msg.level),
+                                         std::string_view(msg.payload.data(), msg.payload.size()));
     dest.append(line.data(), line.data() + line.size());
     dest.push_back('\n');
   }

@@ -219,6 +219,7 @@ ContentIndexOptions ContentIndexOptionsFrom(const Config& config) {
 }
 
 std::string SequenceKey(std::string_view prefix) { return std::string(prefix) + "cseq"; }
+std::string RevisionKey(std::string_view prefix) { return std::string(prefix) + "cindex"; }
 
 StatusOr<std::unique_ptr<ContentIndex>> ContentIndex::Make(ContentIndexOptions options,
                                                            std::unique_ptr<CommandRunner> runner) {
@@ -336,6 +337,25 @@ StatusOr<std::vector<std::optional<std::string>>> ContentIndex::Lookup(
     checks_.push_back({items[i], v->simhash});
   }
   return out;
+}
+
+Status ContentIndex::MarkRevision() {
+  const std::string key = RevisionKey(options_.key_prefix);
+  std::vector<SlotCommand> cmds = {
+      Cmd(key, {"SET", key, "2", "PX", std::to_string(options_.retention_ms)})};
+  auto replies = runner_->Run(cmds);
+  if (!replies.ok()) return replies.status();
+  return CheckReplies(cmds, *replies);
+}
+
+StatusOr<bool> ContentIndex::Unindexed() {
+  const std::string seq = SequenceKey(options_.key_prefix);
+  const std::string rev = RevisionKey(options_.key_prefix);
+  std::vector<SlotCommand> cmds = {Cmd(seq, {"EXISTS", seq}), Cmd(rev, {"GET", rev})};
+  auto replies = runner_->Run(cmds);
+  if (!replies.ok()) return replies.status();
+  EF_RETURN_IF_ERROR(CheckReplies(cmds, *replies));
+  return (*replies)[0].integer == 1 && (*replies)[1].str != "2";
 }
 
 Status ContentIndex::File(const std::vector<MapItem>& items) {
@@ -553,6 +573,13 @@ StatusOr<std::vector<Assignment>> ContentIndex::Assign(const std::vector<Content
   const std::string expire_at = std::to_string(layout_.ExpireAtMs(gen));
   for (const std::string& key : expiring) cmds.push_back(Cmd(key, {"PEXPIREAT", key, expire_at}));
   cmds.push_back(Cmd(seq_key, {"PEXPIRE", seq_key, ttl}));
+  // A new index (its first sequence numbers) is revision 2's from the start.
+  const std::string rev_key = RevisionKey(prefix);
+  if (seq_base == 1) {
+    cmds.push_back(Cmd(rev_key, {"SET", rev_key, "2", "PX", ttl}));
+  } else {
+    cmds.push_back(Cmd(rev_key, {"PEXPIRE", rev_key, ttl}));
+  }
   auto r4 = runner_->Run(cmds);
   if (!r4.ok()) return r4.status();
   EF_RETURN_IF_ERROR(CheckReplies(cmds, *r4));

@@ -134,6 +134,11 @@ ContentIndexOptions ContentIndexOptionsFrom(const Config& config);
 
 // The keys (docs/CONTENT.md "4. Redis layout"); the tables': GroupLayout.
 std::string SequenceKey(std::string_view prefix);
+// `<p>cindex`: "2" when the tables are layout revision 2's: written with an
+// index's first sequence number (a new index) and by `content reindex`, renewed
+// with the sequence key. A sequence key without it: an index written by
+// revision 1, not reindexed yet.
+std::string RevisionKey(std::string_view prefix);
 
 class ContentIndex {
  public:
@@ -166,6 +171,11 @@ class ContentIndex {
     uint64_t simhash = 0;
   };
   Status File(const std::vector<MapItem>& items);
+  // RevisionKey: MarkRevision writes it (`content reindex`, once the map is
+  // filed); Unindexed is true when the sequence key exists without it (see
+  // RevisionKey). One round trip each.
+  Status MarkRevision();
+  StatusOr<bool> Unindexed();
 
   const content::BlockScheme& scheme() const { return scheme_; }
   const GroupLayout& layout() const { return layout_; }

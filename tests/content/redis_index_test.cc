@@ -250,7 +250,7 @@ TEST_CASE("every key of the index has a TTL of content.retention", "[content][re
     }
     kinds.insert(kind);
   }
-  CHECK(kinds == std::set<std::string>{"t:cg", "t:cm", "t:cs"});
+  CHECK(kinds == std::set<std::string>{"t:cg", "t:ci", "t:cm", "t:cs"});
 }
 
 TEST_CASE("bad input gives errors naming the item", "[content][redis]") {

@@ -15,6 +15,7 @@
 #include "support/process.h"
 #include "support/redis_cluster.h"
 #include "support/redis_server.h"
+#include "support/stack.h"
 #include "support/temp_dir.h"
 
 namespace ef::test {
@@ -66,7 +67,14 @@ TEST_CASE(
   for (int t = 0; t < 10; ++t)
     redis.Command({"HSET", "ef:cb{" + std::to_string(t) + ":0123}", "a", fp_bytes});
   redis.Command({"SET", "ef:cb{not-a-hash}", "kept"});
+  redis.Command({"SET", "ef:cseq", "8", "PX", "3600000"});
   REQUIRE(CountKeys(redis, "ef:cg{*") == 0);
+  auto conn = redis.Connect();
+  auto index = ContentIndex::Make({}, contentdb::SingleNodeRunner(*conn));
+  REQUIRE(index.ok());
+  auto unindexed = (*index)->Unindexed();
+  REQUIRE(unindexed.ok());
+  CHECK(*unindexed);  // a sequence key without ef:cindex: revision 1
 
   TempDir dir;
   const std::string yaml = "redis:\n  address: " + redis.address() + "\n";
@@ -81,10 +89,11 @@ TEST_CASE(
   CHECK(Filed(redis, "a", fp));
   CHECK(Filed(redis, "far", ~fp));
 
+  unindexed = (*index)->Unindexed();
+  REQUIRE(unindexed.ok());
+  CHECK_FALSE(*unindexed);
+  CHECK(redis.Command({"GET", "ef:cindex"}).str == "2");
   // A new item 1 bit from `a` joins it: the probe finds a's entries.
-  auto conn = redis.Connect();
-  auto index = ContentIndex::Make({}, contentdb::SingleNodeRunner(*conn));
-  REQUIRE(index.ok());
   auto r = (*index)->Assign({{"b", fp ^ 1}});
   REQUIRE(r.ok());
   CHECK((*r)[0].cluster == "a");
@@ -103,6 +112,39 @@ TEST_CASE(
   auto down = Reindex(dir, yaml);
   CHECK(down.code == 6);
   CHECK(down.err.find(redis.address()) != std::string::npos);
+}
+
+TEST_CASE(
+    "content: a new index is marked revision 2; one written by revision 1 and not reindexed is "
+    "warned about at start",
+    "[content][redis]") {
+  Stack stack(1, "items");
+  auto conn = stack.redis().Connect();
+  auto index = ContentIndex::Make({}, contentdb::SingleNodeRunner(*conn));
+  REQUIRE(index.ok());
+  REQUIRE((*index)->Assign({{"a", 1}}).ok());
+  CHECK(stack.redis().Command({"GET", "ef:cindex"}).str == "2");
+  auto unindexed = (*index)->Unindexed();
+  REQUIRE(unindexed.ok());
+  CHECK_FALSE(*unindexed);
+  const std::string config = stack.WriteConfig("ef.yaml", "content:\n  topic: items\n");
+  stack.ProduceRaw({R"({"item_id": "b", "text": "Some text."})"});
+  const auto content = [&config] {
+    return RunCommandWithEnv({EF_BINARY, "content", "-c", config, "--exit-at-end", "--set",
+                              "content.group_id=g" + std::to_string(SystemClock().NowMs())},
+                             {});
+  };
+  auto fresh = content();
+  INFO(fresh.err);
+  REQUIRE(fresh.code == 0);
+  CHECK(fresh.err.find("content reindex") == std::string::npos);
+  // As left by an earlier version: the sequence key, no ef:cindex.
+  stack.redis().Command({"DEL", "ef:cindex"});
+  auto old = content();
+  INFO(old.err);
+  REQUIRE(old.code == 0);
+  CHECK(old.err.find("the index was written by layout revision 1") != std::string::npos);
+  CHECK(old.err.find("exposure-filter content reindex") != std::string::npos);
 }
 
 TEST_CASE("content reindex on a local Redis Cluster files the map of every master",
