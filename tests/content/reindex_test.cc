@@ -115,8 +115,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "content: a new index is marked revision 2; one written by revision 1 and not reindexed is "
-    "warned about at start",
+    "content: a new index is marked revision 2, and one written by revision 1 and not reindexed "
+    "is warned about at start",
     "[content][redis]") {
   Stack stack(1, "items");
   auto conn = stack.redis().Connect();
