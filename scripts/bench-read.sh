@@ -314,6 +314,9 @@ d = sys.argv[1]
 runs = {k: json.load(open(f"{d}/combo-{k}.json")) for k in ("off", "given", "map")}
 names = {"off": "near_duplicates off", "given": "clusters in the request",
          "map": "clusters from the map"}
+def hit_rate(phase):
+    c = phase.get("cluster_cache")
+    return c["hit_rate"] if c and c["hits"] + c["misses"] > 0 else None
 rows = []
 for k, r in runs.items():
     for mark in (False, True):
@@ -329,15 +332,22 @@ for k, r in runs.items():
             "library_cpu_us": round(lib["cpu_us_per_candidate"] * r["candidates"], 1),
             "library_redis_cpu_us": lib["cpu_us_per_request"]["redis"],
             "cpu_steal": max(s["cpu_steal"], lib["cpu_steal"]),
+            # the content cache's share of the lookups (None: no lookups, or a
+            # build without the cache)
+            "serve_cache_hit_rate": hit_rate(s),
+            "library_cache_hit_rate": hit_rate(lib),
         })
+pct = lambda h: "-" if h is None else f"{100 * h:.1f}%"
 print(f"CPU per request (1,000 candidates) at serve's maximum and in the library's one thread:")
 print(f"  {'':<44} {'serve us':>9} {'redis us':>9} {'req/s per':>10} {'library us':>11} "
-      f"{'redis us':>9}")
-print(f"  {'':<44} {'':>9} {'(serve)':>9} {'redis core':>10} {'':>11} {'(library)':>9}")
+      f"{'redis us':>9} {'cache hits':>10} {'cache hits':>10}")
+print(f"  {'':<44} {'':>9} {'(serve)':>9} {'redis core':>10} {'':>11} {'(library)':>9} "
+      f"{'(serve)':>10} {'(library)':>10}")
 for x in rows:
     print(f"  {x['combination']:<44} {x['serve_cpu_us']:>9.1f} {x['redis_cpu_us']:>9.1f} "
           f"{x['redis_rps_per_core'] or 0:>10} {x['library_cpu_us']:>11.1f} "
-          f"{x['library_redis_cpu_us']:>9.1f}")
+          f"{x['library_redis_cpu_us']:>9.1f} {pct(x['serve_cache_hit_rate']):>10} "
+          f"{pct(x['library_cache_hit_rate']):>10}")
 out = {"bench": "exposure-filter-read-combinations", "users": runs["off"]["users"],
        "candidates": runs["off"]["candidates"], "seconds": runs["off"]["seconds"],
        "combinations": rows}
