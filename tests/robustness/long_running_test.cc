@@ -136,7 +136,16 @@ TEST_CASE(
 
   auto daemon = stack.StartDaemon(config, "second.log");
   REQUIRE(stack.AwaitCommitted(*daemon, 120s));
-  const std::string scrape_after = ScrapeText(port);
+  // The partition's gauges are added by the monitor's next refresh after the
+  // assignment, which may come after the commit that AwaitCommitted saw (a
+  // scrape taken at once once lacked exposure_filter_partition_committed_offset).
+  std::string scrape_after;
+  REQUIRE(WaitFor(
+      [&] {
+        scrape_after = ScrapeText(port);
+        return Contains(scrape_after, "exposure_filter_partition_committed_offset{");
+      },
+      10s));
   const double lost = MetricSum(scrape_after, kLost, {"partition=\"0\"", group_label});
   INFO("daemon log:\n" << daemon->Output());
   CHECK(lost == static_cast<double>(low - committed));
