@@ -8,6 +8,7 @@
 #include "bloom/layout.h"
 #include "common/clock.h"
 #include "common/time_arg.h"
+#include "kafka/offsets_for_time.h"
 #include "support/stack.h"
 #include "support/wait.h"
 
@@ -23,7 +24,12 @@ std::string Rfc3339(int64_t ms) { return FormatTimeRfc3339(ms); }
 TEST_CASE("replay restores exactly a lost time range, and leaves the live group alone",
           "[integration][replay]") {
   Stack stack(2);
-  const int64_t now = SystemClock().NowMs();
+  // The events are anchored 1 min 25 s after a midnight (UTC, in the past), so that
+  // the event replayed past --until for the skew bound (below) is always in the next
+  // day's bucket: the case that failed a fresh-clone run started at 00:01:25.
+  const int64_t wall = SystemClock().NowMs();
+  int64_t now = wall / 86400000 * 86400000 + 85000;
+  if (now > wall - 1000) now -= 86400000;
   // One event every 10 minutes over 3 days, in time order (so per partition too).
   std::vector<TestEvent> events;
   const int64_t step = 10 * 60 * 1000;
@@ -83,8 +89,14 @@ TEST_CASE("replay restores exactly a lost time range, and leaves the live group 
   CHECK(MissingItems(*conn, *layout, in_range).empty());  // zero false negatives in range
   // No bits for events outside the range: keys of buckets wholly outside it do not exist,
   // and the ones that exist expire at bucket end + window, like `run` writes them.
-  const int64_t first_bucket = BucketStart(since_s / 1000, layout->bucket_seconds);
-  const int64_t last_bucket = BucketStart(until_s / 1000, layout->bucket_seconds);
+  // "The range" includes replay's skew bound (kafka/offsets_for_time.h, 5 minutes):
+  // on these time-ordered partitions it also replays the messages stamped up to 5
+  // minutes before --since and after --until. The event 3 minutes after --until is
+  // always one of them, and its bucket is the next one when a midnight falls between
+  // (the test then failed when run from 00:00 to 00:03 UTC).
+  const int64_t skew_ms = TimeSeekOptions{}.max_skew_ms;
+  const int64_t first_bucket = BucketStart((since_s - skew_ms) / 1000, layout->bucket_seconds);
+  const int64_t last_bucket = BucketStart((until_s + skew_ms) / 1000, layout->bucket_seconds);
   size_t checked = 0;
   for (const auto& e : outside) {
     const int64_t b = BucketStart(e.ts_ms / 1000, layout->bucket_seconds);
