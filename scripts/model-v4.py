@@ -96,7 +96,7 @@ def jemalloc_bin(n):
 def sds(n):
     return n + (4 if n < 256 else 6 if n < 65536 else 10)
 
-def run(kind, h, shuffle, seed=1, mix=((0.5, 600), (1, 250), (4, 100), (16, 40), (64, 10)), days=3, look=1):
+def run(kind, h, shuffle, seed=1, mix=((0.5, 600), (1, 250), (4, 100), (16, 40), (64, 10)), days=3, look=1, split=1.0):
     rng = random.Random(seed + 1000)
     r = random.Random(seed)
     cl = classes(kind) if kind != 'v3' else None
@@ -120,7 +120,7 @@ def run(kind, h, shuffle, seed=1, mix=((0.5, 600), (1, 250), (4, 100), (16, 40),
                     c = default_c
                 else:
                     est = min(estimate(*p) for p in hist[u][-look:])
-                    c = next(c for c, m0 in enumerate(cl) if cap(m0) >= h * est)
+                    c = next(c for c, m0 in enumerate(cl) if cap(m0) >= h * est / split)
                 tab, hdr = table(cl[c], 8), 8
             X = fill_key(rng, tab, n)
             hist[u].append((tab, X))
@@ -147,9 +147,10 @@ if __name__ == '__main__':
     ap.add_argument("--shuffle", action="store_true", help="activity does not persist: users shuffled between classes every day")
     ap.add_argument("--days", type=int, default=3, help="buckets simulated; the last is today's (default 3)")
     ap.add_argument("--look", type=int, default=2, help="previous buckets the class rule takes the minimum over (default 2)")
+    ap.add_argument("--split", type=float, default=1.0, help="size stage 0 for 1/split of the class capacity (3: stages 0 and 1 together hold it, with growth 2); default 1")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     kind, h, shuffle, days, look = a.classes, a.headroom, a.shuffle, a.days, a.look
     v3 = report(run('v3', 1, shuffle, seed=a.seed, days=days), f"v3 shuffle={shuffle} days={days}")
-    b = report(run(kind, h, shuffle, seed=a.seed, days=days, look=look), f"{kind} h={h} shuffle={shuffle} days={days} look={look}")
+    b = report(run(kind, h, shuffle, seed=a.seed, days=days, look=look, split=a.split), f"{kind} h={h} split={a.split} shuffle={shuffle} days={days} look={look}")
     print(f"   vs v3 {b/v3:.3f}")
