@@ -33,7 +33,10 @@ StatusOr<std::vector<Stage>> ComputeStages(const StageParams& p) {
   constexpr unsigned __int128 kLimit = static_cast<unsigned __int128>(1) << 32;
   std::vector<Stage> out;
   out.reserve(p.stages);
-  uint64_t offset = 0;
+  if (p.first_bit % 8 != 0 || p.first_bit >= kLimit)
+    return InvalidArgument("first bit must be a multiple of 8 below 2^32, got " +
+                           std::to_string(p.first_bit));
+  uint64_t offset = p.first_bit;
   unsigned __int128 scale = 1;  // growth^s
   for (uint32_t s = 0; s < p.stages; ++s) {
     Stage st;

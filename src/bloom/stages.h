@@ -37,10 +37,11 @@ struct Stage {
 struct StageParams {
   uint32_t m0 = 0;
   uint32_t k0 = 0;
-  uint32_t growth = 2;    // capacity factor from one stage to the next, >= 1
-  uint32_t k_step = 2;    // extra positions per stage
-  uint32_t stages = 8;    // stage limit, >= 1 (1 = the v1 filter alone)
-  uint32_t fill_ppm = 0;  // 1..999999 (only writers use it)
+  uint32_t growth = 2;     // capacity factor from one stage to the next, >= 1
+  uint32_t k_step = 2;     // extra positions per stage
+  uint32_t stages = 8;     // stage limit, >= 1 (1 = the v1 filter alone)
+  uint32_t fill_ppm = 0;   // 1..999999 (only writers use it)
+  uint64_t first_bit = 0;  // offset_0, a multiple of 8 (8 after a v4 class header)
 };
 
 // What a writer did with stages, per batch (summed over keys).
