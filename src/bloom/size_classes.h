@@ -19,8 +19,10 @@
 namespace ef {
 
 inline constexpr uint32_t kSizeClassHeaderBits = 8;
+// Classes 0 .. kSizeClassLimit - 1 at most (the shift below stays in 64 bits).
+inline constexpr uint32_t kSizeClassLimit = 112;
 
-// S_c, the allocation the class's stage-0 value fills (c < 112 keeps the shift in 64 bits).
+// S_c, the allocation the class's stage-0 value fills (c < kSizeClassLimit).
 inline uint64_t SizeClassBytes(uint32_t c) {
   return static_cast<uint64_t>(4 + c % 4) << (c / 4 + 5);
 }
@@ -41,8 +43,12 @@ uint32_t SizeClassCount(const StageParams& p);
 // bits = the meta's m, v3's stage 0).
 uint32_t SmallestClassWithBits(uint64_t bits);
 
+// The items that set `set_bits` of `m` bits with `k` positions each, expected:
+// -(m / k) * ln(1 - set_bits / m).
+double ItemsForSetBits(double m, uint32_t k, double set_bits);
+
 // Design capacity of stage 0 of `m` bits with `k` positions at fill_ppm:
-// -(m / k) * ln(1 - fill_ppm / 10^6) items.
+// ItemsForSetBits at m * fill_ppm / 10^6.
 double StageCapacity(uint64_t m, uint32_t k, uint32_t fill_ppm);
 
 // The estimated number of distinct items in a value of this stage table, from
