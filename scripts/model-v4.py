@@ -33,7 +33,7 @@ def classes(kind):
     out = []
     if kind == 'jemalloc':
         for c in range(60):
-            S = (4 + c % 4) << (c // 4 + 5)
+            S = (4 + c % 4) << (c // 4 + 4)
             out.append(8 * (S - 16 - 1))
     elif kind.startswith('prop'):
         per = int(kind[4:])

@@ -258,6 +258,9 @@ struct ClientStats {
   uint64_t served = 0;         // candidates found served (not seen, in the user's served ring)
   uint64_t marked = 0;         // items marked served (MarkServed, FilterAndMark)
   uint64_t mark_errors = 0;    // marks that failed (Redis; counted in redis_errors too)
+  // Keys read whose value names no size class (layout version 4: docs/FORMAT.md
+  // rule 11): left out of the answer, which comes from the user's other keys.
+  uint64_t invalid_keys = 0;
   // filter.near_duplicates (docs/CONTENT.md rule 5):
   uint64_t near_duplicates = 0;   // candidates found near duplicates (not seen)
   uint64_t cluster_lookups = 0;   // candidates whose cluster was looked up (none given):

@@ -1,9 +1,11 @@
 #include "bloom/layout.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 
 #include "bloom/keys.h"
+#include "bloom/size_classes.h"
 #include "bloom/sizing.h"
 #include "common/duration.h"
 #include "common/printable.h"
@@ -11,7 +13,7 @@
 
 namespace ef {
 
-Status Layout::Finish() {
+StageParams Layout::Params() const {
   StageParams p;
   p.m0 = m;
   p.k0 = k;
@@ -19,9 +21,27 @@ Status Layout::Finish() {
   p.k_step = k_step;
   p.stages = stages;
   p.fill_ppm = fill_ppm;
+  return p;
+}
+
+Status Layout::Finish() {
+  const StageParams p = Params();
   auto table = ComputeStages(p);
   if (!table.ok()) return table.status();
   stage_table = std::move(*table);
+  max_value_bytes = (stage_table.back().offset + stage_table.back().m + 7) / 8;
+  class_tables.clear();
+  if (!v4) return Status::Ok();
+  for (uint32_t c = 0; c < kSizeClassLimit; ++c) {
+    auto t = ComputeClassStages(p, c);
+    if (!t.ok()) break;
+    class_tables.push_back(std::move(*t));
+  }
+  if (class_tables.empty())
+    return InvalidArgument("stages: no size class fits (rule 11): class 0 " +
+                           std::to_string(SizeClassBits(0)) + " bits");
+  for (const std::vector<Stage>& t : class_tables)
+    max_value_bytes = std::max(max_value_bytes, (t.back().offset + t.back().m + 7) / 8);
   return Status::Ok();
 }
 
@@ -30,14 +50,30 @@ Layout Layout::SingleStage() const {
   l.stages = 1;
   l.v3 = false;
   l.v3_from = 0;
+  l.v4 = false;
+  l.v4_from = 0;
+  l.class_tables.clear();
   l.stage_table.resize(std::min<size_t>(1, l.stage_table.size()));
+  l.max_value_bytes = l.stage_table.empty() ? 0 : (l.stage_table[0].m + 7) / 8;
   return l;
 }
 
 Layout Layout::WithoutV3() const {
-  Layout l = *this;
+  Layout l = WithoutV4();
   l.v3 = false;
   l.v3_from = 0;
+  return l;
+}
+
+Layout Layout::WithoutV4() const {
+  Layout l = *this;
+  l.v4 = false;
+  l.v4_from = 0;
+  l.class_tables.clear();
+  if (!l.stage_table.empty()) {
+    const Stage& last = l.stage_table.back();
+    l.max_value_bytes = (last.offset + last.m + 7) / 8;
+  }
   return l;
 }
 
@@ -67,7 +103,8 @@ std::map<std::string, std::string> Layout::ToFields() const {
     f["stages"] = std::to_string(stages);
     f["fill_ppm"] = std::to_string(fill_ppm);
   }
-  if (version() == 3) f["v3_from"] = std::to_string(v3_from);
+  if (version() >= 3) f["v3_from"] = std::to_string(v3_from);
+  if (version() == 4) f["v4_from"] = std::to_string(v4_from);
   return f;
 }
 
@@ -118,8 +155,8 @@ constexpr uint64_t kI64Max = 0x7fffffffffffffffu;
 // Every field FORMAT.md rule 7 names, of any version: the others are ignored.
 bool IsMetaField(const std::string& name) {
   static const char* const kNames[] = {
-      "version",        "m",      "k",      "seed",   "prefix",   "bucket_seconds",
-      "window_seconds", "growth", "k_step", "stages", "fill_ppm", "v3_from"};
+      "version", "m",      "k",      "seed",     "prefix",  "bucket_seconds", "window_seconds",
+      "growth",  "k_step", "stages", "fill_ppm", "v3_from", "v4_from"};
   for (const char* n : kNames)
     if (name == n) return true;
   return false;
@@ -149,12 +186,24 @@ Status ParseField(const std::map<std::string, std::string>& stored, const std::s
   return Status::Ok();
 }
 
+// ParseField of a bucket start: 0 .. 2^63 - 1 and a multiple of bucket_seconds.
+Status ParseBucketField(const std::map<std::string, std::string>& stored, const std::string& name,
+                        int64_t bucket_seconds, int64_t* out) {
+  EF_RETURN_IF_ERROR(ParseField(stored, name, 0, kI64Max, out));
+  if (*out % bucket_seconds != 0) {
+    return InvalidArgument("field " + name + ": " + std::to_string(*out) +
+                           " is not a multiple of bucket_seconds " +
+                           std::to_string(bucket_seconds));
+  }
+  return Status::Ok();
+}
+
 Status ParseFields(const std::map<std::string, std::string>& stored, Layout* l) {
   uint64_t version = 0;
   EF_RETURN_IF_ERROR(ParseField(stored, "version", 1, UINT64_MAX, &version));
-  if (version > 3) {
+  if (version > 4) {
     return InvalidArgument("field version: " + std::to_string(version) +
-                           " is newer than this program knows (1, 2 and 3): upgrade "
+                           " is newer than this program knows (1 to 4): upgrade "
                            "exposure-filter");
   }
   EF_RETURN_IF_ERROR(ParseField(stored, "m", 1, kU32Max, &l->m));
@@ -175,28 +224,26 @@ Status ParseFields(const std::map<std::string, std::string>& stored, Layout* l) 
     EF_RETURN_IF_ERROR(ParseField(stored, "growth", 1, 16, &l->growth));
     EF_RETURN_IF_ERROR(ParseField(stored, "k_step", 0, 64, &l->k_step));
     // Version 3 may have one stage (version 2 with one is version 1).
-    EF_RETURN_IF_ERROR(ParseField(stored, "stages", version == 3 ? 1 : 2, 32, &l->stages));
+    EF_RETURN_IF_ERROR(ParseField(stored, "stages", version >= 3 ? 1 : 2, 32, &l->stages));
     EF_RETURN_IF_ERROR(ParseField(stored, "fill_ppm", 1, 999999, &l->fill_ppm));
   }
-  if (version == 3) {
+  if (version >= 3) {
     l->v3 = true;
-    EF_RETURN_IF_ERROR(ParseField(stored, "v3_from", 0, kI64Max, &l->v3_from));
-    if (l->v3_from % l->bucket_seconds != 0) {
-      return InvalidArgument("field v3_from: " + std::to_string(l->v3_from) +
-                             " is not a multiple of bucket_seconds " +
-                             std::to_string(l->bucket_seconds));
+    EF_RETURN_IF_ERROR(ParseBucketField(stored, "v3_from", l->bucket_seconds, &l->v3_from));
+  }
+  if (version == 4) {
+    l->v4 = true;
+    EF_RETURN_IF_ERROR(ParseBucketField(stored, "v4_from", l->bucket_seconds, &l->v4_from));
+    if (l->v4_from < l->v3_from) {
+      return InvalidArgument("field v4_from: " + std::to_string(l->v4_from) +
+                             " is before v3_from " + std::to_string(l->v3_from));
     }
   }
   // Optional in every version (CONTENT.md rule 5, revision 2).
   l->founder_marks_from = -1;
   if (stored.count("founder_marks_from") != 0) {
     EF_RETURN_IF_ERROR(
-        ParseField(stored, "founder_marks_from", 0, kI64Max, &l->founder_marks_from));
-    if (l->founder_marks_from % l->bucket_seconds != 0) {
-      return InvalidArgument("field founder_marks_from: " + std::to_string(l->founder_marks_from) +
-                             " is not a multiple of bucket_seconds " +
-                             std::to_string(l->bucket_seconds));
-    }
+        ParseBucketField(stored, "founder_marks_from", l->bucket_seconds, &l->founder_marks_from));
   }
   return l->Finish();  // rule 8: names the stage past the 2^32-bit limit
 }
@@ -215,15 +262,18 @@ StatusOr<Layout> LayoutFromFields(const std::map<std::string, std::string>& stor
 Status CompareLayout(const std::map<std::string, std::string>& stored, const Layout& layout,
                      const std::string& meta_key) {
   std::string diffs;
-  // The configured layout in the stored meta's version 2 or 3: which rule a
-  // bucket follows is the stored meta's to say, not the config's.
+  // The configured layout in the stored meta's version 2, 3 or 4: which rule a
+  // bucket follows, and from when keys have a class, is the stored meta's to say.
   Layout shaped = layout;
   auto version = stored.find("version");
-  shaped.v3 = version != stored.end() && version->second == "3";
+  const std::string stored_version = version == stored.end() ? "" : version->second;
+  shaped.v3 = stored_version == "3" || stored_version == "4";
+  shaped.v4 = stored_version == "4";
   auto fields = shaped.ToFields();
-  if (shaped.v3) {
-    auto from = stored.find("v3_from");
-    fields["v3_from"] = from == stored.end() ? "(missing)" : from->second;
+  for (const char* from_field : {"v3_from", "v4_from"}) {
+    if (fields.count(from_field) == 0) continue;
+    auto from = stored.find(from_field);
+    fields[from_field] = from == stored.end() ? "(missing)" : from->second;
   }
   for (const auto& [field, value] : fields) {
     auto it = stored.find(field);

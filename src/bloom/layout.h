@@ -4,12 +4,15 @@
 // Version 1 is the one-stage layout (stages == 1); version 2 a scalable filter of
 // up to `stages` stages whose stage 0 is bit for bit the version-1 filter;
 // version 3 the same stages, with rule 9's positions in every bucket that starts
-// at or after v3_from (rule 2's before it: the rollover of an upgraded v2).
+// at or after v3_from (rule 2's before it: the rollover of an upgraded v2);
+// version 4 adds rule 11's size classes to the keys of buckets from v4_from on:
+// each such key's stage table is its class's (ClassTable), named by its first byte.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bloom/positions.h"
@@ -35,9 +38,19 @@ struct Layout {
   // bucket_seconds; 0 = every bucket) follow rule 9, the earlier ones rule 2.
   bool v3 = false;
   int64_t v3_from = 0;
+  // Version 4 (implies v3, v3_from <= v4_from): the buckets starting at or after
+  // v4_from (a multiple of bucket_seconds) hold keys with a size class (rule 11).
+  bool v4 = false;
+  int64_t v4_from = 0;
   // ComputeStages of the above: stage_table[0] = {m, k, 0, fill}. Filled in by
   // LayoutFromConfig / LayoutFromFields / Finish.
   std::vector<Stage> stage_table;
+  // Version 4: class_tables[c] = ComputeClassStages(stage params, c) for the
+  // classes 0 .. C-1 of rule 11 (empty below version 4). Filled in by Finish.
+  std::vector<std::vector<Stage>> class_tables;
+  // The longest value any table allows (its last stage's last byte): a longer
+  // value was written under another layout. Filled in by Finish.
+  uint64_t max_value_bytes = 0;
   // docs/FORMAT.md rule 7's optional field `founder_marks_from` (any version;
   // docs/CONTENT.md rule 5, revision 2): the start of the first bucket whose
   // writers all mark a cluster C by C's own item ID, never by the revision-1
@@ -51,7 +64,21 @@ struct Layout {
   bool ReadsClusterTokens(int64_t oldest_bucket_start) const {
     return founder_marks_from < 0 || oldest_bucket_start < founder_marks_from;
   }
-  int version() const { return v3 ? 3 : stages > 1 ? 2 : 1; }
+  int version() const { return v4 ? 4 : v3 ? 3 : stages > 1 ? 2 : 1; }
+  // True iff the key of the bucket that starts at bucket_start has a size class.
+  bool HasClass(int64_t bucket_start) const { return v4 && bucket_start >= v4_from; }
+  // The stage table of a key's value: stage_table, or from v4_from on the table of
+  // the class its header names; nullptr for such a value whose header names no
+  // class (rule 11: not valid, not to be tested). An empty value (missing key) is
+  // an empty filter: stage_table.
+  const std::vector<Stage>* TableFor(std::string_view value, int64_t bucket_start) const {
+    if (!HasClass(bucket_start) || value.empty()) return &stage_table;
+    const auto header = static_cast<unsigned char>(value[0]);
+    if (header == 0 || header > class_tables.size()) return nullptr;
+    return &class_tables[header - 1];
+  }
+  // The stage parameters of stage_table (rule 8), from which the class tables come.
+  StageParams Params() const;
   // The position rule of the key of the bucket that starts at bucket_start.
   PositionRule RuleFor(int64_t bucket_start) const {
     return v3 && bucket_start >= v3_from ? PositionRule::kRemix : PositionRule::kModulo;
@@ -65,10 +92,13 @@ struct Layout {
   Layout SingleStage() const;
   // The same stages and rule-2 positions everywhere (version 2, or 1 for one stage).
   Layout WithoutV3() const;
+  // The same without size classes: version 3 with the same v3_from (or the layout
+  // itself below version 4).
+  Layout WithoutV4() const;
 
   // The meta hash fields: version, m, k, seed, prefix, bucket_seconds,
   // window_seconds; version 2 adds growth, k_step, stages, fill_ppm; version 3
-  // those and v3_from.
+  // those and v3_from; version 4 those and v4_from.
   std::map<std::string, std::string> ToFields() const;
 };
 

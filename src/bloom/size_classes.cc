@@ -2,14 +2,32 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace ef {
 
+uint32_t ClassStageLimit(uint64_t m, uint32_t stages, uint32_t c) {
+  const uint64_t mc = SizeClassBits(c);
+  int64_t e = 0;
+  if (mc < m) {
+    while ((mc << e) < m) ++e;  // mc >= 376, m < 2^32: no overflow
+  } else {
+    while (e > -63 && (m << -(e - 1)) <= mc) --e;  // m * 2^j <= mc, the largest j
+  }
+  const int64_t limit = std::min<int64_t>(static_cast<int64_t>(stages) + e, 32);
+  return limit < 1 ? 0 : static_cast<uint32_t>(limit);
+}
+
 StatusOr<std::vector<Stage>> ComputeClassStages(StageParams p, uint32_t c) {
-  const uint64_t m = SizeClassBits(c);
-  if (c >= kSizeClassLimit || m >= (uint64_t{1} << 32))
+  if (c >= kSizeClassLimit || SizeClassBits(c) >= (uint64_t{1} << 32))
     return InvalidArgument("size class " + std::to_string(c) + " has no stage 0 below 2^32 bits");
-  p.m0 = static_cast<uint32_t>(m);
+  const uint32_t limit = ClassStageLimit(p.m0, p.stages, c);
+  if (limit == 0)
+    return InvalidArgument("size class " + std::to_string(c) + " is past the stage limit's " +
+                           "capacity (m " + std::to_string(p.m0) + ", " + std::to_string(p.stages) +
+                           " stages)");
+  p.m0 = static_cast<uint32_t>(SizeClassBits(c));
+  p.stages = limit;
   p.first_bit = kSizeClassHeaderBits;
   return ComputeStages(p);
 }
@@ -44,6 +62,15 @@ double EstimateItems(std::string_view value, const std::vector<Stage>& stages) {
     n += ItemsForSetBits(st.m, st.k, x);
   }
   return n;
+}
+
+uint32_t ChooseClass(const StageParams& p, uint32_t class_count, std::optional<double> estimate) {
+  const uint32_t last = class_count == 0 ? 0 : class_count - 1;
+  if (!estimate) return std::min(SmallestClassWithBits(p.m0), last);
+  const double need = *estimate / kClassSplit;
+  uint32_t c = 0;
+  while (c < last && StageCapacity(SizeClassBits(c), p.k0, p.fill_ppm) < need) ++c;
+  return c;
 }
 
 }  // namespace ef

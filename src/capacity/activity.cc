@@ -97,6 +97,8 @@ StatusOr<Activity> ParseClasses(std::string_view text) {
   return a;
 }
 
+}  // namespace
+
 // Users whose multiple is at most `threshold` in the Zipf model: ranks r with
 // ((U + 1) / (2 r))^s <= threshold, i.e. r >= (U + 1) / 2 * threshold^(-1/s).
 uint64_t ZipfUsersAtMost(double threshold, double s, uint64_t users) {
@@ -108,8 +110,6 @@ uint64_t ZipfUsersAtMost(double threshold, double s, uint64_t users) {
   if (first > u) return 0;
   return users - static_cast<uint64_t>(first) + 1;
 }
-
-}  // namespace
 
 std::vector<double> StageCapacities(const std::vector<Stage>& stages) {
   std::vector<double> out;

@@ -109,6 +109,10 @@ struct ActivityTotals {
 ActivityTotals ComputeActivityTotals(const Activity& activity, const std::vector<Stage>& stages,
                                      int64_t n0, uint32_t buckets, uint64_t users);
 
+// Users whose multiple is at most `threshold` in the Zipf model of exponent s
+// (all of them for an infinite threshold).
+uint64_t ZipfUsersAtMost(double threshold, double s, uint64_t users);
+
 // User counts per class, by largest remainder (sum = users); classes in order.
 std::vector<uint64_t> ClassUsers(const std::vector<ActivityClass>& classes, uint64_t users);
 

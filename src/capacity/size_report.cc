@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "bloom/layout.h"
+#include "bloom/size_classes.h"
 #include "common/duration.h"
 
 namespace ef {
@@ -115,6 +116,60 @@ std::string ActivityDefinition(const Activity& a) {
   return "MULTIPLE x items_per_bucket : PERCENT of the users";
 }
 
+// The v4 block of the text report (empty without classes).
+std::string FormatV4(const SizeReportInput& in) {
+  if (in.classes.empty()) return "";
+  std::string out = fmt::format(
+      "\nLayout v4 (docs/FORMAT.md rule 11: a size class per key), activity {}, if each "
+      "user's activity persists from day to day\n",
+      in.activity.ToString());
+  auto line = [&out](std::string_view label, const std::string& value) {
+    fmt::format_to(std::back_inserter(out), "  {:<28}{}\n", label, value);
+  };
+  line("user at",
+       fmt::format("{:<16}{:<9}{:<13}{}", "class", "stages", "bytes/key", "FPR per key"));
+  for (double x : kActivityTableMultiples) {
+    const ClassedCost c = CostOfUserV4(in.classes, in.items_per_bucket, x, in.sizing.buckets);
+    line(fmt::format("{:g}x items_per_bucket", x),
+         fmt::format(
+             "{:<16}{:<9}{:<13}{}",
+             fmt::format("{} ({} B)", c.size_class, SizeClassBytes(c.size_class)),
+             fmt::format("{} of {}", c.cost.stages_used, in.classes.tables[c.size_class].size()),
+             Grouped(c.cost.bytes_per_key), Percent(c.cost.bucket_fpr)));
+  }
+  const ActivityTotals a = ComputeActivityTotalsV4(in.activity, in.classes, in.items_per_bucket,
+                                                   in.sizing.buckets, in.users);
+  const U128 with_overhead = WithOverhead(a);
+  line("total for all users", fmt::format("{} bytes ({})", Grouped(a.bytes), BytesHuman(a.bytes)));
+  line("with Redis key overhead",
+       fmt::format("{} bytes ({})", Grouped(with_overhead), BytesHuman(with_overhead)));
+  return out;
+}
+
+nlohmann::json V4Json(const SizeReportInput& in) {
+  nlohmann::json table = nlohmann::json::array();
+  for (double x : kActivityTableMultiples) {
+    const ClassedCost c = CostOfUserV4(in.classes, in.items_per_bucket, x, in.sizing.buckets);
+    table.push_back({{"multiple", x},
+                     {"class", c.size_class},
+                     {"class_bytes", SizeClassBytes(c.size_class)},
+                     {"stages", c.cost.stages_used},
+                     {"bytes_per_key", c.cost.bytes_per_key},
+                     {"bucket_fpr", c.cost.bucket_fpr},
+                     {"window_fpr", c.cost.window_fpr}});
+  }
+  const ActivityTotals a = ComputeActivityTotalsV4(in.activity, in.classes, in.items_per_bucket,
+                                                   in.sizing.buckets, in.users);
+  const U128 with_overhead = WithOverhead(a);
+  nlohmann::json act{{"users_past_stage0", a.users_past_stage0},
+                     {"users_at_limit", a.users_at_limit},
+                     {"total_bytes", JsonBytes(a.bytes)},
+                     {"total_human", BytesHuman(a.bytes)},
+                     {"total_bytes_with_key_overhead", JsonBytes(with_overhead)},
+                     {"total_with_key_overhead_human", BytesHuman(with_overhead)}};
+  return {{"activity_table", std::move(table)}, {"activity", std::move(act)}};
+}
+
 }  // namespace
 
 std::string FormatBytesHuman(uint64_t bytes) { return BytesHuman(bytes); }
@@ -144,6 +199,11 @@ StatusOr<SizeReportInput> SizeReportInputFromConfig(const FilterConfig& f, uint6
   SizeReportInput in =
       BaseInput(*sizing, f.items_per_bucket, f.fpr, f.window_seconds, f.bucket_seconds, users);
   in.version = layout->version();
+  if (layout->v3) {
+    Layout v4 = *layout;
+    v4.v4 = true;
+    if (v4.Finish().ok()) in.classes = {v4.Params(), std::move(v4.class_tables)};
+  }
   in.stages = std::move(layout->stage_table);
   in.growth = layout->growth;
   in.k_step = layout->k_step;
@@ -243,6 +303,7 @@ std::string FormatSizeReport(const SizeReportInput& in) {
          fmt::format("{} bytes ({})", Grouped(with_overhead), BytesHuman(with_overhead)));
   }
 
+  out += FormatV4(in);
   fmt::format_to(std::back_inserter(out),
                  "\nRedis adds ~50-90 bytes of overhead per key (estimated here as {} bytes "
                  "x {} keys per user).\n",
@@ -258,6 +319,51 @@ std::string FormatSizeReport(const SizeReportInput& in) {
   }
   return out;
 }
+
+namespace {
+
+// The "activity" object of SizeReportJson.
+nlohmann::json ActivityJson(const SizeReportInput& in) {
+  const Sizing& s = in.sizing;
+  const ActivityTotals a =
+      ComputeActivityTotals(in.activity, in.stages, in.items_per_bucket, s.buckets, in.users);
+  const U128 with_overhead = WithOverhead(a);
+  nlohmann::json act{
+      {"spec", in.activity.ToString()},
+      {"kind", in.activity.kind == Activity::Kind::kZipf ? "zipf" : "classes"},
+      {"users_by_stages", a.users_by_stages},
+      {"users_past_stage0", a.users_past_stage0},
+      {"share_past_stage0", Share(a.users_past_stage0, a.users)},
+      {"users_at_limit", a.users_at_limit},
+      {"share_at_limit", Share(a.users_at_limit, a.users)},
+      {"total_bytes", JsonBytes(a.bytes)},
+      {"total_human", BytesHuman(a.bytes)},
+      {"total_bytes_with_key_overhead", JsonBytes(with_overhead)},
+      {"total_with_key_overhead_human", BytesHuman(with_overhead)},
+      {"total_bytes_exceeds_64_bits", with_overhead > kU64Max},
+  };
+  if (in.activity.kind == Activity::Kind::kZipf) {
+    act["zipf_s"] = in.activity.zipf_s;
+  } else {
+    const std::vector<uint64_t> users = ClassUsers(in.activity.classes, in.users);
+    nlohmann::json classes = nlohmann::json::array();
+    for (size_t i = 0; i < users.size(); ++i) {
+      const ActivityClass& c = in.activity.classes[i];
+      const UserCost cost = CostOfUser(in.stages, in.items_per_bucket, c.multiple, s.buckets);
+      classes.push_back({{"multiple", c.multiple},
+                         {"percent", c.percent},
+                         {"users", users[i]},
+                         {"stages", cost.stages_used},
+                         {"at_limit", cost.at_limit},
+                         {"share_not_written", cost.share_not_written},
+                         {"bytes_per_key", cost.bytes_per_key}});
+    }
+    act["classes"] = std::move(classes);
+  }
+  return act;
+}
+
+}  // namespace
 
 nlohmann::json SizeReportJson(const SizeReportInput& in) {
   const Sizing& s = in.sizing;
@@ -321,42 +427,8 @@ nlohmann::json SizeReportJson(const SizeReportInput& in) {
   }
   j["activity_table"] = std::move(table);
 
-  const ActivityTotals a =
-      ComputeActivityTotals(in.activity, in.stages, in.items_per_bucket, s.buckets, in.users);
-  const U128 with_overhead = WithOverhead(a);
-  nlohmann::json act{
-      {"spec", in.activity.ToString()},
-      {"kind", in.activity.kind == Activity::Kind::kZipf ? "zipf" : "classes"},
-      {"users_by_stages", a.users_by_stages},
-      {"users_past_stage0", a.users_past_stage0},
-      {"share_past_stage0", Share(a.users_past_stage0, a.users)},
-      {"users_at_limit", a.users_at_limit},
-      {"share_at_limit", Share(a.users_at_limit, a.users)},
-      {"total_bytes", JsonBytes(a.bytes)},
-      {"total_human", BytesHuman(a.bytes)},
-      {"total_bytes_with_key_overhead", JsonBytes(with_overhead)},
-      {"total_with_key_overhead_human", BytesHuman(with_overhead)},
-      {"total_bytes_exceeds_64_bits", with_overhead > kU64Max},
-  };
-  if (in.activity.kind == Activity::Kind::kZipf) {
-    act["zipf_s"] = in.activity.zipf_s;
-  } else {
-    const std::vector<uint64_t> users = ClassUsers(in.activity.classes, in.users);
-    nlohmann::json classes = nlohmann::json::array();
-    for (size_t i = 0; i < users.size(); ++i) {
-      const ActivityClass& c = in.activity.classes[i];
-      const UserCost cost = CostOfUser(in.stages, in.items_per_bucket, c.multiple, s.buckets);
-      classes.push_back({{"multiple", c.multiple},
-                         {"percent", c.percent},
-                         {"users", users[i]},
-                         {"stages", cost.stages_used},
-                         {"at_limit", cost.at_limit},
-                         {"share_not_written", cost.share_not_written},
-                         {"bytes_per_key", cost.bytes_per_key}});
-    }
-    act["classes"] = std::move(classes);
-  }
-  j["activity"] = std::move(act);
+  j["activity"] = ActivityJson(in);
+  if (!in.classes.empty()) j["v4_persistent"] = V4Json(in);
   return j;
 }
 

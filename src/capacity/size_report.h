@@ -23,6 +23,7 @@
 #include "bloom/sizing.h"
 #include "bloom/stages.h"
 #include "capacity/activity.h"
+#include "capacity/activity_v4.h"
 #include "common/status.h"
 #include "config/config.h"
 
@@ -46,6 +47,9 @@ struct SizeReportInput {
   int version = 1;
   uint32_t growth = 0;
   uint32_t k_step = 0;
+  // Layout version 4's classes for the same filter.* (version 3 inputs only;
+  // empty otherwise): the report's v4 figures (capacity/activity_v4.h).
+  ClassTables classes;
   Activity activity;            // default: everybody at 1x
   bool activity_given = false;  // the text shows the activity section only if given
 };
@@ -69,8 +73,9 @@ std::string FormatBytesHuman(uint64_t bytes);
 // FPR, bytes per user per bucket and per window, total memory for `users` users
 // without and "with Redis key overhead" (everybody at 1x), the activity table,
 // and (if activity_given) the distribution's users past stage 0, at the stage
-// limit and its totals. Totals are computed in 128 bits, where no input can
-// overflow them, and printed exactly (beyond 16 EiB too, in ZiB/YiB).
+// limit and its totals; for version-3 inputs, the same under layout v4 if each
+// user's activity persists (class and bytes per key, and the totals). Totals are computed in 128
+// bits, where no input can overflow them, and printed exactly (beyond 16 EiB too, in ZiB/YiB).
 std::string FormatSizeReport(const SizeReportInput& in);
 
 // The same figures as one JSON object. Keys: contract_version (1, 2 or 3),
@@ -95,7 +100,12 @@ std::string FormatSizeReport(const SizeReportInput& in);
 //     only), users_by_stages: [users using 1, 2, ... stages], users_past_stage0,
 //     share_past_stage0, users_at_limit, share_at_limit, total_bytes,
 //     total_human, total_bytes_with_key_overhead, total_with_key_overhead_human,
-//     total_bytes_exceeds_64_bits} (also without --activity: everybody at 1x).
+//     total_bytes_exceeds_64_bits} (also without --activity: everybody at 1x);
+//   v4_persistent (version-3 inputs: layout v4 if activity persists from day to
+//     day, capacity/activity_v4.h): {activity_table: [{multiple, class,
+//     class_bytes, stages, bytes_per_key, bucket_fpr, window_fpr}], activity:
+//     {users_past_stage0, users_at_limit, total_bytes, total_human,
+//     total_bytes_with_key_overhead, total_with_key_overhead_human}}.
 // JSON integers are read as 64-bit, so a total above 2^64 - 1 bytes is null
 // (never a saturated or wrapped number); *_exceeds_64_bits is true when either
 // total of its object is null, and the *_human texts still give their size.

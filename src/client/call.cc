@@ -250,7 +250,7 @@ bool Client::Impl::AnyLongValue(const CallReplies& replies, size_t users,
 
 void Client::Impl::TestUsers(const Work* work, const CallOptions& call, const Lookups& lookups,
                              const CallReplies& replies, const ef::Layout& layout, CallPlan* plan) {
-  uint64_t seen_total = 0, served_total = 0, near_total = 0;
+  uint64_t seen_total = 0, served_total = 0, near_total = 0, invalid_total = 0;
   thread_local std::vector<std::string_view> buckets;
   std::vector<std::string_view> scratch;
   std::vector<std::string_view> clusters;  // one user's, with filter.near_duplicates
@@ -268,6 +268,7 @@ void Client::Impl::TestUsers(const Work* work, const CallOptions& call, const Lo
                                         std::span<const std::string_view>(clusters), values.back())
                         : ef::TestItems(layout, buckets, starts, w.candidates, values.back());
     Result& r = plan->results[i];
+    invalid_total += cr.invalid_keys;
     TakeCheck(std::move(cr), near_duplicates, call.with_buckets, clusters, &r);
     near_total += near_duplicates ? r.near_duplicate_count : 0;
     seen_total += r.seen_count;
@@ -276,6 +277,7 @@ void Client::Impl::TestUsers(const Work* work, const CallOptions& call, const Lo
   Add(counters.seen, seen_total);
   Add(counters.served, served_total);
   Add(counters.near_duplicates, near_total);
+  Add(counters.invalid_keys, invalid_total);
 }
 
 std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const CallOptions& call,

@@ -251,6 +251,7 @@ ClientStats Client::stats() const {
   s.served = get(c.served);
   s.marked = get(c.marked);
   s.mark_errors = get(c.mark_errors);
+  s.invalid_keys = get(c.invalid_keys);
   s.near_duplicates = get(c.near_duplicates);
   s.cluster_lookups = get(c.cluster_lookups);
   s.clusters_unknown = get(c.clusters_unknown);

@@ -56,7 +56,7 @@ struct Counters {
   std::atomic<uint64_t> calls{0}, users{0}, candidates{0}, seen{0}, failed_open{0}, errors{0},
       redis_errors{0}, timeouts{0}, reconnects{0}, layout_reads{0}, stale_retries{0}, served{0},
       marked{0}, mark_errors{0}, near_duplicates{0}, cluster_lookups{0}, clusters_unknown{0},
-      map_bad_values{0}, cluster_cache_hits{0}, cluster_cache_misses{0};
+      map_bad_values{0}, cluster_cache_hits{0}, cluster_cache_misses{0}, invalid_keys{0};
 };
 
 inline void Add(std::atomic<uint64_t>& counter, uint64_t n) {

@@ -75,8 +75,7 @@ Status Client::Impl::LayoutFresh() const {
 }
 
 bool Client::Impl::NoteValueLength(size_t bytes, const ef::Layout& layout) {
-  const ef::Stage& last = layout.stage_table.back();
-  if (bytes <= (last.offset + last.m + 7) / 8) return false;
+  if (bytes <= layout.max_value_bytes) return false;
   {
     std::lock_guard lock(layout_mu);
     const Clock::time_point now = Clock::now();

@@ -35,7 +35,15 @@ CheckResult TestItemsPerBucket(const Layout& layout,
                                const ServedSet* served) {
   CheckResult r = NoneSeen(items.size());
   if (served) r.served.assign(items.size(), false);
-  for (const auto& v : bucket_values) r.buckets_present += v.empty() ? 0 : 1;
+  // Each value's stage table (rule 11: a version-4 key's class), nullptr for a
+  // value that names no class (not tested: invalid_keys).
+  std::vector<const std::vector<Stage>*> tables(bucket_values.size());
+  for (size_t b = 0; b < bucket_values.size(); ++b) {
+    if (bucket_values[b].empty()) continue;
+    ++r.buckets_present;
+    tables[b] = layout.TableFor(bucket_values[b], bucket_starts[b]);
+    r.invalid_keys += tables[b] == nullptr ? 1 : 0;
+  }
   for (size_t i = 0; i < items.size(); ++i) {
     const Hash128 h = HashItem(items[i], layout.seed);
     if (served && served->Contains(h)) {
@@ -44,8 +52,8 @@ CheckResult TestItemsPerBucket(const Layout& layout,
     }
     for (size_t b = bucket_values.size(); b-- > 0;) {  // newest first
       const std::string_view v = bucket_values[b];
-      if (v.empty()) continue;
-      if (ValueContains(v, layout.stage_table, layout.RuleFor(bucket_starts[b]), h)) {
+      if (v.empty() || tables[b] == nullptr) continue;
+      if (ValueContains(v, *tables[b], layout.RuleFor(bucket_starts[b]), h)) {
         r.seen[i] = true;
         ++r.seen_count;
         r.seen_bucket[i] = bucket_starts[b];
@@ -72,12 +80,13 @@ namespace {
 constexpr size_t kSliceBytesPerItem = 8;
 
 // TestItems for up to 8 * sizeof(W) buckets. Each item is hashed once, and each
-// of its positions computed once for all the buckets: a position is the same in
-// every bucket (same m, k and offset per stage), so one probe tests the bit in
-// every bucket still in the running (a mask of buckets), and the item is out of
-// a bucket at its first 0 bit. A probe reads one word of the bit-sliced stage
-// (BitSlicer), or, for a stage too large to slice for few items, the bit in
-// each bucket still in the running.
+// of its positions computed once for all the buckets of a stage table: a
+// position is the same in every bucket of the table (same m, k and offset per
+// stage; version-4 keys of one class share their class's table), so one probe
+// tests the bit in every such bucket still in the running (a mask of buckets),
+// and the item is out of a bucket at its first 0 bit. A probe reads one word of the bit-sliced
+// stage (BitSlicer), or, for a stage too large to slice for few items, the bit in each bucket still
+// in the running.
 //
 // A sliced stage is probed in rounds: round p probes position p of every item
 // still in the running in that stage (a work list, compacted as items drop out),
@@ -95,16 +104,33 @@ inline int8_t Newest(W alive) {
   return static_cast<int8_t>(8 * sizeof(W) - 1 - std::countl_zero(alive));
 }
 
+// The buckets whose values follow one stage table (rule 8's, or under version
+// 4 one class's: rule 11): has[s] = those that hold stage s (StagesPresent).
+// (Not zeroed until MaskBuckets starts a group: a read zeroes only the groups it
+// uses.)
+template <typename W>
+struct TableGroup {
+  const std::vector<Stage>* table;
+  std::array<W, StageStats::kTrackedStages> has;
+  size_t stages_used;  // stages held by some bucket of the group
+};
+
+// TestItemsMasked takes up to this many distinct stage tables in one read (the
+// meta's, and the classes of a user's version-4 keys, which mostly repeat from
+// day to day); a read with more goes bucket by bucket (TestItemsPerBucket).
+constexpr size_t kMaxTableGroups = 8;
+
 // What TestItemsMasked knows of its buckets (up to 8 * sizeof(W)) before any item.
 template <typename W>
 struct BucketMasks {
   static constexpr int kWidth = 8 * sizeof(W);
-  // has[s]: the buckets whose value holds stage s (StagesPresent); remix: the
-  // buckets that follow rule 9 (version 3, from v3_from on), the others rule 2.
-  std::array<W, StageStats::kTrackedStages> has{};
+  std::array<TableGroup<W>, kMaxTableGroups> groups;  // [0, group_count) in use
+  size_t group_count = 0;
+  bool too_many_tables = false;  // more than kMaxTableGroups: not usable
+  // remix: the buckets that follow rule 9 (version 3, from v3_from on), the others rule 2.
   W remix = 0;
-  size_t stages_used = 0;  // stages held by some bucket
-  size_t present = 0;      // buckets with a value
+  size_t present = 0;  // buckets with a value
+  size_t invalid = 0;  // ... of which name no class (rule 11): in no group
   std::array<const char*, kWidth> data{};
   std::array<size_t, kWidth> len{};
 };
@@ -120,31 +146,53 @@ BucketMasks<W> MaskBuckets(const Layout& layout, const std::vector<std::string_v
     if (layout.RuleFor(bucket_starts[b]) == PositionRule::kRemix) m.remix |= W{1} << b;
     if (v.empty()) continue;
     ++m.present;
-    const size_t present = std::min(StagesPresent(layout.stage_table, v.size()), m.has.size());
-    for (size_t s = 0; s < present; ++s) m.has[s] |= W{1} << b;
-    m.stages_used = std::max(m.stages_used, present);
+    const std::vector<Stage>* table = layout.TableFor(v, bucket_starts[b]);
+    if (table == nullptr) {
+      ++m.invalid;
+      continue;
+    }
+    size_t g = 0;
+    while (g < m.group_count && m.groups[g].table != table) ++g;
+    if (g == kMaxTableGroups) {
+      m.too_many_tables = true;
+      return m;
+    }
+    if (g == m.group_count) m.groups[m.group_count++] = TableGroup<W>{table, {}, 0};
+    TableGroup<W>& group = m.groups[g];
+    const size_t present = std::min(StagesPresent(*table, v.size()), group.has.size());
+    for (size_t s = 0; s < present; ++s) group.has[s] |= W{1} << b;
+    group.stages_used = std::max(group.stages_used, present);
   }
   return m;
 }
 
-// Where each stage's slices start in *scratch (SIZE_MAX: too large to slice for
-// this many items), the stages sliced into it (grown as needed, never shrunk).
+// Where each group's stages' slices start in *scratch (SIZE_MAX: too large to
+// slice for this many items), the stages sliced into it (grown as needed, never
+// shrunk).
+using SliceOffsets = std::array<std::array<size_t, StageStats::kTrackedStages>, kMaxTableGroups>;
+
 template <typename W>
-std::array<size_t, StageStats::kTrackedStages> SliceStages(
-    const std::vector<Stage>& stages, const std::vector<std::string_view>& bucket_values,
-    const BucketMasks<W>& m, size_t items, std::vector<W>* scratch, BitSlicer* slicer) {
-  std::array<size_t, StageStats::kTrackedStages> slice_at{};
+SliceOffsets SliceStages(const std::vector<std::string_view>& bucket_values,
+                         const BucketMasks<W>& m, size_t items, std::vector<W>* scratch,
+                         BitSlicer* slicer) {
+  SliceOffsets slice_at;  // only the entries of the groups' stages are read
   size_t words = 0;
-  for (size_t s = 0; s < m.stages_used; ++s) {
-    const size_t bytes = (stages[s].m + 7) / 8;
-    slice_at[s] = bytes <= kSliceBytesPerItem * items ? words : SIZE_MAX;
-    if (slice_at[s] != SIZE_MAX) words += BitSlicer::Words(bytes);
+  for (size_t g = 0; g < m.group_count; ++g) {
+    const std::vector<Stage>& stages = *m.groups[g].table;
+    for (size_t s = 0; s < m.groups[g].stages_used; ++s) {
+      const size_t bytes = (stages[s].m + 7) / 8;
+      slice_at[g][s] = bytes <= kSliceBytesPerItem * items ? words : SIZE_MAX;
+      if (slice_at[g][s] != SIZE_MAX) words += BitSlicer::Words(bytes);
+    }
   }
   if (scratch->size() < words) scratch->resize(words);
-  for (size_t s = 0; s < m.stages_used; ++s) {
-    if (slice_at[s] == SIZE_MAX) continue;
-    slicer->template SliceRange<W>(bucket_values.data(), m.has[s], stages[s].offset / 8,
-                                   (stages[s].m + 7) / 8, scratch->data() + slice_at[s]);
+  for (size_t g = 0; g < m.group_count; ++g) {
+    const std::vector<Stage>& stages = *m.groups[g].table;
+    for (size_t s = 0; s < m.groups[g].stages_used; ++s) {
+      if (slice_at[g][s] == SIZE_MAX) continue;
+      slicer->template SliceRange<W>(bucket_values.data(), m.groups[g].has[s], stages[s].offset / 8,
+                                     (stages[s].m + 7) / 8, scratch->data() + slice_at[g][s]);
+    }
   }
   return slice_at;
 }
@@ -200,12 +248,13 @@ inline void TakeBest(const std::vector<int8_t>& best, const std::vector<int64_t>
 }
 
 // TestItems for up to 8 * sizeof(W) buckets. Each item is hashed once, and each
-// of its positions computed once for all the buckets: a position is the same in
-// every bucket (same m, k and offset per stage), so one probe tests the bit in
-// every bucket still in the running (a mask of buckets), and the item is out of
-// a bucket at its first 0 bit. A probe reads one word of the bit-sliced stage
-// (BitSlicer), or, for a stage too large to slice for few items, the bit in
-// each bucket still in the running.
+// of its positions computed once for all the buckets of a stage table: a
+// position is the same in every bucket of the table (same m, k and offset per
+// stage; version-4 keys of one class share their class's table), so one probe
+// tests the bit in every such bucket still in the running (a mask of buckets),
+// and the item is out of a bucket at its first 0 bit. A probe reads one word of the bit-sliced
+// stage (BitSlicer), or, for a stage too large to slice for few items, the bit in each bucket still
+// in the running.
 //
 // A sliced stage is probed in rounds: round p probes position p of every item
 // still in the running in that stage (a work list, compacted as items drop out),
@@ -222,17 +271,18 @@ CheckResult TestItemsMasked(const Layout& layout,
                             const std::vector<std::string_view>& bucket_values,
                             const std::vector<int64_t>& bucket_starts, ItemList items,
                             const ServedSet* served) {
-  CheckResult r = NoneSeen(items.size());
-  const std::vector<Stage>& stages = layout.stage_table;
   const BucketMasks<W> m = MaskBuckets<W>(layout, bucket_values, bucket_starts);
+  if (m.too_many_tables)
+    return TestItemsPerBucket(layout, bucket_values, bucket_starts, items, served);
+  CheckResult r = NoneSeen(items.size());
   r.buckets_present = m.present;
+  r.invalid_keys = m.invalid;
   if (r.buckets_present == 0 && !served) return r;
 
   // The stages to slice, into one scratch area per thread.
   thread_local std::vector<W> scratch;
   thread_local BitSlicer slicer;
-  const std::array<size_t, StageStats::kTrackedStages> slice_at =
-      SliceStages<W>(stages, bucket_values, m, items.size(), &scratch, &slicer);
+  const SliceOffsets slice_at = SliceStages<W>(bucket_values, m, items.size(), &scratch, &slicer);
 
   // Every item hashed once, up front, eight at a time (bloom/hash_batch.h).
   thread_local std::vector<Hash128> hashes;
@@ -250,24 +300,28 @@ CheckResult TestItemsMasked(const Layout& layout,
   list.Resize(items.size());
   static const ProbeRounds rounds;
 
-  // Each stage once per position rule its buckets follow (one pass for all but
-  // during a version-3 rollover). The passes may run in either order: each tests
-  // only buckets newer than the item's best so far, so best ends as the newest.
-  for (size_t pass = 0; pass < 2 * m.stages_used; ++pass) {
-    const size_t s = pass / 2;
-    const PositionRule rule = pass % 2 ? PositionRule::kRemix : PositionRule::kModulo;
-    const W has_rule =
-        m.has[s] & (rule == PositionRule::kRemix ? m.remix : static_cast<W>(~m.remix));
-    if (has_rule == 0) continue;
-    const Stage& st = stages[s];
-    const FastMod mod(st.m);  // x % m without a division (exact)
-    if (slice_at[s] == SIZE_MAX) {
-      ProbeUnsliced<W>(st, rule, mod, has_rule, m, hashes, best);
-      continue;
+  // Each stage of each table once per position rule its buckets follow (one
+  // table and one rule for all but during a rollover, or with version-4 keys of
+  // several classes). The passes may run in either order: each tests only
+  // buckets newer than the item's best so far, so best ends as the newest.
+  for (size_t g = 0; g < m.group_count; ++g) {
+    const TableGroup<W>& group = m.groups[g];
+    for (size_t pass = 0; pass < 2 * group.stages_used; ++pass) {
+      const size_t s = pass / 2;
+      const PositionRule rule = pass % 2 ? PositionRule::kRemix : PositionRule::kModulo;
+      const W has_rule =
+          group.has[s] & (rule == PositionRule::kRemix ? m.remix : static_cast<W>(~m.remix));
+      if (has_rule == 0) continue;
+      const Stage& st = (*group.table)[s];
+      const FastMod mod(st.m);  // x % m without a division (exact)
+      if (slice_at[g][s] == SIZE_MAX) {
+        ProbeUnsliced<W>(st, rule, mod, has_rule, m, hashes, best);
+        continue;
+      }
+      size_t n = rounds.Fill(hashes.data(), best.data(), items.size(), has_rule, &list);
+      n = rounds.Run(scratch.data() + slice_at[g][s], mod, rule, st.k, n, &list);
+      for (size_t j = 0; j < n; ++j) best[list.item[j]] = Newest(list.alive[j]);
     }
-    size_t n = rounds.Fill(hashes.data(), best.data(), items.size(), has_rule, &list);
-    n = rounds.Run(scratch.data() + slice_at[s], mod, rule, st.k, n, &list);
-    for (size_t j = 0; j < n; ++j) best[list.item[j]] = Newest(list.alive[j]);
   }
   TakeBest(best, bucket_starts, hashes, served, &r);
   return r;

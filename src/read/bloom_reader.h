@@ -49,6 +49,9 @@ struct CheckResult {
   size_t seen_count = 0;             // true entries of seen
   std::vector<int64_t> seen_bucket;  // bucket start (epoch s) of the newest matching bucket, or -1
   size_t buckets_present = 0;        // keys read (ReadBuckets) that exist
+  // Of those, version-4 keys whose header names no size class (docs/FORMAT.md
+  // rule 11: not valid; not tested, the answer comes from the other keys).
+  size_t invalid_keys = 0;
   // Per item: not seen, but in the user's served ring (rule 10, a pseudo-exposure:
   // a recall service returned it recently). Empty when no ring was given.
   std::vector<bool> served;

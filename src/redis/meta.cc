@@ -125,9 +125,13 @@ Status EnsureMeta(MetaTarget conn, const Layout& layout, Layout* effective,
     effective->founder_marks_from = founder->founder_marks_from;
     return Status::Ok();
   }
-  // The stored version (2 or 3) and v3_from: each bucket's rule is the meta's.
+  // The stored version (2, 3 or 4) and v3_from: each bucket's rule is the meta's.
   auto from = LayoutFromFields(stored, key);
   if (!from.ok()) return from.status();
+  if (from->v4) {
+    return FailedPrecondition("layout stored at " + key +
+                              " is version 4, which this build reads but does not write yet");
+  }
   *effective = std::move(*from);
   return Status::Ok();
 }

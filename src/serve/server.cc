@@ -202,6 +202,10 @@ void AppendClientFamilies(const Client& client, std::vector<pm::MetricFamily>* o
                client.Ready() ? 1 : 0);
   counter("exposure_filter_serve_items_marked_total",
           "Items marked served (mark_served on /v1/filter, and /v1/served)", stats.marked);
+  counter("exposure_filter_serve_invalid_keys_total",
+          "Bucket keys read whose value names no size class (layout version 4, docs/FORMAT.md "
+          "rule 11): left out of the answer, which comes from the user's other keys",
+          stats.invalid_keys);
   counter("exposure_filter_serve_mark_errors_total",
           "Marks of served items that failed (Redis; also counted in "
           "exposure_filter_serve_redis_errors_total)",

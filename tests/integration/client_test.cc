@@ -47,12 +47,6 @@ constexpr int64_t kDay = 86400;
 
 int64_t Now() { return static_cast<int64_t>(std::time(nullptr)); }
 
-std::vector<std::string> Items(const std::string& tag, int n) {
-  std::vector<std::string> out;
-  for (int i = 0; i < n; ++i) out.push_back(tag + "-" + std::to_string(i));
-  return out;
-}
-
 // A redis-server and a layout (prefix "ct:", 1d buckets, 30d window); Write puts
 // items into a user's bucket `days_ago` days back with the daemon's writer.
 struct Fixture {

@@ -52,4 +52,36 @@ std::vector<DocRow> DocTableRows(const std::string& doc, const std::string& head
   return tables[nth];
 }
 
+std::string DocItem(const std::string& cell) {
+  const size_t b = cell.find("`\"");
+  const size_t e = b == std::string::npos ? b : cell.find("\"`", b + 2);
+  REQUIRE(b != std::string::npos);
+  REQUIRE(e != std::string::npos);
+  return cell.substr(b + 2, e - b - 2);
+}
+
+std::vector<uint64_t> DocNumbers(const std::string& cell) {
+  std::vector<uint64_t> out;
+  std::istringstream in(cell);
+  for (std::string n; std::getline(in, n, ',');) out.push_back(std::stoull(n));
+  return out;
+}
+
+std::map<std::string, std::string> DefaultMetaFields(int version) {
+  std::map<std::string, std::string> f = {{"version", std::to_string(version)},
+                                          {"m", "3345"},
+                                          {"k", "12"},
+                                          {"seed", "0"},
+                                          {"prefix", "ef:"},
+                                          {"bucket_seconds", "86400"},
+                                          {"window_seconds", "2592000"},
+                                          {"growth", "2"},
+                                          {"k_step", "2"},
+                                          {"stages", "8"},
+                                          {"fill_ppm", "512024"}};
+  if (version >= 3) f["v3_from"] = "0";
+  if (version >= 4) f["v4_from"] = "0";
+  return f;
+}
+
 }  // namespace ef::test

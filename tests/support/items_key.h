@@ -14,6 +14,13 @@
 
 namespace ef::test {
 
+// "<tag>-0" .. "<tag>-<n-1>".
+inline std::vector<std::string> Items(const std::string& tag, int n) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) out.push_back(tag + "-" + std::to_string(i));
+  return out;
+}
+
 // The start of the bucket whose keys expire at expire_at (rule 4).
 inline int64_t BucketOfExpiry(const Layout& l, int64_t expire_at) {
   return expire_at - l.bucket_seconds - l.window_seconds;

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,34 +50,69 @@ void WriteItems(std::string* value, const std::vector<Stage>& stages, int first,
   }
 }
 
-TEST_CASE("size classes: four per octave from 128 bytes, stage 0 filling its allocation",
+TEST_CASE("size classes: four per octave from 64 bytes, stage 0 filling its allocation",
           "[unit][bloom][v4]") {
-  const std::vector<uint64_t> bytes = {128, 160, 192, 224, 256, 320, 384, 448, 512, 640};
+  const std::vector<uint64_t> bytes = {64,  80,  96,  112, 128, 160, 192,
+                                       224, 256, 320, 384, 448, 512};
   for (uint32_t c = 0; c < bytes.size(); ++c) {
     CHECK(SizeClassBytes(c) == bytes[c]);
     CHECK(SizeClassBits(c) == 8 * (bytes[c] - 17));
   }
-  // The default layout's stage 0 (3,345 bits) fits class 7 (448 bytes, 3,448 bits).
-  CHECK(SmallestClassWithBits(3345) == 7);
-  CHECK(SmallestClassWithBits(3448) == 7);
-  CHECK(SmallestClassWithBits(3449) == 8);
+  // The default layout's stage 0 (3,345 bits) fits class 11 (448 bytes, 3,448 bits).
+  CHECK(SmallestClassWithBits(3345) == 11);
+  CHECK(SmallestClassWithBits(3448) == 11);
+  CHECK(SmallestClassWithBits(3449) == 12);
   CHECK(SmallestClassWithBits(1) == 0);
+}
+
+TEST_CASE("size classes: each class's stage limit gives about the layout's capacity",
+          "[unit][bloom][v4]") {
+  // The smallest e with m_c * 2^e >= m, added to the layout's limit.
+  CHECK(ClassStageLimit(3345, 8, 0) == 12);   // 376 bits: 4 doublings to 6,016
+  CHECK(ClassStageLimit(3345, 8, 10) == 9);   // 3,064 bits: 1 doubling
+  CHECK(ClassStageLimit(3345, 8, 11) == 8);   // 3,448 bits: the default class
+  CHECK(ClassStageLimit(3345, 8, 15) == 7);   // 7,032 >= 2 * 3,345
+  CHECK(ClassStageLimit(3345, 8, 42) == 1);   // 98,304 bytes: below m * 2^8
+  CHECK(ClassStageLimit(3345, 8, 43) == 0);   // 917,368 bits >= m * 2^8: unused
+  CHECK(ClassStageLimit(3345, 30, 0) == 32);  // capped at the stage limit's maximum
+  CHECK(ClassStageLimit(376, 1, 0) == 1);     // m_c == m
+  CHECK(ClassStageLimit(377, 1, 0) == 2);
+
+  const StageParams p = DefaultParams();
+  REQUIRE(SizeClassCount(p) == 43);
+  auto v3 = ComputeStages(p);
+  REQUIRE(v3.ok());
+  auto total = [&](const std::vector<Stage>& t) {
+    double n = 0;
+    for (const Stage& st : t) n += StageCapacity(st.m, st.k, p.fill_ppm);
+    return n;
+  };
+  const double v3_total = total(*v3);
+  for (uint32_t c = 0; c < SizeClassCount(p); ++c) {
+    auto t = ComputeClassStages(p, c);
+    REQUIRE(t.ok());
+    INFO("class " << c << ": " << t->size() << " stages, capacity " << total(*t) << " vs "
+                  << v3_total);
+    CHECK(t->size() == ClassStageLimit(p.m0, p.stages, c));
+    CHECK(total(*t) >= 0.5 * v3_total);
+    CHECK(total(*t) <= 2.0 * v3_total);
+  }
 }
 
 TEST_CASE("size classes: a class's stages are rule 8's with m_c, after the header byte",
           "[unit][bloom][v4]") {
   const StageParams p = DefaultParams();
   const uint32_t n = SizeClassCount(p);
-  REQUIRE(n > 40);
   CHECK_FALSE(ComputeClassStages(p, n).ok());  // the first class that does not fit
-  for (uint32_t c = 0; c < n; c += 7) {
+  for (uint32_t c = 0; c < n; c += 5) {
     auto t = ComputeClassStages(p, c);
     REQUIRE(t.ok());
     StageParams q = p;
     q.m0 = static_cast<uint32_t>(SizeClassBits(c));
+    q.stages = ClassStageLimit(p.m0, p.stages, c);
     auto plain = ComputeStages(q);
     REQUIRE(plain.ok());
-    REQUIRE(t->size() == p.stages);
+    REQUIRE(t->size() == q.stages);
     for (size_t s = 0; s < t->size(); ++s) {
       CHECK((*t)[s].m == (*plain)[s].m);
       CHECK((*t)[s].k == (*plain)[s].k);
@@ -87,16 +123,35 @@ TEST_CASE("size classes: a class's stages are rule 8's with m_c, after the heade
     const size_t created = 1 + ((*t)[0].m + 7) / 8;
     CHECK(created == SizeClassBytes(c) - 16);
     CHECK(StagesPresent(*t, created) == 1);
-    CHECK(StagesPresent(*t, created + 1) == 2);
+    if (t->size() > 1) CHECK(StagesPresent(*t, created + 1) == 2);
   }
   StageParams bad = p;
   bad.first_bit = 4;
   CHECK_FALSE(ComputeStages(bad).ok());
 }
 
+TEST_CASE("size classes: the class rule", "[unit][bloom][v4]") {
+  const StageParams p = DefaultParams();
+  const uint32_t n = SizeClassCount(p);
+  // No previous bucket: the class of the layout's m.
+  CHECK(ChooseClass(p, n, std::nullopt) == 11);
+  CHECK(ChooseClass(p, 5, std::nullopt) == 4);  // capped
+  CHECK(ChooseClass(p, n, 0.0) == 0);
+  for (double est : {10.0, 150.0, 600.0, 2000.0, 12800.0, 1e5}) {
+    const uint32_t c = ChooseClass(p, n, est);
+    INFO("estimate " << est << ": class " << c);
+    CHECK(StageCapacity(SizeClassBits(c), p.k0, p.fill_ppm) >= est / kClassSplit);
+    if (c > 0) CHECK(StageCapacity(SizeClassBits(c - 1), p.k0, p.fill_ppm) < est / kClassSplit);
+  }
+  // A user at 3x the design load (600 items) gets a stage 0 for 200: the default class.
+  CHECK(ChooseClass(p, n, 600.0 * 3345 / 3448) == 11);
+  // Past the largest class: the largest.
+  CHECK(ChooseClass(p, n, 1e9) == n - 1);
+}
+
 TEST_CASE("size classes: the item estimate from a value's set bits", "[unit][bloom][v4]") {
   const StageParams p = DefaultParams();
-  CHECK(EstimateItems("", *ComputeClassStages(p, 7)) == 0);
+  CHECK(EstimateItems("", *ComputeClassStages(p, 11)) == 0);
   // One stage, and several: the estimate is within 5% of the distinct items written.
   struct Case {
     uint32_t cls;
@@ -104,7 +159,7 @@ TEST_CASE("size classes: the item estimate from a value's set bits", "[unit][blo
     size_t stages_expected;
   };
   for (const Case& tc :
-       {Case{7, 100, 1}, Case{7, 200, 1}, Case{0, 40, 1}, Case{0, 400, 4}, Case{12, 3000, 3}}) {
+       {Case{11, 100, 1}, Case{11, 200, 1}, Case{4, 40, 1}, Case{4, 400, 4}, Case{16, 3000, 3}}) {
     auto t = ComputeClassStages(p, tc.cls);
     REQUIRE(t.ok());
     std::string value(1 + ((*t)[0].m + 7) / 8, '\0');
@@ -116,8 +171,8 @@ TEST_CASE("size classes: the item estimate from a value's set bits", "[unit][blo
     CHECK(std::fabs(est - tc.items) <= 0.05 * tc.items);
   }
   // A class's design capacity: m_c / m of the default layout's 200 items.
-  const double cap7 = StageCapacity(SizeClassBits(7), p.k0, p.fill_ppm);
-  CHECK(std::fabs(cap7 - 200.0 * 3448 / 3345) < 1.0);
+  const double cap11 = StageCapacity(SizeClassBits(11), p.k0, p.fill_ppm);
+  CHECK(std::fabs(cap11 - 200.0 * 3448 / 3345) < 1.0);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "bloom/sizing.h"
 #include "capacity/activity.h"
 #include "config/config.h"
+#include "support/doc_tables.h"
 
 namespace ef {
 namespace {
@@ -365,4 +366,44 @@ TEST_CASE("Size report text: every label-value line keeps one value column", "[b
 }
 
 }  // namespace
+}  // namespace ef
+
+namespace ef {
+
+// docs/CAPACITY.md section 1's memory table: v3 and the v4 estimate (activity
+// persisting) for 10M and 100M users in the three scenarios, as `size` prints them.
+TEST_CASE("Size report: CAPACITY.md's memory table, v3 and v4, is what size prints",
+          "[bloom][size][v4]") {
+  const auto rows =
+      test::DocTableRows("CAPACITY.md", "## 1. Filter bytes: `exposure-filter size`", 1);
+  REQUIRE(rows.size() == 6);
+  for (const auto& row : rows) {
+    REQUIRE(row.size() == 8);
+    INFO(row[0] << " " << row[1]);
+    SizeReportInput in = InputFor(200, 8, row[0] == "10M" ? 10000000 : 100000000);
+    if (row[1] != "flat") {
+      auto a = ParseActivity(row[1] == "mix" ? "0.5:60,1:25,4:10,16:4,64:1" : "zipf:1");
+      REQUIRE(a.ok());
+      in.activity = *a;
+      in.activity_given = true;
+    }
+    const nlohmann::json j = SizeReportJson(in);
+    CHECK(row[3] == j["activity"]["total_human"]);
+    CHECK(row[4] == j["activity"]["total_with_key_overhead_human"]);
+    const nlohmann::json& v4 = j.at("v4_persistent").at("activity");
+    CHECK(row[5] == v4["total_human"]);
+    CHECK(row[6] == v4["total_with_key_overhead_human"]);
+    CHECK(row[7] == fmt::format("{:.2f}", v4["total_bytes"].get<double>() /
+                                              j["activity"]["total_bytes"].get<double>()));
+  }
+  // The v4 block quoted there is the flat scenario's.
+  const std::string text = FormatSizeReport(InputFor(200, 8, 10000000));
+  const std::string section =
+      test::DocSection("CAPACITY.md", "## 1. Filter bytes: `exposure-filter size`");
+  const size_t at = text.find("Layout v4");
+  REQUIRE(at != std::string::npos);
+  const std::string block = text.substr(at, text.find("  total for all users", at) - at);
+  CHECK(section.find(block) != std::string::npos);
+}
+
 }  // namespace ef

@@ -22,19 +22,7 @@ struct MetaRow {
   std::string refused;  // empty: accepted
 };
 
-std::map<std::string, std::string> DefaultV2Meta() {
-  return {{"version", "2"},
-          {"m", "3345"},
-          {"k", "12"},
-          {"seed", "0"},
-          {"prefix", "ef:"},
-          {"bucket_seconds", "86400"},
-          {"window_seconds", "2592000"},
-          {"growth", "2"},
-          {"k_step", "2"},
-          {"stages", "8"},
-          {"fill_ppm", "512024"}};
-}
+std::map<std::string, std::string> DefaultV2Meta() { return test::DefaultMetaFields(2); }
 
 std::vector<MetaRow> MetaVectors() {
   std::istringstream section(test::DocSection("FORMAT.md", "### Meta hash: accept or refuse"));

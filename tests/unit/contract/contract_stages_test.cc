@@ -274,11 +274,11 @@ TEST_CASE("v2 meta fields: version 2 adds the stage parameters, v1 stays as it w
   REQUIRE_FALSE(st.ok());
   CHECK(st.message().find("version: stored 2, configured 1") != std::string::npos);
   // An unknown version is refused by name.
-  auto v4 = f;
-  v4["version"] = "4";
-  auto bad = LayoutFromFields(v4, "ef:meta");
+  auto v5 = f;
+  v5["version"] = "5";
+  auto bad = LayoutFromFields(v5, "ef:meta");
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.status().message().find("field version: 4 is newer") != std::string::npos);
+  CHECK(bad.status().message().find("field version: 5 is newer") != std::string::npos);
 }
 
 TEST_CASE("StagePlanner: a light key stays in stage 0 and uses the coalescer's positions",

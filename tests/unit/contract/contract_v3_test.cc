@@ -26,14 +26,7 @@ std::vector<Row> TableRows(const std::string& heading) {
   return test::DocTableRows("FORMAT.md", heading);
 }
 
-// `"hello"` or `"商品-1"` (UTF-8, 8 bytes) -> the item's bytes.
-std::string Item(const std::string& cell) {
-  const size_t b = cell.find("`\"");
-  const size_t e = cell.find("\"`", b + 2);
-  REQUIRE(b != std::string::npos);
-  REQUIRE(e != std::string::npos);
-  return cell.substr(b + 2, e - b - 2);
-}
+std::string Item(const std::string& cell) { return test::DocItem(cell); }
 
 // 0, 42 or `0xdeadbeef`.
 uint32_t Seed(std::string cell) {
@@ -41,13 +34,7 @@ uint32_t Seed(std::string cell) {
   return static_cast<uint32_t>(std::stoul(cell, nullptr, 0));
 }
 
-// "564, 938, 985" -> {564, 938, 985}.
-std::vector<uint64_t> Numbers(const std::string& cell) {
-  std::vector<uint64_t> out;
-  std::istringstream in(cell);
-  for (std::string n; std::getline(in, n, ',');) out.push_back(std::stoull(n));
-  return out;
-}
+std::vector<uint64_t> Numbers(const std::string& cell) { return test::DocNumbers(cell); }
 
 std::vector<uint64_t> Remix(Hash128 h, uint32_t m, uint32_t k) {
   std::vector<uint32_t> out(k);
