@@ -1,7 +1,8 @@
 // Layout version 4 (docs/FORMAT.md rule 11) on the read side, against a real
 // redis-server: a version-4 meta whose keys from v4_from on carry size classes
 // of several sizes, and older version-3 keys, all read in one MGET by the client
-// library and `check`; a key whose header names no class is left out, the others
+// library and `check`, and by FORMAT.md's Python reference (format_ref.py check)
+// with the same answers; a key whose header names no class is left out, the others
 // still answer. The writers of this release refuse a version-4 meta (FORMAT.md
 // "Versions and upgrade": `run` stops, naming it).
 #include <catch2/catch.hpp>
@@ -114,6 +115,35 @@ TEST_CASE("layout v4: the client and check read keys of several classes and vers
   r = client->Seen("u1", fresh);
   REQUIRE(r.ok);
   CHECK(r.seen_count < 10);  // within the layout's rate (p_b per key, 5 keys)
+
+  // The Python reference of FORMAT.md (tests/interop/format_ref.py) answers the same.
+  {
+    std::vector<std::string> argv = {"python3",
+                                     std::string(EF_SOURCE_DIR) + "/tests/interop/format_ref.py",
+                                     "check",
+                                     "--port",
+                                     std::to_string(redis.port()),
+                                     "--prefix",
+                                     "v4:",
+                                     "--user",
+                                     "u1",
+                                     "--now",
+                                     std::to_string(Now())};
+    std::vector<std::string> probe = {"d10-0", "d5-19", "d3-7", "d1-99", "d0-150"};
+    const auto some_fresh = Items("new", 40);
+    probe.insert(probe.end(), some_fresh.begin(), some_fresh.end());
+    argv.insert(argv.end(), probe.begin(), probe.end());
+    const RunResult ref = RunCommand(argv, "", true);
+    INFO(ref.out);
+    REQUIRE(ref.code == 0);
+    const auto c = client->Seen("u1", probe);
+    REQUIRE(c.ok);
+    std::string expected;
+    for (size_t i = 0; i < probe.size(); ++i)
+      expected += (c.seen[i] ? "seen " : "unseen ") + probe[i] + "\n";
+    CHECK(ref.out == expected);
+    CHECK(c.seen_count >= 5);
+  }
 
   // `check` reads the same.
   const RunResult check =

@@ -93,7 +93,8 @@ class Redis:
 
 
 def layout(ref, r, prefix):
-    """The stored meta (read_meta: versions 1, 2 and 3) and its stage table."""
+    """The stored meta (read_meta: versions 1 to 4) and its stage table (of the
+    buckets before v4_from; check takes each version-4 key's from its header)."""
     fields = r.command("HGETALL", prefix + "meta")
     meta = {fields[i].decode(): fields[i + 1].decode() for i in range(0, len(fields), 2)}
     if not meta:
@@ -197,6 +198,9 @@ def main():
         start = ref["write_bucket"](a.ts_ms, a.ts_ms, bucket_s)
         key = ref["key"](a.prefix, a.user, start, bucket_s)
         rule = ref["rule_for"](meta, start)  # the rule of this key's bucket
+        if meta["version"] == 4 and start >= meta["v4_from"]:
+            raise SystemExit("format_ref: write into a key with a size class (version 4, "
+                             "rule 11) is not implemented here")
         for item in a.items:
             for p in ref["stage_positions"](item, table[a.stage], seed, rule):
                 r.command("SETBIT", key, p, 1)
