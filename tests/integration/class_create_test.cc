@@ -1,0 +1,175 @@
+// Layout v4's creation script (write/class_create.h) on a real redis-server: the
+// class it chooses from the user's previous buckets (version-3 keys, keys with a
+// class, missing or broken ones) is rule 11's, as ChooseClass computes it from
+// the C++ estimate; an existing key is returned untouched; callers racing on two
+// connections to create the same keys all get the one value stored.
+#include "write/class_create.h"
+
+#include <catch2/catch.hpp>
+#include <ctime>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bloom/hash.h"
+#include "bloom/keys.h"
+#include "bloom/layout.h"
+#include "bloom/size_classes.h"
+#include "bloom/stages.h"
+#include "config/config.h"
+#include "support/redis_server.h"
+
+namespace ef::test {
+namespace {
+
+constexpr int64_t kDay = 86400;
+
+// The default layout as version 4 with keys of a class from `v4_from` on.
+Layout V4Layout(int64_t v4_from) {
+  FilterConfig f;
+  f.key_prefix = "cc:";
+  auto l = LayoutFromConfig(f);
+  REQUIRE(l.ok());
+  l->v4 = true;
+  l->v4_from = v4_from;
+  REQUIRE(l->Finish().ok());
+  return *l;
+}
+
+// A value of `table` (a class's, header first, or the meta's) holding n items
+// written by rule 8's fill rule.
+std::string Filled(const std::vector<Stage>& table, int header, int n, uint64_t seed) {
+  std::string v;
+  if (header > 0) {
+    v.assign((table[0].offset + table[0].m + 7) / 8, '\0');
+    v[0] = static_cast<char>(header);
+  }
+  std::vector<uint32_t> pos(64);
+  size_t s = 0;
+  for (int i = 0; i < n; ++i) {
+    if (StagePopcount(v, table[s]) >= table[s].fill && s + 1 < table.size()) ++s;
+    const Stage& st = table[s];
+    ComputeStagePositions(HashItem("i" + std::to_string(seed) + "-" + std::to_string(i), 0), st,
+                          PositionRule::kRemix, pos.data());
+    for (uint32_t j = 0; j < st.k; ++j) {
+      const uint32_t p = pos[j];
+      if (v.size() <= p / 8) v.resize(p / 8 + 1, '\0');
+      v[p / 8] = static_cast<char>(v[p / 8] | (0x80 >> (p % 8)));
+    }
+  }
+  return v;
+}
+
+int64_t Today() { return BucketStart(static_cast<int64_t>(std::time(nullptr)), kDay); }
+
+}  // namespace
+
+TEST_CASE("class creation: the script's class is rule 11's, from the previous buckets",
+          "[integration][v4]") {
+  RedisServer redis;
+  auto conn = redis.Connect();
+  const int64_t today = Today();
+  // Yesterday's keys have a class; the day before's are version-3 keys.
+  const Layout l = V4Layout(today - kDay);
+  std::mt19937_64 rng(53);
+  int created_from_history = 0;
+  for (int u = 0; u < 80; ++u) {
+    const std::string user = "u" + std::to_string(u);
+    std::vector<double> estimates;
+    for (int back = 1; back <= 2; ++back) {
+      const int64_t start = today - back * kDay;
+      const int kind = static_cast<int>(rng() % 5);  // 0: missing
+      if (kind == 0) continue;
+      std::string value;
+      if (l.HasClass(start)) {
+        const auto c = static_cast<uint32_t>(rng() % 30);
+        value = Filled(l.class_tables[c], static_cast<int>(c) + 1, static_cast<int>(rng() % 4000),
+                       rng());
+        if (kind == 4) value[0] = 0;  // a header naming no class: no estimate
+      } else {
+        value = Filled(l.stage_table, 0, static_cast<int>(rng() % 3000), rng());
+      }
+      REQUIRE(conn->Command({"SET", MakeKey(l.prefix, user, start, kDay), value})->str == "OK");
+      const std::vector<Stage>* table = l.TableFor(value, start);
+      // A missing key and an empty value (an empty filter) give no estimate.
+      if (table != nullptr && !value.empty()) estimates.push_back(EstimateItems(value, *table));
+    }
+    std::optional<double> estimate;
+    for (double e : estimates) estimate = estimate ? std::min(*estimate, e) : e;
+    const uint32_t want =
+        ChooseClass(l.Params(), static_cast<uint32_t>(l.class_tables.size()), estimate);
+    created_from_history += estimate ? 1 : 0;
+
+    auto reply = conn->Command(CreateClassKeyArgs(l, user, today));
+    REQUIRE(reply.ok());
+    INFO("user " << user << ", estimate " << (estimate ? *estimate : -1) << ": " << reply->str);
+    REQUIRE(reply->type == RedisReply::Type::kString);
+    const std::string& v = reply->str;
+    REQUIRE_FALSE(v.empty());
+    CHECK(static_cast<unsigned char>(v[0]) == want + 1);
+    CHECK(v.size() == SizeClassBytes(want) - 16);
+    CHECK(v.find_first_not_of('\0', 1) == std::string::npos);
+    const std::string key = MakeKey(l.prefix, user, today, kDay);
+    CHECK(conn->Command({"GET", key})->str == v);
+    CHECK(conn->Command({"EXPIRETIME", key})->integer == ExpireAt(today, kDay, l.window_seconds));
+  }
+  CHECK(created_from_history > 40);  // most users had some history
+
+  // An existing key is returned as stored, and its TTL left alone.
+  const std::string key = MakeKey(l.prefix, "u0", today, kDay);
+  REQUIRE(conn->Command({"SETRANGE", key, "5", "x"})->integer > 0);
+  REQUIRE(conn->Command({"EXPIREAT", key, "4000000000"})->integer == 1);
+  const std::string stored = conn->Command({"GET", key})->str;
+  CHECK(conn->Command(CreateClassKeyArgs(l, "u0", today))->str == stored);
+  CHECK(conn->Command({"EXPIRETIME", key})->integer == 4000000000);
+}
+
+TEST_CASE("class creation: writers racing on two connections agree on every key",
+          "[integration][v4]") {
+  RedisServer redis;
+  const int64_t today = Today();
+  const Layout l = V4Layout(0);
+  {
+    auto conn = redis.Connect();
+    for (int u = 0; u < 300; ++u)  // yesterday's keys of several classes
+      REQUIRE(conn->Command({"SET", MakeKey(l.prefix, "r" + std::to_string(u), today - kDay, kDay),
+                             Filled(l.class_tables[u % 20], u % 20 + 1, 50 * (u % 40), u)})
+                  ->str == "OK");
+  }
+  std::vector<std::vector<std::string>> got(2);
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 2; ++w) {
+    writers.emplace_back([&, w] {
+      auto conn = redis.Connect();
+      std::vector<std::vector<std::string>> cmds;
+      for (int u = 0; u < 300; ++u) {
+        const int user = w == 0 ? u : 299 - u;  // opposite orders
+        cmds.push_back(CreateClassKeyArgs(l, "r" + std::to_string(user), today));
+      }
+      std::vector<RedisReply> replies;
+      if (!conn->Commands(cmds, &replies).ok()) return;
+      got[w].resize(300);
+      for (int u = 0; u < 300; ++u) got[w][w == 0 ? u : 299 - u] = replies[u].str;
+    });
+  }
+  for (auto& t : writers) t.join();
+  REQUIRE(got[0].size() == 300);
+  REQUIRE(got[1].size() == 300);
+  auto conn = redis.Connect();
+  std::set<int> classes;
+  for (int u = 0; u < 300; ++u) {
+    INFO("user r" << u);
+    const std::string stored =
+        conn->Command({"GET", MakeKey(l.prefix, "r" + std::to_string(u), today, kDay)})->str;
+    CHECK(got[0][u] == stored);
+    CHECK(got[1][u] == stored);
+    REQUIRE_FALSE(stored.empty());
+    classes.insert(static_cast<unsigned char>(stored[0]));
+  }
+  CHECK(classes.size() > 5);  // the keys really differ in size
+}
+
+}  // namespace ef::test
