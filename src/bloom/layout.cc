@@ -29,7 +29,7 @@ Status Layout::Finish() {
   auto table = ComputeStages(p);
   if (!table.ok()) return table.status();
   stage_table = std::move(*table);
-  max_value_bytes = (stage_table.back().offset + stage_table.back().m + 7) / 8;
+  max_value_bytes = ValueBytes(stage_table, stage_table.size());
   class_tables.clear();
   if (!v4) return Status::Ok();
   for (uint32_t c = 0; c < kSizeClassLimit; ++c) {
@@ -41,7 +41,7 @@ Status Layout::Finish() {
     return InvalidArgument("stages: no size class fits (rule 11): class 0 " +
                            std::to_string(SizeClassBits(0)) + " bits");
   for (const std::vector<Stage>& t : class_tables)
-    max_value_bytes = std::max(max_value_bytes, (t.back().offset + t.back().m + 7) / 8);
+    max_value_bytes = std::max(max_value_bytes, ValueBytes(t, t.size()));
   return Status::Ok();
 }
 
@@ -54,7 +54,7 @@ Layout Layout::SingleStage() const {
   l.v4_from = 0;
   l.class_tables.clear();
   l.stage_table.resize(std::min<size_t>(1, l.stage_table.size()));
-  l.max_value_bytes = l.stage_table.empty() ? 0 : (l.stage_table[0].m + 7) / 8;
+  l.max_value_bytes = l.stage_table.empty() ? 0 : ValueBytes(l.stage_table, 1);
   return l;
 }
 
@@ -70,10 +70,7 @@ Layout Layout::WithoutV4() const {
   l.v4 = false;
   l.v4_from = 0;
   l.class_tables.clear();
-  if (!l.stage_table.empty()) {
-    const Stage& last = l.stage_table.back();
-    l.max_value_bytes = (last.offset + last.m + 7) / 8;
-  }
+  if (!l.stage_table.empty()) l.max_value_bytes = ValueBytes(l.stage_table, l.stage_table.size());
   return l;
 }
 

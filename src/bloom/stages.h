@@ -72,6 +72,13 @@ inline size_t StagesPresent(const std::vector<Stage>& stages, size_t value_bytes
   return n;
 }
 
+// The length in bytes of a value that holds stages 0 .. n-1 of `stages` to the
+// end (1 <= n <= stages.size()).
+inline uint64_t ValueBytes(const std::vector<Stage>& stages, size_t n) {
+  const Stage& last = stages[n - 1];
+  return last.offset / 8 + (static_cast<uint64_t>(last.m) + 7) / 8;
+}
+
 // Writes stage.k bit offsets (positions within the value) to out, by the
 // bucket's position rule.
 inline void ComputeStagePositions(Hash128 h, const Stage& stage, PositionRule rule, uint32_t* out) {

@@ -125,8 +125,7 @@ std::vector<double> StageCapacities(const std::vector<Stage>& stages) {
 }
 
 uint64_t KeyBytes(const std::vector<Stage>& stages, uint32_t stages_used) {
-  const Stage& last = stages[stages_used - 1];
-  return last.offset / 8 + (static_cast<uint64_t>(last.m) + 7) / 8;
+  return ValueBytes(stages, stages_used);
 }
 
 UserCost CostOfUser(const std::vector<Stage>& stages, int64_t n0, double multiple,

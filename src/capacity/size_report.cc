@@ -116,6 +116,14 @@ std::string ActivityDefinition(const Activity& a) {
   return "MULTIPLE x items_per_bucket : PERCENT of the users";
 }
 
+// The v4 rows of kActivityTableMultiples (in.classes non-empty).
+std::vector<ClassedCost> V4Table(const SizeReportInput& in) {
+  std::vector<ClassedCost> out;
+  for (double x : kActivityTableMultiples)
+    out.push_back(CostOfUserV4(in.classes, in.items_per_bucket, x, in.sizing.buckets));
+  return out;
+}
+
 // The v4 block of the text report (empty without classes).
 std::string FormatV4(const SizeReportInput& in) {
   if (in.classes.empty()) return "";
@@ -128,9 +136,8 @@ std::string FormatV4(const SizeReportInput& in) {
   };
   line("user at",
        fmt::format("{:<16}{:<9}{:<13}{}", "class", "stages", "bytes/key", "FPR per key"));
-  for (double x : kActivityTableMultiples) {
-    const ClassedCost c = CostOfUserV4(in.classes, in.items_per_bucket, x, in.sizing.buckets);
-    line(fmt::format("{:g}x items_per_bucket", x),
+  for (const ClassedCost& c : V4Table(in)) {
+    line(fmt::format("{:g}x items_per_bucket", c.cost.multiple),
          fmt::format(
              "{:<16}{:<9}{:<13}{}",
              fmt::format("{} ({} B)", c.size_class, SizeClassBytes(c.size_class)),
@@ -148,9 +155,8 @@ std::string FormatV4(const SizeReportInput& in) {
 
 nlohmann::json V4Json(const SizeReportInput& in) {
   nlohmann::json table = nlohmann::json::array();
-  for (double x : kActivityTableMultiples) {
-    const ClassedCost c = CostOfUserV4(in.classes, in.items_per_bucket, x, in.sizing.buckets);
-    table.push_back({{"multiple", x},
+  for (const ClassedCost& c : V4Table(in)) {
+    table.push_back({{"multiple", c.cost.multiple},
                      {"class", c.size_class},
                      {"class_bytes", SizeClassBytes(c.size_class)},
                      {"stages", c.cost.stages_used},

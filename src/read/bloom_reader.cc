@@ -79,25 +79,6 @@ namespace {
 // ef_microbench BM_TestItems_* (docs/PERFORMANCE.md "Read side").
 constexpr size_t kSliceBytesPerItem = 8;
 
-// TestItems for up to 8 * sizeof(W) buckets. Each item is hashed once, and each
-// of its positions computed once for all the buckets of a stage table: a
-// position is the same in every bucket of the table (same m, k and offset per
-// stage; version-4 keys of one class share their class's table), so one probe
-// tests the bit in every such bucket still in the running (a mask of buckets),
-// and the item is out of a bucket at its first 0 bit. A probe reads one word of the bit-sliced
-// stage (BitSlicer), or, for a stage too large to slice for few items, the bit in each bucket still
-// in the running.
-//
-// A sliced stage is probed in rounds: round p probes position p of every item
-// still in the running in that stage (a work list, compacted as items drop out),
-// so a round's loads are independent of each other and no branch waits on one.
-// Item by item, an unseen item's exit from the stage (after 4 to 8 probes, at
-// random) was a mispredicted branch that waited for its load. Measured
-// (docs/PERFORMANCE.md "Read side"): ef_microbench BM_TestItems -12% light, -26%
-// heavy and top; `serve` -14% CPU per request, the library -20% per candidate.
-// The rounds themselves are ProbeRounds (bloom/probe_rounds.h): eight items per
-// step with AVX-512 where the CPU has it (2026-11-25: BM_TestItems -14/-22/-25%,
-// the library -8% CPU per candidate; `serve` within its noise, 0-2%).
 // The newest bucket of a mask of buckets (not 0).
 template <typename W>
 inline int8_t Newest(W alive) {
@@ -252,9 +233,9 @@ inline void TakeBest(const std::vector<int8_t>& best, const std::vector<int64_t>
 // position is the same in every bucket of the table (same m, k and offset per
 // stage; version-4 keys of one class share their class's table), so one probe
 // tests the bit in every such bucket still in the running (a mask of buckets),
-// and the item is out of a bucket at its first 0 bit. A probe reads one word of the bit-sliced
-// stage (BitSlicer), or, for a stage too large to slice for few items, the bit in each bucket still
-// in the running.
+// and the item is out of a bucket at its first 0 bit. A probe reads one word
+// of the bit-sliced stage (BitSlicer), or, for a stage too large to slice for
+// few items, the bit in each bucket still in the running.
 //
 // A sliced stage is probed in rounds: round p probes position p of every item
 // still in the running in that stage (a work list, compacted as items drop out),
