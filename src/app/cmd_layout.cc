@@ -56,28 +56,43 @@ StatusOr<Target> Connect(const RedisOptions& redis) {
   return t;
 }
 
-// What the stored version-3 meta means now: where its rollover stands.
+// Where one rollover stands: the buckets from `from_s` on are `what`, the live
+// ones before it `before` until they age out (a window after from_s).
+void PrintOneRollover(const Layout& l, const char* field, int64_t from_s, int64_t now_s,
+                      const char* what, const char* before) {
+  const int64_t window_s = l.window_seconds;
+  const std::string from = FormatTimeRfc3339(from_s * 1000);
+  const std::string done = FormatTimeRfc3339((from_s + window_s) * 1000);
+  if (now_s < from_s) {
+    std::printf(
+        "rollover scheduled: buckets from %s (%s %lld) %s; it begins in %lld s and is "
+        "complete at %s\n",
+        from.c_str(), field, static_cast<long long>(from_s), what,
+        static_cast<long long>(from_s - now_s), done.c_str());
+  } else if (BucketStart(now_s - window_s, l.bucket_seconds) < from_s) {  // ReadBuckets' oldest
+    std::printf(
+        "rollover in progress: buckets from %s on %s, the live ones before it %s until they "
+        "age out; complete at %s\n",
+        from.c_str(), what, before, done.c_str());
+  } else {
+    std::printf("rollover complete: every live bucket %s (%s %s)\n", what, field, from.c_str());
+  }
+}
+
+// What the stored version-3 or 4 meta means now: where its rollovers stand.
 void PrintRollover(const Layout& stored, int64_t now_s) {
   if (!stored.v3) return;
   if (stored.v3_from == 0) {
     std::printf("every bucket follows rule 9 (version 3 since the first write)\n");
-    return;
-  }
-  const std::string from = FormatTimeRfc3339(stored.v3_from * 1000);
-  const std::string done = FormatTimeRfc3339((stored.v3_from + stored.window_seconds) * 1000);
-  if (now_s < stored.v3_from) {
-    std::printf(
-        "rollover scheduled: buckets from %s (v3_from %lld) follow rule 9; it begins in "
-        "%lld s and is complete at %s\n",
-        from.c_str(), static_cast<long long>(stored.v3_from),
-        static_cast<long long>(stored.v3_from - now_s), done.c_str());
-  } else if (stored.RollingOver(now_s)) {
-    std::printf(
-        "rollover in progress: buckets from %s on follow rule 9, the live ones before "
-        "it rule 2 until they age out; complete at %s\n",
-        from.c_str(), done.c_str());
   } else {
-    std::printf("rollover complete: every live bucket follows rule 9 (v3_from %s)\n", from.c_str());
+    PrintOneRollover(stored, "v3_from", stored.v3_from, now_s, "follow rule 9", "rule 2");
+  }
+  if (!stored.v4) return;
+  if (stored.v4_from == 0) {
+    std::printf("every bucket's keys have a size class (version 4 since the first write)\n");
+  } else {
+    PrintOneRollover(stored, "v4_from", stored.v4_from, now_s,
+                     "have keys with a size class (rule 11)", "version 3's one size");
   }
 }
 
@@ -114,6 +129,10 @@ int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run, int to_version,
       std::printf("the stored layout is the configured one (version %d)\n", current->version());
       if (current->version() == 2)
         std::printf("`exposure-filter layout upgrade --to 3` moves it to version 3 (rule 9)\n");
+      if (current->version() == 3)
+        std::printf(
+            "`exposure-filter layout upgrade --to 4` moves it to version 4 (rule 11's size "
+            "classes)\n");
       PrintRollover(*current, now_s);
     } else if (IsUpgradableV1(stored, *layout)) {
       std::printf(
@@ -125,7 +144,7 @@ int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run, int to_version,
     }
     return kExitOk;
   }
-  if (to_version == 0) to_version = layout->version() >= 3 ? 3 : 2;
+  if (to_version == 0) to_version = layout->version() >= 3 ? layout->version() : 2;
   const int64_t v3_from = V3FromAfter(now_s, lead_seconds, layout->bucket_seconds);
   bool changed = false;
   Layout after;
@@ -144,8 +163,18 @@ int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run, int to_version,
     if (to_version == 3)
       std::printf(", v3_from %lld (%s)", static_cast<long long>(after.v3_from),
                   FormatTimeRfc3339(after.v3_from * 1000).c_str());
+    if (to_version == 4)
+      std::printf(", v4_from %lld (%s)", static_cast<long long>(after.v4_from),
+                  FormatTimeRfc3339(after.v4_from * 1000).c_str());
     std::printf("\n");
     return kExitOk;
+  } else if (to_version == 4) {
+    std::printf(
+        "upgraded %s to version 4: keys of buckets from %s (v4_from %lld) on are created with "
+        "a size class (rule 11); running writers and readers read the meta again within 10 s, "
+        "before it\n",
+        key.c_str(), FormatTimeRfc3339(after.v4_from * 1000).c_str(),
+        static_cast<long long>(after.v4_from));
   } else if (to_version == 3) {
     std::printf(
         "upgraded %s to version 3: buckets from %s (v3_from %lld) on follow rule 9; "
@@ -281,8 +310,9 @@ Action AddLayoutCommand(CLI::App& app) {
   auto* show = cmd->add_subcommand("show", "Print the stored and the configured layout");
   auto* upgrade = cmd->add_subcommand(
       "upgrade",
-      "Upgrade the stored layout: --to 2 (version 1 to scalable filters for heavy users) or "
-      "--to 3 (rule 9's positions from a coming bucket on); safe while `run` runs");
+      "Upgrade the stored layout: --to 2 (version 1 to scalable filters for heavy users), "
+      "--to 3 (rule 9's positions from a coming bucket on) or --to 4 (size classes from a "
+      "coming bucket on); safe while `run` runs");
   auto* stats = cmd->add_subcommand(
       "stats", "Scan the filters (read-only): keys, users, bytes per user, keys by stages");
   auto show_args = std::make_shared<ConfigArgs>();
@@ -297,14 +327,15 @@ Action AddLayoutCommand(CLI::App& app) {
   auto to_version = std::make_shared<int>(0);  // 0: the configured version
   upgrade
       ->add_option("--to", *to_version,
-                   "The version to upgrade to: 2 or 3 (default: the configured "
+                   "The version to upgrade to: 2, 3 or 4 (default: the configured "
                    "filter.layout_version, 3 by default)")
-      ->check(CLI::IsMember({2, 3}));
+      ->check(CLI::IsMember({2, 3, 4}));
   auto lead = std::make_shared<int64_t>(60);
   upgrade
       ->add_option("--lead", *lead,
-                   "--to 3: seconds from now before the first rule-9 bucket may begin, at "
-                   "least 20 (every running program reads the meta again within 10 s)")
+                   "--to 3 or 4: seconds from now before the first bucket of the new version "
+                   "may begin, at least 20 (every running program reads the meta again within "
+                   "10 s)")
       ->check(CLI::Range(int64_t{20}, int64_t{86400 * 366}))
       ->default_val(60);
   stats->add_flag("--json", *json, "One JSON object");

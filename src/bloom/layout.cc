@@ -139,6 +139,8 @@ StatusOr<Layout> LayoutFromConfig(const FilterConfig& filter) {
   l.fill_ppm = DesignFillPpm(l.m, l.k, filter.items_per_bucket);
   l.v3 = filter.layout_version >= 3;
   l.v3_from = 0;
+  l.v4 = filter.layout_version >= 4;
+  l.v4_from = 0;
   l.founder_marks_from = 0;
   if (Status st = l.Finish(); !st.ok()) return st.Prefixed("filter");
   return l;

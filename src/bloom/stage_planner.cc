@@ -19,7 +19,7 @@ size_t StagePlanner::Distinct(const Hash128* items, size_t n) {
 }
 
 bool StagePlanner::BelowFill(StageState state, const Hash128* items, size_t n) {
-  const Stage& st = stages_[state.stage];
+  const Stage& st = (*stages_)[state.stage];
   const uint64_t fill = state.fill;
   // Each item adds at most k_s bits (repeats none): below fill_s after all of them,
   // no item starts a stage or reaches the limit.
@@ -29,10 +29,10 @@ bool StagePlanner::BelowFill(StageState state, const Hash128* items, size_t n) {
 
 bool StagePlanner::NeedsValue(StageState state, const Hash128* items, size_t n, Fit* fit) {
   if (fit) *fit = Fit::kUnknown;
-  const uint32_t last = static_cast<uint32_t>(stages_.size() - 1);
+  const uint32_t last = static_cast<uint32_t>(stages_->size() - 1);
   state.stage = std::min(state.stage, last);
   // At the stage limit nothing is written, whatever the bits.
-  if (state.stage == last && state.fill >= stages_[last].fill) return false;
+  if (state.stage == last && state.fill >= (*stages_)[last].fill) return false;
   if (!BelowFill(state, items, n)) return true;
   if (fit) *fit = Fit::kBelowFill;
   return false;
@@ -46,14 +46,14 @@ bool StagePlanner::Plan(StageState state, const Hash128* items, size_t n, const 
 bool StagePlanner::PlanValue(std::string_view value, const Hash128* items, size_t n,
                              const uint8_t* skip, PositionRule rule, StageStats* stats) {
   StageState state;
-  state.stage = static_cast<uint32_t>(StagesPresent(stages_, value.size()) - 1);
-  state.fill = StagePopcount(value, stages_[state.stage]);
+  state.stage = static_cast<uint32_t>(StagesPresent(*stages_, value.size()) - 1);
+  state.fill = StagePopcount(value, (*stages_)[state.stage]);
   return PlanFrom(state, &value, items, n, skip, rule, stats, Fit::kUnknown);
 }
 
 bool StagePlanner::InLeftStage(const Hash128& item, PositionRule rule) {
   for (const Left& l : left_) {
-    const Stage& st = stages_[l.stage];
+    const Stage& st = (*stages_)[l.stage];
     ComputePositions(item, st.m, st.k, rule, item_.data());
     bool all = true;
     for (uint32_t j = 0; j < st.k && all; ++j)
@@ -64,7 +64,7 @@ bool StagePlanner::InLeftStage(const Hash128& item, PositionRule rule) {
 }
 
 void StagePlanner::LoadStage(uint32_t s, const std::string_view* value) {
-  const Stage& st = stages_[s];
+  const Stage& st = (*stages_)[s];
   const size_t bytes = (static_cast<size_t>(st.m) + 7) / 8;
   bits_.assign(bytes, 0);
   if (!value) return;
@@ -112,7 +112,7 @@ bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, con
   runs_.clear();
   positions_.clear();
   present_ = 0;
-  const uint32_t last = static_cast<uint32_t>(stages_.size() - 1);
+  const uint32_t last = static_cast<uint32_t>(stages_->size() - 1);
   const uint32_t s = std::min(state.stage, last);
   const uint64_t fill = state.fill;
   start_ = StageState{s, state.fill};
@@ -120,7 +120,7 @@ bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, con
   const uint64_t placed = n - skipped;
 
   // At the stage limit: nothing is written (counted), and no bit is needed.
-  if (!value && s == last && fill >= stages_[s].fill) {
+  if (!value && s == last && fill >= (*stages_)[s].fill) {
     stats->limit_items += placed;
     if (placed) ++stats->limit_keys;
     return true;
@@ -130,7 +130,7 @@ bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, con
   // read (a key the writer did not know: mostly new keys). Item by item only where
   // the bits decide (ef_microbench and scripts/bench.sh module mode, 2026-11-28:
   // this path was most of PlanFrom's 6.8% of the daemon's CPU).
-  if ((skip ? fill + uint64_t{stages_[s].k} * placed < stages_[s].fill
+  if ((skip ? fill + uint64_t{(*stages_)[s].k} * placed < (*stages_)[s].fill
             : fit == Fit::kBelowFill || BelowFill(StageState{s, state.fill}, items, n)))
     return PlanIntoStage(s, items, n, skip, skipped, rule, stats);
 
@@ -138,7 +138,7 @@ bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, con
   if (dropped_any) ++stats->limit_keys;
   // Everything into stage 0 (or no item) and nothing left out: the coalescer's
   // positions are these.
-  if (skipped == 0 && present_ == 0 && !dropped_any &&
+  if (skipped == 0 && present_ == 0 && !dropped_any && !own_stage0_ &&
       (runs_.empty() || (runs_.size() == 1 && runs_[0].stage == 0)))
     return false;
   MakeGroups();
@@ -148,8 +148,8 @@ bool StagePlanner::PlanFrom(StageState state, const std::string_view* value, con
 bool StagePlanner::PlanIntoStage(uint32_t s, const Hash128* items, size_t n, const uint8_t* skip,
                                  size_t skipped, PositionRule rule, StageStats* stats) {
   stats->items[s] += n - skipped;
-  if (s == 0 && skipped == 0) return false;
-  const Stage& st = stages_[s];
+  if (s == 0 && skipped == 0 && !own_stage0_) return false;
+  const Stage& st = (*stages_)[s];
   for (size_t i = 0; i < n; ++i) {
     if (skip && skip[i]) continue;
     const size_t at = positions_.size();
@@ -165,10 +165,10 @@ bool StagePlanner::PlanItemByItem(uint32_t s, uint64_t fill, const std::string_v
                                   const Hash128* items, size_t n, const uint8_t* skip,
                                   PositionRule rule, StageStats* stats) {
   // Item by item, against the current stage's bits (rule 8 exactly, given them).
-  const uint32_t last = static_cast<uint32_t>(stages_.size() - 1);
+  const uint32_t last = static_cast<uint32_t>(stages_->size() - 1);
   LoadStage(s, value);
   bool dropped_any = false;
-  item_.resize(stages_.back().k);
+  item_.resize(stages_->back().k);
   // With skip (replay: items present in an older stage of the value read are
   // skipped), a stage this plan leaves is an older stage too: an item present in
   // its bits as this plan left them is skipped the same way (left_: empty until
@@ -180,7 +180,7 @@ bool StagePlanner::PlanItemByItem(uint32_t s, uint64_t fill, const std::string_v
       ++present_;
       continue;
     }
-    const Stage* st = &stages_[s];
+    const Stage* st = &(*stages_)[s];
     ComputePositions(items[i], st->m, st->k, rule, item_.data());
     if (AllSet(bits_, item_.data(), st->k)) {
       ++present_;
@@ -193,7 +193,7 @@ bool StagePlanner::PlanItemByItem(uint32_t s, uint64_t fill, const std::string_v
         continue;
       }
       fill = NextStage(&s, fill, value, skip != nullptr, stats);
-      st = &stages_[s];
+      st = &(*stages_)[s];
       ComputePositions(items[i], st->m, st->k, rule, item_.data());
     }
     fill += SetAll(bits_, item_.data(), st->k);
@@ -211,19 +211,19 @@ uint64_t StagePlanner::NextStage(uint32_t* s, uint64_t fill, const std::string_v
                                  bool keep_left, StageStats* stats) {
   if (*s == 0) {
     ++stats->stage0_advances;
-    stats->stage0_fill_ppm_sum += fill * 1000000 / stages_[0].m;
+    stats->stage0_fill_ppm_sum += fill * 1000000 / (*stages_)[0].m;
   }
   ++stats->advances;
   ++*s;
   if (keep_left) left_.push_back(Left{*s - 1, bits_});  // its bits, with this plan's
   LoadStage(*s, value);
-  return value ? StagePopcount(*value, stages_[*s]) : 0;
+  return value ? StagePopcount(*value, (*stages_)[*s]) : 0;
 }
 
 void StagePlanner::MakeGroups() {
   size_t out = 0;
   for (const Group& run : runs_) {
-    const Stage& st = stages_[run.stage];
+    const Stage& st = (*stages_)[run.stage];
     // Sorted and unique: the writer's lost-key check takes any old bit 1 of a
     // write as data already in the key, and a position repeated in one BITFIELD
     // reads 1 the second time (without it, redis_writer_test "(v2): stages grow,

@@ -49,7 +49,17 @@ class StagePlanner {
     kBelowFill,  // fill + k_s * distinct items < fill_s: every item into the stage
   };
 
-  explicit StagePlanner(const std::vector<Stage>& stages) : stages_(stages) {}
+  // `stages` must outlive the planner (or the next Use).
+  explicit StagePlanner(const std::vector<Stage>& stages) : stages_(&stages) {}
+
+  // Plans from here on with `stages` (which must outlive its use): layout v4 plans
+  // each key by its class's table (docs/FORMAT.md rule 11). own_stage0: Plan and
+  // PlanValue never return false (the caller has no stage-0 positions of this
+  // table: the coalescer's are the meta's m, at offset 0).
+  void Use(const std::vector<Stage>& stages, bool own_stage0) {
+    stages_ = &stages;
+    own_stage0_ = own_stage0;
+  }
 
   // True if planning these items from `state` alone could break the rule: some item
   // may bring the current stage to its fill (fill + k_s * the number of distinct
@@ -67,10 +77,10 @@ class StagePlanner {
   // then also skips an item it wrote earlier into a stage it has since left
   // (counted in present()), so the batch follows that rule as a whole; `rule` is the key's
   // bucket's position rule. Returns false if every item goes into stage 0 and none
-  // is skipped, present or dropped: the caller can then write stage 0's positions
-  // as the coalescer computed them (no groups are made). Else fills groups() (at
-  // most one per stage, ascending; none if nothing is to be written). fit: NeedsValue's
-  // for the same state and items (kBelowFill from anything else makes the plan
+  // is skipped, present or dropped (and not own_stage0, see Use): the caller can then
+  // write stage 0's positions as the coalescer computed them (no groups are made). Else fills
+  // groups() (at most one per stage, ascending; none if nothing is to be written). fit:
+  // NeedsValue's for the same state and items (kBelowFill from anything else makes the plan
   // inexact), or kUnknown.
   bool Plan(StageState state, const Hash128* items, size_t n, const uint8_t* skip,
             PositionRule rule, StageStats* stats, Fit fit = Fit::kUnknown);
@@ -119,7 +129,8 @@ class StagePlanner {
   // Sorts and dedupes each stage's run of positions_ and records the groups.
   void MakeGroups();
 
-  const std::vector<Stage>& stages_;
+  const std::vector<Stage>* stages_;
+  bool own_stage0_ = false;
   std::vector<uint8_t> bits_;  // the current stage's bits, Redis bit order
   std::vector<Group> runs_;    // per stage used: its run of positions_
   std::vector<Group> groups_;

@@ -67,8 +67,8 @@ struct FilterConfig {
   uint32_t growth = 2;  // filter.growth: capacity factor per stage
   uint32_t k_step = 2;  // filter.k_step: extra positions per stage
   // filter.layout_version: the version a writer stores when Redis holds no meta:
-  // 3 (docs/FORMAT.md rule 9), or 2 (version 1 or 2, by stages). A stored meta
-  // of any known version is used as stored.
+  // 3 (docs/FORMAT.md rule 9), 4 (rule 11's size classes), or 2 (version 1 or
+  // 2, by stages). A stored meta of any known version is used as stored.
   uint32_t layout_version = 3;
   // filter.near_duplicates: exposures also set their item's content cluster, and
   // readers test candidates' clusters (docs/CONTENT.md rule 5).

@@ -393,7 +393,7 @@ std::vector<Field> BuildFields() {
   t.push_back(IntField("filter.stages", &C::filter, &FilterConfig::stages, 1, 32));
   t.push_back(IntField("filter.growth", &C::filter, &FilterConfig::growth, 1, 16));
   t.push_back(IntField("filter.k_step", &C::filter, &FilterConfig::k_step, 0, 64));
-  t.push_back(IntField("filter.layout_version", &C::filter, &FilterConfig::layout_version, 2, 3));
+  t.push_back(IntField("filter.layout_version", &C::filter, &FilterConfig::layout_version, 2, 4));
   {
     Field f =
         Row("filter.near_duplicates", FieldType::kBool, &C::filter, &FilterConfig::near_duplicates);

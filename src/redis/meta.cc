@@ -128,10 +128,6 @@ Status EnsureMeta(MetaTarget conn, const Layout& layout, Layout* effective,
   // The stored version (2, 3 or 4) and v3_from: each bucket's rule is the meta's.
   auto from = LayoutFromFields(stored, key);
   if (!from.ok()) return from.status();
-  if (from->v4) {
-    return FailedPrecondition("layout stored at " + key +
-                              " is version 4, which this build reads but does not write yet");
-  }
   *effective = std::move(*from);
   return Status::Ok();
 }
@@ -159,7 +155,7 @@ Status UpgradeMeta(MetaTarget conn, const Layout& layout, int to_version, int64_
   *changed = false;
   const std::string key = MetaKey(layout.prefix);
   Layout target = layout.WithoutV3();
-  if (to_version == 3) {
+  if (to_version >= 3) {
     target.v3 = true;
     target.v3_from = v3_from;
   } else if (target.stages == 1) {
@@ -181,8 +177,18 @@ Status UpgradeMeta(MetaTarget conn, const Layout& layout, int to_version, int64_
     return Status::Ok();
   }
   // The stored meta must be the configured layout's earlier version: version 1 of
-  // its stage 0, or (to 3) its version 2.
-  const Layout earlier = current->version() == 1 ? layout.SingleStage() : layout.WithoutV3();
+  // its stage 0, its version 2, or (to 4) its version 3.
+  const Layout earlier = current->version() == 1   ? layout.SingleStage()
+                         : current->version() == 2 ? layout.WithoutV3()
+                                                   : layout.WithoutV4();
+  if (to_version == 4) {
+    // Rule 11: classes from a bucket that has not begun; a version-3 meta keeps
+    // its v3_from (from version 1 or 2, both start there).
+    target.v4 = true;
+    target.v4_from = v3_from;
+    if (current->version() == 3) target.v3_from = current->v3_from;
+    EF_RETURN_IF_ERROR(target.Finish());
+  }
   EF_RETURN_IF_ERROR(CompareLayout(stored, earlier, key));
   if (current->version() == 1 && !IsUpgradableV1(stored, layout))
     return CompareLayout(stored, layout.SingleStage(), key);

@@ -15,6 +15,7 @@
 #include "redis/cluster.h"
 #include "redis/meta.h"
 #include "redis/module_probe.h"
+#include "write/class_create.h"
 
 namespace ef {
 
@@ -148,6 +149,13 @@ Status RedisBitWriter::CheckMeta(RedisConnection& conn) {
         conn.address(), MetaKey(effective.prefix), FormatTimeRfc3339(effective.v3_from * 1000),
         effective.v3_from);
   }
+  if (effective.v4 && effective_ && !effective_->v4) {
+    spdlog::info(
+        "redis {}: the layout stored at {} is version 4 now: keys of buckets from {} (v4_from "
+        "{}) are created with a size class (rule 11)",
+        conn.address(), MetaKey(effective.prefix), FormatTimeRfc3339(effective.v4_from * 1000),
+        effective.v4_from);
+  }
   effective_ = std::move(effective);
   stages_ = effective_->stages > 1 ? effective_->stage_table : std::vector<Stage>{};
   return Status::Ok();
@@ -158,17 +166,17 @@ Status RedisBitWriter::RecheckMeta(int64_t now_s) {
   if (mode_ == WriteMode::kModule) {
     // No write tells a lost key (FLUSHALL) from a new one here (no sentinel):
     // ensure the meta every module_meta_check_s instead (and at most 10 s apart
-    // while a version-3 upgrade may come, as below).
+    // while an upgrade may come, as below).
     if (now_s < next_meta_check_s_) return Status::Ok();
     int64_t every = options_.module_meta_check_s;
-    if (!effective_ || !effective_->v3) every = std::min<int64_t>(every, kMetaRecheckSeconds);
+    if (!effective_ || !effective_->v4) every = std::min<int64_t>(every, kMetaRecheckSeconds);
     next_meta_check_s_ = now_s + every;
   } else {
-    // While the stored layout is version 1 or 2, its upgrade may come: read it
-    // again before any write when the copy is 10 s old (docs/FORMAT.md rule 9:
-    // `layout upgrade --to 3` puts v3_from at least 20 s ahead, so no bucket
-    // from v3_from on is written by the rule of the copy before it).
-    if (effective_ && effective_->v3) return Status::Ok();
+    // While the stored layout is below version 4, its upgrade may come: read it
+    // again before any write when the copy is 10 s old (docs/FORMAT.md rules 9
+    // and 11: `layout upgrade --to 3` and `--to 4` put v3_from / v4_from at least
+    // 20 s ahead, so no bucket from then on is written by the copy before it).
+    if (effective_ && effective_->v4) return Status::Ok();
     if (now_s < next_meta_check_s_) return Status::Ok();
     next_meta_check_s_ = now_s + kMetaRecheckSeconds;
   }
@@ -186,6 +194,7 @@ Status RedisBitWriter::EnsureConnected() {
   // put the meta back if it is gone.
   expire_cache_.Clear();
   forget_states_ = false;
+  class_script_loaded_ = false;  // script caches are per server
   EF_RETURN_IF_ERROR(CheckMeta(**conn));
   EF_RETURN_IF_ERROR(ChooseMode(**conn));
   if (mode_ == WriteMode::kModule)
@@ -194,20 +203,31 @@ Status RedisBitWriter::EnsureConnected() {
   return Status::Ok();
 }
 
+// The bits of a class header (Redis bit order: bit 0 is the high bit of byte 0).
+static size_t HeaderBits(uint8_t header, uint32_t* out) {
+  size_t n = 0;
+  for (uint32_t b = 0; b < 8; ++b)
+    if (header & (0x80u >> b)) out[n++] = b;
+  return n;
+}
+
 size_t RedisBitWriter::AppendBits(const std::string& key, const uint32_t* p, size_t n,
-                                  const uint32_t* probe, int64_t expire_at) {
+                                  const uint32_t* probe, int64_t expire_at, uint8_t header) {
   if (mode_ == WriteMode::kModule) {
+    // The header's bits first (positions 0-7), then the stage's (from 8 on).
+    uint32_t head[8];
+    const size_t h = HeaderBits(header, head);
     BeginCommand();
     buffer_.append("*4\r\n$10\r\nEF.SETBITS\r\n"sv);
     AppendRespBulk(key, &buffer_);
     buffer_.push_back('$');
-    buffer_.append(std::to_string(4 * n));
+    buffer_.append(std::to_string(4 * (h + n)));
     buffer_.append("\r\n"sv);
     const size_t at = buffer_.size();
-    buffer_.resize(at + 4 * n);
+    buffer_.resize(at + 4 * (h + n));
     char* out = buffer_.data() + at;
-    for (size_t i = 0; i < n; ++i) {
-      const uint32_t v = p[i];
+    for (size_t i = 0; i < h + n; ++i) {
+      const uint32_t v = i < h ? head[i] : p[i - h];
       out[4 * i] = static_cast<char>(v & 0xff);
       out[4 * i + 1] = static_cast<char>((v >> 8) & 0xff);
       out[4 * i + 2] = static_cast<char>((v >> 16) & 0xff);
@@ -219,10 +239,15 @@ size_t RedisBitWriter::AppendBits(const std::string& key, const uint32_t* p, siz
   }
   if (mode_ != WriteMode::kSetbit) {  // bitfield, and bitop's sparse keys
     BeginCommand();
-    AppendRespArrayHeader(2 + 4 * n + (probe ? 3 : 0), &buffer_);
+    AppendRespArrayHeader(2 + 4 * n + (header ? 4 : probe ? 3 : 0), &buffer_);
     AppendRespBulk("BITFIELD", &buffer_);
     AppendRespBulk(key, &buffer_);
-    if (probe) {
+    if (header) {
+      // The class header again (rule 11), first: its old value is the probe (0:
+      // the key was lost, or never created with its class).
+      buffer_.append("$3\r\nSET\r\n$2\r\nu8\r\n$1\r\n0\r\n"sv);
+      AppendRespBulk(uint64_t{header}, &buffer_);
+    } else if (probe) {
       // First, so that it reads the bit as it was before this write.
       buffer_.append("$3\r\nGET\r\n$2\r\nu1\r\n"sv);
       AppendRespBulk(static_cast<uint64_t>(*probe), &buffer_);
@@ -234,6 +259,7 @@ size_t RedisBitWriter::AppendBits(const std::string& key, const uint32_t* p, siz
     }
     return 1;
   }
+  // setbit: the header's bits, if any, are AppendHeaderBits's.
   for (size_t i = 0; i < n; ++i) {
     BeginCommand();
     buffer_.append("*4\r\n$6\r\nSETBIT\r\n"sv);
@@ -242,6 +268,34 @@ size_t RedisBitWriter::AppendBits(const std::string& key, const uint32_t* p, siz
     buffer_.append("$1\r\n1\r\n"sv);
   }
   return n;
+}
+
+void RedisBitWriter::AppendGrow(const BitBatch& batch, size_t k) {
+  if (!key_header_[k] || plans_.empty()) return;
+  const KeyPlan& kp = plans_[k];
+  if (kp.n_groups == 0) return;
+  const uint32_t last = groups_[kp.first_group + kp.n_groups - 1].stage;
+  if (last <= kp.state.stage) return;  // no stage starts in this write
+  BeginCommand();
+  buffer_.append("*5\r\n$7\r\nEVALSHA\r\n"sv);
+  AppendRespBulk(grow_sha_, &buffer_);
+  buffer_.append("$1\r\n1\r\n"sv);
+  AppendRespBulk(batch.keys[k].key, &buffer_);
+  AppendRespBulk(ValueBytes(*TableOf(k), last + 1), &buffer_);
+  Expect(1, k, SIZE_MAX, Reply::kGrow);
+}
+
+size_t RedisBitWriter::AppendHeaderBits(const std::string& key, uint8_t header) {
+  uint32_t head[8];
+  const size_t h = HeaderBits(header, head);
+  for (size_t i = 0; i < h; ++i) {
+    BeginCommand();
+    buffer_.append("*4\r\n$6\r\nSETBIT\r\n"sv);
+    AppendRespBulk(key, &buffer_);
+    AppendRespBulk(uint64_t{head[i]}, &buffer_);
+    buffer_.append("$1\r\n1\r\n"sv);
+  }
+  return h;
 }
 
 // The temporary key of `key`: the key itself with the suffix appended, so that
@@ -271,8 +325,8 @@ size_t RedisBitWriter::AppendBitop(const BitBatch& batch, size_t k) {
       mask_[byte] = static_cast<char>(static_cast<uint8_t>(mask_[byte]) | (0x80u >> (p[i] & 7)));
     }
   };
-  const bool staged = stages_.size() > 1;
-  const KeyPlan* plan = staged ? &plans_[k] : nullptr;
+  const KeyPlan* plan = TableOf(k) ? &plans_[k] : nullptr;                 // planned in stages
+  if (key_header_[k]) mask_.assign(1, static_cast<char>(key_header_[k]));  // rule 11's header
   if (plan) {
     for (size_t g = plan->first_group; g < plan->first_group + plan->n_groups; ++g)
       set(groups_[g].p, groups_[g].n);
@@ -294,7 +348,7 @@ size_t RedisBitWriter::AppendBitop(const BitBatch& batch, size_t k) {
   buffer_.append("*1\r\n$4\r\nEXEC\r\n"sv);
   if (!plan) return 6;
   // The fill of the last stage written (the one the key's stage state tracks).
-  const Stage& stage = stages_[groups_[plan->first_group + plan->n_groups - 1].stage];
+  const Stage& stage = (*TableOf(k))[groups_[plan->first_group + plan->n_groups - 1].stage];
   const uint64_t first = stage.offset / 8;
   buffer_.append("*4\r\n$8\r\nBITCOUNT\r\n"sv);
   AppendRespBulk(kb.key, &buffer_);
@@ -496,10 +550,12 @@ Status RedisBitWriter::PositionsByStoredRule(const BitBatch& batch) {
 
 Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteStats* stats) {
   if (forget_states_.exchange(false)) expire_cache_.ForgetStages();
+  if (effective_->v4) EF_RETURN_IF_ERROR(LoadClassScript());  // once per connection
   plans_.assign(batch.size, KeyPlan{});
   groups_.clear();
   group_positions_.clear();
   reads_.clear();
+  class_reads_.clear();
   values_.assign(batch.size, std::string_view());
   skip_.assign(ChooseReads(batch, now_s), 0);
   std::vector<RedisReply> replies;  // values_ points into it until the keys are planned
@@ -518,12 +574,22 @@ size_t RedisBitWriter::ChooseReads(const BitBatch& batch, int64_t now_s) {
     KeyPlan& plan = plans_[k];
     if (key_state_[k].expired) continue;  // not written
     const KeyBits& kb = batch.keys[k];
+    const bool classed = effective_->HasClass(kb.bucket_start);
+    if (!classed && stages_.size() <= 1) continue;  // one stage: its stage-0 positions
     // Read the key when its state is unknown, or when some item of the batch may
     // bring its stage to fill_s (docs/FORMAT.md rule 8: the bits decide then).
-    if (options_.read_before_write ||
-        !expire_cache_.StageKnown(key_hash_[k], now_s, &plan.state.stage, &plan.state.fill) ||
-        planner_.NeedsValue(plan.state, kb.items.data(), kb.items.size(), &plan.fit)) {
-      reads_.push_back(k);
+    uint8_t header = 0;
+    bool known =
+        !options_.read_before_write &&
+        expire_cache_.StageKnown(key_hash_[k], now_s, &plan.state.stage, &plan.state.fill, &header);
+    if (known && classed) {
+      known = header != 0 && header <= effective_->class_tables.size();
+      if (known) key_header_[k] = header;
+    }
+    if (known) planner_.Use(*TableOf(k), classed);
+    if (!known || planner_.NeedsValue(plan.state, kb.items.data(), kb.items.size(), &plan.fit)) {
+      // A classed key is read by the creation script (rule 11): created if absent.
+      (classed ? class_reads_ : reads_).push_back(k);
       if (options_.read_before_write) skip_items += kb.items.size();
     }
   }
@@ -547,6 +613,13 @@ Status RedisBitWriter::ReadStates(const BitBatch& batch, std::vector<RedisReply>
     for (size_t r = at; r < end; ++r) commands.back().push_back(batch.keys[reads_[r]].key);
     at = end;
   }
+  const size_t first_script = commands.size();
+  for (size_t k : class_reads_) {
+    if (asking_) commands.push_back({"ASKING"});
+    commands.push_back({"EVALSHA", class_sha_, "3"});
+    for (std::string& a : ClassKeyCall(*effective_, batch.keys[k].key, batch.keys[k].bucket_start))
+      commands.back().push_back(std::move(a));
+  }
   if (!commands.empty()) {
     Status st = conn_->Commands(commands, replies);
     if (!st.ok()) {
@@ -559,6 +632,11 @@ Status RedisBitWriter::ReadStates(const BitBatch& batch, std::vector<RedisReply>
   size_t next_skip = 0;
   for (const Mget& mget : mgets)
     EF_RETURN_IF_ERROR(TakeValues(batch, mget, (*replies)[mget.command], &next_skip, stats));
+  const size_t step = asking_ ? 2 : 1;  // ASKING, EVALSHA
+  for (size_t i = 0; i < class_reads_.size(); ++i) {
+    EF_RETURN_IF_ERROR(TakeClassValue(
+        batch, class_reads_[i], (*replies)[first_script + step * i + step - 1], &next_skip, stats));
+  }
   return Status::Ok();
 }
 
@@ -609,12 +687,101 @@ Status RedisBitWriter::TakeValues(const BitBatch& batch, const Mget& mget, const
   return Status::Ok();
 }
 
+Status RedisBitWriter::LoadClassScript() {
+  if (class_script_loaded_) return Status::Ok();
+  auto grow = conn_->Command({"SCRIPT", "LOAD", kGrowClassKeyScript});
+  auto reply = grow.ok() ? conn_->Command({"SCRIPT", "LOAD", kCreateClassKeyScript}) : grow;
+  if (reply.ok() && grow->type == RedisReply::Type::kError) reply = grow;
+  if (!reply.ok()) {
+    const RedisErrorKind kind = conn_->last_error_kind();
+    conn_.reset();
+    return Fail(kind, reply.status());
+  }
+  if (reply->type != RedisReply::Type::kString && reply->type != RedisReply::Type::kStatus) {
+    const RedisErrorKind kind = reply->type == RedisReply::Type::kError
+                                    ? RedisConnection::ClassifyErrorReply(reply->str)
+                                    : RedisErrorKind::kProtocol;
+    const std::string msg =
+        "redis " + conn_->address() +
+        ": SCRIPT LOAD of layout v4's creation script: " + Printable(reply->str);
+    return Fail(kind, kind == RedisErrorKind::kAuth ? PermissionDenied(msg) : Unavailable(msg));
+  }
+  class_sha_ = reply->str;
+  grow_sha_ = grow->str;
+  class_script_loaded_ = true;
+  return Status::Ok();
+}
+
+Status RedisBitWriter::TakeClassValue(const BitBatch& batch, size_t k, const RedisReply& reply,
+                                      size_t* next_skip, WriteStats* stats) {
+  const KeyBits& kb = batch.keys[k];
+  if (reply.type == RedisReply::Type::kError) {
+    if (options_.cluster_node && ParseRedirect(reply.str)) {
+      Redirect(k, reply.str);  // not this node's key (any more)
+      return Status::Ok();
+    }
+    RedisConnection::ReplyError e{0, RedisConnection::ClassifyErrorReply(reply.str), reply.str};
+    if (observer_) observer_(e.kind);
+    if (reply.str.rfind("NOSCRIPT", 0) == 0) class_script_loaded_ = false;  // SCRIPT FLUSH
+    if (e.kind == RedisErrorKind::kWrongType) {
+      SkipKey(batch, k, "holds another type (" + Printable(e.text) + ")", stats);
+      return Status::Ok();
+    }
+    return ReplyFailure("creating", kb.key, e);
+  }
+  if (reply.type != RedisReply::Type::kString)
+    return Fail(RedisErrorKind::kProtocol,
+                Unavailable("redis " + conn_->address() + ": creating '" + Printable(kb.key) +
+                            "': unexpected reply to layout v4's creation script"));
+  const std::vector<Stage>* table = effective_->TableFor(reply.str, kb.bucket_start);
+  if (!table || reply.str.empty()) {
+    // Written by something that does not know its class (rule 11): readers leave
+    // it out, and bits of another geometry would not help them.
+    SkipKey(batch, k,
+            "holds a value whose first byte (" +
+                std::to_string(reply.str.empty() ? 0 : static_cast<uint8_t>(reply.str[0])) +
+                ") names no size class of the stored layout",
+            stats);
+    return Status::Ok();
+  }
+  key_header_[k] = static_cast<uint8_t>(reply.str[0]);
+  KeyPlan& plan = plans_[k];
+  plan.read = true;
+  values_[k] = reply.str;  // lives as long as the reply
+  ++stats->keys_read;
+  if (!options_.read_before_write) return Status::Ok();
+  plan.skip_at = *next_skip;
+  for (const Hash128& h : kb.items) {
+    const bool present = ValueContains(values_[k], *table, key_rule_[k], h);
+    skip_[(*next_skip)++] = present;
+    stats->items_present += present;
+  }
+  return Status::Ok();
+}
+
+void RedisBitWriter::SkipKey(const BitBatch& batch, size_t k, const std::string& why,
+                             WriteStats* local) {
+  KeyState& ks = key_state_[k];
+  if (ks.failed) return;
+  ks.failed = true;
+  ++local->skipped_keys;
+  LogWith(spdlog::level::warn, {{"key", Printable(batch.keys[k].key)}},
+          "redis: key '{}' {}; its bits are skipped", Printable(batch.keys[k].key), why);
+}
+
 void RedisBitWriter::PlanKey(const BitBatch& batch, size_t k, WriteStats* stats) {
   const KeyBits& kb = batch.keys[k];
   KeyPlan& plan = plans_[k];
   plan.first_group = groups_.size();
   if (key_state_[k].failed || key_state_[k].redirected) return;
   const uint8_t* skip = plan.skip_at == SIZE_MAX ? nullptr : skip_.data() + plan.skip_at;
+  const std::vector<Stage>* table = TableOf(k);
+  if (!table) {  // one stage, no class: the coalescer's positions
+    groups_.push_back(PlannedGroup{0, key_pos_[k].p, key_pos_[k].n});
+    plan.n_groups = 1;
+    return;
+  }
+  planner_.Use(*table, key_header_[k] != 0);
   if (plan.read) {
     plan.staged = planner_.PlanValue(values_[k], kb.items.data(), kb.items.size(), skip,
                                      key_rule_[k], &stats->stages);
@@ -708,7 +875,7 @@ Status RedisBitWriter::StartBatch(BatchPlan* plan) {
   plan->now_s = static_cast<int64_t>(std::time(nullptr));
   st = RecheckMeta(plan->now_s);
   if (!st.ok()) return Fail(RedisErrorKind::kReply, st);
-  plan->staged = stages_.size() > 1;
+  plan->staged = stages_.size() > 1 || (effective_ && effective_->v4);
   plan->mode = mode_;
   return Status::Ok();
 }
@@ -724,6 +891,7 @@ Status RedisBitWriter::PlanKeys(const BitBatch& batch, const BatchPlan& plan, Wr
     ++local->expired_keys;
   }
   redirects_.clear();
+  key_header_.assign(batch.size, 0);
   key_hash_.resize(batch.size);
   if (expire_cache_.enabled())
     for (size_t k = 0; k < batch.size; ++k) key_hash_[k] = ExpireCache::KeyHash(batch.keys[k].key);
@@ -797,6 +965,7 @@ bool RedisBitWriter::EncodeBitop(const BitBatch& batch, const BatchPlan& plan, s
       !TmpKey(batch.keys[k].key, tmp_suffix_, options_.cluster_node, &tmp_))
     return false;
   key_state_[k].expire_sent = true;  // EXPIREAT inside the MULTI
+  AppendGrow(batch, k);
   const size_t n = AppendBitop(batch, k);
   Expect(5, k, SIZE_MAX, Reply::kTxn);
   Expect(1, k, SIZE_MAX, Reply::kExec);
@@ -815,13 +984,20 @@ void RedisBitWriter::EncodeBits(const BitBatch& batch, const BatchPlan& plan, in
       !plan.module() && !expire_cache_.Known(key_hash_[k], kb.expire_at, plan.now_s, &sentinel);
   const bool probe = !ks.expire_sent && plan.bitfield();
   const Reply bits_reply = plan.module() ? Reply::kModule : Reply::kBits;
+  // Layout v4: every write of a classed key sets its header again (rule 11), with
+  // its first command, so that a key lost behind the writer's back and re-created
+  // by this write still names its class (setbit: SETBITs of its own).
+  const uint8_t header = key_header_[k];
+  if (header && mode_ == WriteMode::kSetbit)
+    Expect(AppendHeaderBits(kb.key, header), k, SIZE_MAX, Reply::kHeader);
+  AppendGrow(batch, k);
   if (plan.staged) {
     const KeyPlan& kp = plans_[k];
     for (size_t g = kp.first_group; g < kp.first_group + kp.n_groups; ++g) {
       const PlannedGroup& pg = groups_[g];
-      const bool with_probe = probe && g == kp.first_group;
-      const size_t n =
-          AppendBits(kb.key, pg.p, pg.n, with_probe ? &sentinel : nullptr, kb.expire_at);
+      const bool first = g == kp.first_group;
+      const size_t n = AppendBits(kb.key, pg.p, pg.n, probe && first ? &sentinel : nullptr,
+                                  kb.expire_at, first ? header : 0);
       Expect(n, k, g, bits_reply);
       if (pass == 0) local->bits += pg.n;
     }
@@ -838,7 +1014,6 @@ void RedisBitWriter::EncodeBits(const BitBatch& batch, const BatchPlan& plan, in
 }
 
 Status RedisBitWriter::TriageErrors(const BitBatch& batch, WriteStats* local) {
-  size_t last_skipped = SIZE_MAX;
   for (const auto& e : errors_) {
     const Reply reply = command_reply_[e.index];
     // The meta's check alone: a cluster node that does not hold the meta
@@ -856,6 +1031,7 @@ Status RedisBitWriter::TriageErrors(const BitBatch& batch, WriteStats* local) {
       continue;
     }
     if (Redirect(k, e.text)) continue;
+    if (reply == Reply::kGrow && e.text.rfind("NOSCRIPT", 0) == 0) class_script_loaded_ = false;
     // A MULTI with a redirected command ends in EXECABORT: that key's alone.
     if (ks.redirected) continue;
     if (reply == Reply::kModule && IsExpiredReply(e.text)) {
@@ -869,14 +1045,7 @@ Status RedisBitWriter::TriageErrors(const BitBatch& batch, WriteStats* local) {
       continue;
     }
     if (e.kind == RedisErrorKind::kWrongType) {
-      ks.failed = true;
-      if (k != last_skipped) {
-        ++local->skipped_keys;
-        last_skipped = k;
-        LogWith(spdlog::level::warn, {{"key", Printable(batch.keys[k].key)}},
-                "redis: key '{}' holds another type ({}); its bits are skipped",
-                Printable(batch.keys[k].key), Printable(e.text));
-      }
+      SkipKey(batch, k, "holds another type (" + Printable(e.text) + ")", local);
       continue;
     }
     return ReplyFailure("writing", batch.keys[k].key, e);
@@ -904,35 +1073,54 @@ void RedisBitWriter::ReadReplies(const BatchPlan& plan, bool* meta_gone) {
       case Reply::kTxn:
       case Reply::kMeta:  // (handled above)
         break;
+      case Reply::kGrow:  // the key's exact growth: nothing to learn
+        break;
+      case Reply::kHeader:  // setbit: a header bit already 1 is the key's data
+        if (r.count == 1 && r.first != 0) ks.old_bit_set = true;
+        break;
       case Reply::kExec:
         // [OK, BITOP's length, DEL's 1, EXPIREAT's 1]: the key exists after the
         // BITOP, so its EXPIREAT set the expiry.
         ks.expire_set = !ks.failed && !ks.redirected && r.count == 3;
         break;
       case Reply::kCount:
-        if (g != SIZE_MAX && r.count == 1 && !ks.failed) {
-          // The stage's fill after the write; RememberStages adds new_bits to
-          // the fill before it (when the stage is the same).
-          const StageState& before = plans_[k].state;
-          groups_[g].new_bits =
-              FillGained(r.first, groups_[g].stage == before.stage ? before.fill : 0);
-        }
+        TakeCountReply(r, k, g);
         break;
       case Reply::kModule:
-        // EF.SETBITS: the number of bits that were 0, of n unique positions.
-        if (r.count != 1) break;
-        if (NonNegative(r.first) < (g != SIZE_MAX ? groups_[g].n : key_pos_[k].n))
-          ks.old_bit_set = true;
-        if (g != SIZE_MAX) groups_[g].new_bits += NonNegative(r.first);
+        TakeModuleReply(r, k, g);
         break;
       case Reply::kBits:
         if (r.zeros < r.count) ks.old_bit_set = true;
         if (g == SIZE_MAX) break;
-        groups_[g].new_bits +=
-            NewBitsOfBits(r, !ks.expire_sent && plan.bitfield() && FirstOfKey(command_key_, c));
+        // The first integer of a key's first BITFIELD is a probe's: the sentinel's
+        // GET, or a classed key's header SET.
+        groups_[g].new_bits += NewBitsOfBits(r, plan.bitfield() && FirstOfKey(command_key_, c) &&
+                                                    (key_header_[k] != 0 || !ks.expire_sent));
         break;
     }
   }
+}
+
+void RedisBitWriter::TakeCountReply(const ReplyScanner::Ints& r, size_t k, size_t g) {
+  if (g == SIZE_MAX || r.count != 1 || key_state_[k].failed) return;
+  // The stage's fill after the write; RememberStages adds new_bits to the fill
+  // before it (when the stage is the same).
+  const StageState& before = plans_[k].state;
+  groups_[g].new_bits = FillGained(r.first, groups_[g].stage == before.stage ? before.fill : 0);
+}
+
+void RedisBitWriter::TakeModuleReply(const ReplyScanner::Ints& r, size_t k, size_t g) {
+  // EF.SETBITS: the number of bits that were 0, of n unique positions (and the
+  // header's bits with a classed key's first group).
+  if (r.count != 1) return;
+  const size_t header_bits = g != SIZE_MAX && g == plans_[k].first_group
+                                 ? static_cast<size_t>(__builtin_popcount(key_header_[k]))
+                                 : 0;
+  const size_t n = (g != SIZE_MAX ? groups_[g].n : key_pos_[k].n) + header_bits;
+  const uint64_t zeros = NonNegative(r.first);
+  if (zeros < n) key_state_[k].old_bit_set = true;
+  // Every bit 0: the key was absent, its header's bits too.
+  if (g != SIZE_MAX) groups_[g].new_bits += zeros == n ? zeros - header_bits : zeros;
 }
 
 Status RedisBitWriter::FollowUp(const BitBatch& batch, const BatchPlan& plan, bool meta_gone,
@@ -1046,7 +1234,8 @@ void RedisBitWriter::RememberStages(const BitBatch& batch, int64_t now_s) {
       after.stage = g.stage;
       after.fill = static_cast<uint32_t>(std::min<uint64_t>(base + g.new_bits, UINT32_MAX));
     }
-    expire_cache_.RememberStage(key_hash_[k], now_s, after.stage, after.fill, plan.read);
+    expire_cache_.RememberStage(key_hash_[k], now_s, after.stage, after.fill, plan.read,
+                                key_header_[k]);
   }
 }
 

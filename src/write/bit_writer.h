@@ -87,6 +87,23 @@
 // the writer writes stage 0 only and reads the meta again every 10 s, switching to
 // the stages once `exposure-filter layout upgrade` ran.
 //
+// Layout v4 (docs/FORMAT.md rule 11), for the keys of buckets from the meta's
+// v4_from on ("classed" keys): where a v3 key would be read with GET, a classed
+// key is read with the creation script (write/class_create.h; SCRIPT LOAD once per
+// connection, then EVALSHA in the same round as the MGETs): it returns the key's
+// value, creating it first with the class the rule chooses from the user's two
+// previous buckets. The key is then planned with its class's stage table (its
+// header byte, remembered with its stage state in the expire cache), from bit 8:
+// the coalescer's stage-0 positions (the meta's m) are not used. Every write of a
+// classed key sets its header again (BITFIELD: `SET u8 0 h` first, whose old value
+// serves as the sentinel probe; bitop: the mask's byte 0; module: the header's bits
+// among EF.SETBITS's positions; setbit: one SETBIT per header bit), so a key lost
+// behind the writer's back and re-created by a write still names its class. A key
+// whose first byte names no class (written by a program that does not follow
+// version 4) is skipped and counted, as a key of another type. While the stored
+// meta is below version 4 the writer reads it again every 10 s (as for version 3),
+// so a `layout upgrade --to 4` reaches it before v4_from begins.
+//
 // Connections: a lost connection is re-established on the next Write; the
 // expire cache is then cleared and, if options.layout is set, `<prefix>meta` is
 // ensured (created if absent, else compared), as it is after a Write found keys
@@ -266,6 +283,11 @@ class RedisBitWriter : public BitSink {
   // The round's integer replies: key_state_'s expire_set and old_bit_set, and
   // (staged) each group's new_bits; *meta_gone from the meta's EXISTS.
   void ReadReplies(const BatchPlan& plan, bool* meta_gone);
+  // One EF.SETBITS reply of key k, stage group g (SIZE_MAX: none): old_bit_set
+  // and the group's new_bits.
+  void TakeModuleReply(const ReplyScanner::Ints& r, size_t k, size_t g);
+  // bitop's BITCOUNT of key k's last stage group g after its write: g's new_bits.
+  void TakeCountReply(const ReplyScanner::Ints& r, size_t k, size_t g);
   // Keys whose write showed no old bit while the cache skipped their EXPIREAT
   // (follow_up_): logged as lost, the meta stored again (also when meta_gone),
   // and their EXPIREAT sent in rounds of their own.
@@ -292,8 +314,17 @@ class RedisBitWriter : public BitSink {
   // Appends the commands that set positions p[0..n) in `key`; returns how many.
   // probe: read that bit first (BITFIELD GET), as the reply's first integer.
   // module mode: one EF.SETBITS with expire_at.
+  // header (layout v4, a classed key's first command): BITFIELD sets byte 0 to it
+  // first (`SET u8 0 header`, instead of the probe: its old value tells the same);
+  // EF.SETBITS sets its bits with the positions; setbit leaves it to AppendHeaderBits.
   size_t AppendBits(const std::string& key, const uint32_t* p, size_t n, const uint32_t* probe,
-                    int64_t expire_at);
+                    int64_t expire_at, uint8_t header = 0);
+  // setbit mode: one SETBIT per bit of a classed key's header; returns how many.
+  size_t AppendHeaderBits(const std::string& key, uint8_t header);
+  // A classed key whose plan starts a stage beyond its state's: the growth script
+  // (class_create.h kGrowClassKeyScript) to the end of its last stage planned,
+  // before its bits (expected as Reply::kGrow).
+  void AppendGrow(const BitBatch& batch, size_t k);
   // bitop form for key k (all its positions of this batch; v2: then a BITCOUNT of
   // its last group's stage); returns the number of commands (replies).
   size_t AppendBitop(const BitBatch& batch, size_t k);
@@ -326,6 +357,22 @@ class RedisBitWriter : public BitSink {
   // Key k's plan: its groups (planned from its value if read, else from its
   // remembered state; its stage-0 positions if unstaged) appended to groups_.
   void PlanKey(const BitBatch& batch, size_t k, WriteStats* stats);
+  // Layout v4: SCRIPT LOAD of the creation script (write/class_create.h), once per
+  // connection (again after a NOSCRIPT reply).
+  Status LoadClassScript();
+  // The creation script's reply for classed key k: its value (plans_' read,
+  // key_header_, skip_ flags as TakeValues), or it is redirected or skipped
+  // (WRONGTYPE, or a first byte naming no class); other errors fail the Write.
+  Status TakeClassValue(const BitBatch& batch, size_t k, const RedisReply& reply, size_t* next_skip,
+                        WriteStats* stats);
+  // Key k is not written in this Write (logged with `why`, counted in skipped_keys).
+  void SkipKey(const BitBatch& batch, size_t k, const std::string& why, WriteStats* local);
+  // Key k's stage table: its class's (key_header_), else the layout's stages, else
+  // nullptr (one stage, no class: it is written at its stage-0 positions).
+  const std::vector<Stage>* TableOf(size_t k) const {
+    if (key_header_[k]) return &effective_->class_tables[key_header_[k] - 1];
+    return stages_.size() > 1 ? &stages_ : nullptr;
+  }
   // Each key's stage-0 positions by the rule of its bucket in the stored layout
   // (key_pos_, key_rule_): the batch's own, or computed again from its items
   // when the coalescer guessed another rule. kInternal if a key has no items to
@@ -360,7 +407,19 @@ class RedisBitWriter : public BitSink {
   std::vector<size_t> command_key_;  // for each command of the round: its key index
   // For each command of the round: what its reply says.
   // kMeta: the `EXISTS <prefix>meta` of the Write's first round (not a key's).
-  enum class Reply : uint8_t { kBits, kExpire, kModule, kTxn, kExec, kCount, kMeta };
+  // kHeader: setbit mode's SETBIT of a classed key's header bit; kGrow: a classed
+  // key's exact growth (AppendGrow).
+  enum class Reply : uint8_t {
+    kBits,
+    kExpire,
+    kModule,
+    kTxn,
+    kExec,
+    kCount,
+    kMeta,
+    kHeader,
+    kGrow
+  };
   std::vector<Reply> command_reply_;
   // Records n commands of the round: of key index `key` (SIZE_MAX: the meta's
   // EXISTS), stage group `group` (SIZE_MAX: none), answered as `reply` says.
@@ -417,7 +476,18 @@ class RedisBitWriter : public BitSink {
   std::vector<size_t> command_group_;     // per command of the round: groups_ index or SIZE_MAX
   std::vector<uint8_t> skip_;             // scratch (replay): items a read found present
   std::vector<std::string_view> values_;  // PlanStages: per key, the value read ("" if none)
-  std::vector<size_t> reads_;             // keys whose state is read in this Write
+  std::vector<size_t> reads_;             // keys whose state is read in this Write (MGET)
+  // Layout v4, per key of the batch: its header (size class + 1) once known from
+  // its value or its remembered state; 0 for a key of a bucket without classes.
+  // Invariant: a classed key is planned and written only with the header of the
+  // value Redis holds (the creation script's reply, or remembered from one), never
+  // with a class this writer chose: two writers racing to create a key both get
+  // the stored value (class_create.h), so no value holds two geometries.
+  std::vector<uint8_t> key_header_;
+  std::vector<size_t> class_reads_;  // classed keys read (or created) by the script
+  std::string class_sha_;            // the script's SHA1 on this connection
+  std::string grow_sha_;             // kGrowClassKeyScript's
+  bool class_script_loaded_ = false;
   std::atomic<bool> forget_states_{false};
   std::vector<Redirected> redirects_;
   bool asking_ = false;

@@ -1,5 +1,7 @@
 #include "write/class_create.h"
 
+#include <algorithm>
+
 #include "bloom/keys.h"
 
 namespace ef {
@@ -63,12 +65,24 @@ redis.call('EXPIREAT', KEYS[1], ARGV[1])
 return v
 )lua";
 
-std::vector<std::string> CreateClassKeyArgs(const Layout& l, const std::string& user,
-                                            int64_t bucket_start) {
-  std::vector<std::string> args = {"EVAL", kCreateClassKeyScript, "3"};
-  for (int back = 0; back <= 2; ++back)
-    args.push_back(
-        MakeKey(l.prefix, user, bucket_start - back * l.bucket_seconds, l.bucket_seconds));
+const char kGrowClassKeyScript[] = R"lua(
+local v = redis.call('GET', KEYS[1])
+local n = tonumber(ARGV[1])
+if not v or #v >= n then return 0 end
+redis.call('SET', KEYS[1], v .. string.rep('\0', n - #v), 'KEEPTTL')
+return 1
+)lua";
+
+std::vector<std::string> ClassKeyCall(const Layout& l, std::string_view key, int64_t bucket_start) {
+  // The key ends in its bucket's name (keys.h), whose length is fixed for a span.
+  const size_t name = FormatBucket(bucket_start, l.bucket_seconds).size();
+  const std::string_view stem = key.substr(0, key.size() - std::min(name, key.size()));
+  std::vector<std::string> args;
+  args.reserve(3 + 10);
+  args.emplace_back(key);
+  for (int back = 1; back <= 2; ++back)
+    args.push_back(std::string(stem) +
+                   FormatBucket(bucket_start - back * l.bucket_seconds, l.bucket_seconds));
   for (uint64_t v :
        {static_cast<uint64_t>(ExpireAt(bucket_start, l.bucket_seconds, l.window_seconds)),
         uint64_t{l.m}, uint64_t{l.k}, uint64_t{l.growth}, uint64_t{l.k_step}, uint64_t{l.stages},
@@ -76,6 +90,15 @@ std::vector<std::string> CreateClassKeyArgs(const Layout& l, const std::string& 
     args.push_back(std::to_string(v));
   for (int back = 1; back <= 2; ++back)
     args.push_back(l.HasClass(bucket_start - back * l.bucket_seconds) ? "1" : "0");
+  return args;
+}
+
+std::vector<std::string> CreateClassKeyArgs(const Layout& l, const std::string& user,
+                                            int64_t bucket_start) {
+  std::vector<std::string> args = {"EVAL", kCreateClassKeyScript, "3"};
+  for (std::string& a :
+       ClassKeyCall(l, MakeKey(l.prefix, user, bucket_start, l.bucket_seconds), bucket_start))
+    args.push_back(std::move(a));
   return args;
 }
 

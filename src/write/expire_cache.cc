@@ -102,14 +102,15 @@ bool ExpireCache::StageKnown(std::string_view key, int64_t now_s, uint32_t* stag
   return generation_capacity_ && StageKnown(KeyHash(key), now_s, stage, fill);
 }
 
-bool ExpireCache::StageKnown(uint64_t key_hash, int64_t now_s, uint32_t* stage,
-                             uint32_t* fill) const {
+bool ExpireCache::StageKnown(uint64_t key_hash, int64_t now_s, uint32_t* stage, uint32_t* fill,
+                             uint8_t* header) const {
   if (!generation_capacity_) return false;
   const Slot* s = Lookup(key_hash);
   if (!s || !s->has_stage || now_s - static_cast<int64_t>(s->stage_read_s) >= kStageRefreshS)
     return false;
   *stage = s->stage;
   *fill = s->fill;
+  if (header) *header = s->header;
   return true;
 }
 
@@ -146,12 +147,13 @@ void ExpireCache::RememberStage(std::string_view key, int64_t now_s, uint32_t st
 }
 
 void ExpireCache::RememberStage(uint64_t key_hash, int64_t now_s, uint32_t stage, uint32_t fill,
-                                bool read) {
+                                bool read, uint8_t header) {
   if (!generation_capacity_) return;
   Slot* s = Touch(key_hash);
   if (read || !s->has_stage) s->stage_read_s = static_cast<uint32_t>(now_s);
   s->stage = static_cast<uint8_t>(stage);
   s->fill = fill;
+  s->header = header;
   s->has_stage = 1;
 }
 

@@ -63,8 +63,12 @@ class ExpireCache {
   // several calls per key.
   bool Known(uint64_t key_hash, int64_t expire_at, int64_t now_s, uint32_t* sentinel) const;
   void Remember(uint64_t key_hash, int64_t expire_at, int64_t now_s, uint32_t sentinel);
-  bool StageKnown(uint64_t key_hash, int64_t now_s, uint32_t* stage, uint32_t* fill) const;
-  void RememberStage(uint64_t key_hash, int64_t now_s, uint32_t stage, uint32_t fill, bool read);
+  // header: layout v4, the key's first byte (its size class + 1; 0 below v4), kept
+  // with the stage state.
+  bool StageKnown(uint64_t key_hash, int64_t now_s, uint32_t* stage, uint32_t* fill,
+                  uint8_t* header = nullptr) const;
+  void RememberStage(uint64_t key_hash, int64_t now_s, uint32_t stage, uint32_t fill, bool read,
+                     uint8_t header = 0);
   void Forget(uint64_t key_hash);
 
  private:
@@ -77,7 +81,9 @@ class ExpireCache {
     uint32_t fill = 0;
     uint8_t stage = 0;
     uint8_t has_stage = 0;
+    uint8_t header = 0;  // with the stage state: layout v4's class header (0: none)
   };
+  static_assert(sizeof(Slot) == 32, "the cache's memory figure is 32 bytes a slot");
   struct Table {
     std::vector<Slot> slots;  // size a power of two, or empty
     size_t used = 0;

@@ -3,8 +3,8 @@
 // of several sizes, and older version-3 keys, all read in one MGET by the client
 // library and `check`, and by FORMAT.md's Python reference (format_ref.py check)
 // with the same answers; a key whose header names no class is left out, the others
-// still answer. The writers of this release refuse a version-4 meta (FORMAT.md
-// "Versions and upgrade": `run` stops, naming it).
+// still answer. (The writers: tests/integration/layout_v4_write_test.cc,
+// tests/module/write_modes_v4_test.cc.)
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <ctime>
@@ -21,7 +21,6 @@
 #include "support/items_key.h"
 #include "support/process.h"
 #include "support/redis_server.h"
-#include "support/stack.h"
 
 namespace ef::test {
 namespace {
@@ -170,24 +169,6 @@ TEST_CASE("layout v4: the client and check read keys of several classes and vers
   }
   CHECK(d1_seen <= 2);
   CHECK(client->stats().invalid_keys == 1);
-}
-
-TEST_CASE("layout v4: the daemon refuses to write under a version-4 meta, naming it",
-          "[integration][v4]") {
-  Stack stack(1);
-  const Layout l = V4Layout("w4:", 0);
-  StoreMeta(stack.redis(), l);
-  const std::string config = stack.WriteConfig("ef.yaml", "filter:\n  key_prefix: \"w4:\"\n");
-  auto daemon = stack.StartDaemon(config);
-  const std::optional<int> code = daemon->Wait(60s);
-  INFO(daemon->Output());
-  REQUIRE(code.has_value());
-  CHECK(*code != 0);
-  CHECK(daemon->Output().find("layout stored at w4:meta is version 4, which this build reads "
-                              "but does not write yet") != std::string::npos);
-  // Nothing was written: the meta is as stored, and no bucket key exists.
-  CHECK(stack.redis().Command({"HGET", "w4:meta", "version"}).str == "4");
-  CHECK(stack.redis().Command({"KEYS", "w4:{*"}).elements.empty());
 }
 
 }  // namespace ef::test

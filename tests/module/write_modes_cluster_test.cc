@@ -7,14 +7,19 @@
 // left. (Module and auto modes on a cluster whose nodes load the module:
 // write_modes_module_cluster_test.cc.)
 #include <catch2/catch.hpp>
+#include <ctime>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bloom/bit_batch.h"
 #include "bloom/keys.h"
 #include "bloom/layout.h"
+#include "bloom/size_classes.h"
+#include "bloom/stages.h"
 #include "config/config.h"
 #include "redis/cluster.h"
+#include "support/items_key.h"
 #include "support/redis_cluster.h"
 #include "write/bit_writer.h"
 #include "write/cluster_writer.h"
@@ -123,6 +128,71 @@ TEST_CASE("write mode bitop on a cluster: a slot half migrated - every key writt
   CHECK(total == static_cast<int64_t>(keys.size()) + 1);
   for (int m : cluster.Masters())
     CHECK(cluster.Command(m, {"INFO", "commandstats"}).str.find("cmdstat_bitop:") !=
+          std::string::npos);
+}
+
+// Layout v4 (issue 53) through ClusterBitWriter: the creation script runs on
+// each key's master (the key and its previous buckets share a hash tag, so a
+// slot), and every user's key of today gets the class the rule chooses from its
+// key of yesterday, on every master.
+TEST_CASE("layout v4 on a cluster: keys on every master get the class rule's choice",
+          "[module][write_mode][cluster][v4]") {
+  LocalRedisCluster cluster;
+  FilterConfig f;
+  f.layout_version = 4;
+  auto l = LayoutFromConfig(f);
+  REQUIRE(l.ok());
+  BitWriterOptions wo;
+  wo.layout = *l;
+  wo.mode = WriteMode::kBitfield;
+  ClusterBitWriter writer(wo, RouterOptions(cluster));
+  const int64_t day = 86400;
+  const int64_t today = BucketStart(static_cast<int64_t>(std::time(nullptr)), day);
+  auto batch = [&](int64_t bucket, int (*count)(int)) {
+    BitBatch b;
+    for (int u = 0; u < 40; ++u) {
+      const std::string user = "c" + std::to_string(u);
+      b.keys.push_back(test::KeyOfItems(*l, MakeKey(l->prefix, user, bucket, day),
+                                        test::Items(user + "-" + std::to_string(bucket), count(u)),
+                                        ExpireAt(bucket, day, l->window_seconds)));
+    }
+    b.size = b.keys.size();
+    return b;
+  };
+  WriteStats stats;
+  REQUIRE(writer.Write(batch(today - day, [](int u) { return 5 + 40 * u; }), &stats).ok());
+  REQUIRE(writer.Write(batch(today, [](int) { return 20; }), &stats).ok());
+  CHECK(stats.keys == 40);
+
+  ClusterRouter router(RouterOptions(cluster));
+  REQUIRE(router.Discover().ok());
+  const StageParams p = l->Params();
+  const uint32_t count = static_cast<uint32_t>(l->class_tables.size());
+  for (int u = 0; u < 40; ++u) {
+    const std::string user = "c" + std::to_string(u);
+    INFO("user " << user);
+    const std::string past_key = MakeKey(l->prefix, user, today - day, day);
+    const std::string key = MakeKey(l->prefix, user, today, day);
+    auto past = router.Command(past_key, {"GET", past_key});
+    auto now = router.Command(key, {"GET", key});
+    REQUIRE(past.ok());
+    REQUIRE(now.ok());
+    const std::vector<Stage>* past_table = l->TableFor(past->str, today - day);
+    REQUIRE(past_table != nullptr);
+    REQUIRE(!now->str.empty());
+    const std::optional<double> estimate = EstimateItems(past->str, *past_table);
+    CHECK(static_cast<uint32_t>(static_cast<uint8_t>(now->str[0])) ==
+          ChooseClass(p, count, estimate) + 1);
+    REQUIRE(l->TableFor(now->str, today) != nullptr);
+    for (const Hash128& h :
+         test::KeyOfItems(*l, "", test::Items(user + "-" + std::to_string(today), 20),
+                          ExpireAt(today, day, l->window_seconds))
+             .items)
+      CHECK(ValueContains(now->str, *l->TableFor(now->str, today), l->RuleFor(today), h));
+  }
+  // The keys are spread over the masters, and each master ran the script.
+  for (int m : cluster.Masters())
+    CHECK(cluster.Command(m, {"INFO", "commandstats"}).str.find("cmdstat_evalsha:") !=
           std::string::npos);
 }
 
