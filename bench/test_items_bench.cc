@@ -9,7 +9,10 @@
 //     the bench-read fill's cap).
 // 300 of the candidates were written (in random buckets), as in scripts/bench-read.sh.
 // Layout version 3 (the default: rule 9 positions); BM_TestItems_V2_* the same with
-// version 2 (rule 2: x mod m), for comparison within one build.
+// version 2 (rule 2: x mod m), for comparison within one build; BM_TestItems_V4_*
+// with version 4 (rule 11): each bucket's key created with the class the writer's
+// rule chooses from the two buckets before it (activity persisting, as the even
+// and odd loads repeat), stage 0 at bit 8.
 // BM_TestItems_Clusters_*: the same with filter.near_duplicates and clusters
 // given (docs/CONTENT.md rule 5), as bench-read's --near-duplicates sends them: 1
 // candidate in 5 in one of 1,000 shared clusters, the others their own cluster;
@@ -21,13 +24,16 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <optional>
 #include <random>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "bloom/hash.h"
 #include "bloom/layout.h"
+#include "bloom/size_classes.h"
 #include "bloom/stages.h"
 #include "config/config.h"
 #include "read/bloom_reader.h"
@@ -57,8 +63,9 @@ void SetBit(std::string& v, uint64_t pos) {
 void Add(const Layout& l, int64_t start, std::string& v, const std::string& item) {
   const ef::Hash128 h = ef::HashItem(item, l.seed);
   std::vector<uint32_t> pos;
-  for (const ef::Stage& st : l.stage_table) {
-    if (ef::StagePopcount(v, st) >= st.fill && &st != &l.stage_table.back()) continue;
+  const std::vector<ef::Stage>& table = *l.TableFor(v, start);
+  for (const ef::Stage& st : table) {
+    if (ef::StagePopcount(v, st) >= st.fill && &st != &table.back()) continue;
     pos.resize(st.k);
     ef::ComputeStagePositions(h, st, l.RuleFor(start), pos.data());
     for (uint32_t p : pos) SetBit(v, p);
@@ -84,6 +91,18 @@ State MakeState(const Layout& l, double even, double odd, uint64_t seed) {
   s.values.resize(kBuckets);
   for (int b = 0; b < kBuckets; ++b) {
     s.starts.push_back(int64_t{86400} * b);
+    if (l.HasClass(s.starts[b])) {  // created as the writer creates it (rule 11)
+      std::optional<double> estimate;
+      for (int back = 1; back <= 2 && back <= b; ++back) {
+        const std::string& prev = s.values[b - back];
+        const double e = ef::EstimateItems(prev, *l.TableFor(prev, s.starts[b - back]));
+        if (!estimate || e < *estimate) estimate = e;
+      }
+      const uint32_t c =
+          ef::ChooseClass(l.Params(), static_cast<uint32_t>(l.class_tables.size()), estimate);
+      s.values[b].assign(ef::SizeClassBytes(c) - 16, '\0');
+      s.values[b][0] = static_cast<char>(c + 1);
+    }
     const auto n = static_cast<int64_t>(static_cast<double>(per_bucket) * (b % 2 ? odd : even));
     for (int64_t i = 0; i < n; ++i) Add(l, s.starts[b], s.values[b], "bg" + std::to_string(rng()));
   }
@@ -116,6 +135,17 @@ void Run(benchmark::State& state, double even, double odd, uint64_t seed, uint32
   }
   state.counters["seen_per_set"] =
       static_cast<double>(seen) / static_cast<double>(state.iterations());
+  // The read's shape: distinct stage tables among the 32 values (v4: classes), and
+  // stages present per value.
+  std::set<const std::vector<ef::Stage>*> tables;
+  double stages = 0;
+  for (size_t b = 0; b < s.values.size(); ++b) {
+    const std::vector<ef::Stage>* t = l.TableFor(s.values[b], s.starts[b]);
+    tables.insert(t);
+    stages += static_cast<double>(ef::StagesPresent(*t, s.values[b].size()));
+  }
+  state.counters["tables"] = static_cast<double>(tables.size());
+  state.counters["stages_per_value"] = stages / static_cast<double>(s.values.size());
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(s.candidates[0].size()));
 }
 
@@ -159,6 +189,9 @@ void BM_TestItems_Top(benchmark::State& state) { Run(state, 12, 12, 3); }
 void BM_TestItems_V2_Light(benchmark::State& state) { Run(state, 0.5, 0.5, 1, 2); }
 void BM_TestItems_V2_Heavy(benchmark::State& state) { Run(state, 3, 6, 2, 2); }
 void BM_TestItems_V2_Top(benchmark::State& state) { Run(state, 12, 12, 3, 2); }
+void BM_TestItems_V4_Light(benchmark::State& state) { Run(state, 0.5, 0.5, 1, 4); }
+void BM_TestItems_V4_Heavy(benchmark::State& state) { Run(state, 3, 6, 2, 4); }
+void BM_TestItems_V4_Top(benchmark::State& state) { Run(state, 12, 12, 3, 4); }
 
 }  // namespace
 
@@ -168,6 +201,9 @@ BENCHMARK(BM_TestItems_Top)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TestItems_V2_Light)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TestItems_V2_Heavy)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TestItems_V2_Top)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TestItems_V4_Light)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TestItems_V4_Heavy)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TestItems_V4_Top)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TestItems_Clusters_Light)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TestItems_Clusters_Heavy)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TestItems_Clusters_Tokens_Light)->Unit(benchmark::kMicrosecond);
