@@ -18,6 +18,7 @@
 #include "bloom/stages.h"
 #include "config/config.h"
 #include "exposure_filter/client.h"
+#include "support/format_ref.h"
 #include "support/items_key.h"
 #include "support/process.h"
 #include "support/redis_server.h"
@@ -117,22 +118,10 @@ TEST_CASE("layout v4: the client and check read keys of several classes and vers
 
   // The Python reference of FORMAT.md (tests/interop/format_ref.py) answers the same.
   {
-    std::vector<std::string> argv = {"python3",
-                                     std::string(EF_SOURCE_DIR) + "/tests/interop/format_ref.py",
-                                     "check",
-                                     "--port",
-                                     std::to_string(redis.port()),
-                                     "--prefix",
-                                     "v4:",
-                                     "--user",
-                                     "u1",
-                                     "--now",
-                                     std::to_string(Now())};
     std::vector<std::string> probe = {"d10-0", "d5-19", "d3-7", "d1-99", "d0-150"};
     const auto some_fresh = Items("new", 40);
     probe.insert(probe.end(), some_fresh.begin(), some_fresh.end());
-    argv.insert(argv.end(), probe.begin(), probe.end());
-    const RunResult ref = RunCommand(argv, "", true);
+    const RefCheck ref = FormatRefCheck(redis.port(), "v4:", "u1", probe, Now());
     INFO(ref.out);
     REQUIRE(ref.code == 0);
     const auto c = client->Seen("u1", probe);

@@ -13,7 +13,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,6 +22,7 @@
 #include "common/clock.h"
 #include "config/config.h"
 #include "redis/meta.h"
+#include "support/format_ref.h"
 #include "support/process.h"
 #include "support/stack.h"
 
@@ -40,6 +40,16 @@ void AddUser(std::vector<TestEvent>* out, const std::string& user, const std::st
     for (int j = 0; j < 25 && i < n; ++j, ++i) e.items.push_back(tag + "-" + std::to_string(i));
     out->push_back(std::move(e));
   }
+}
+
+// The tests' layout: the default one under "w4:", version 4 (v4_from 0).
+Layout W4Layout() {
+  FilterConfig f;
+  f.key_prefix = "w4:";
+  f.layout_version = 4;
+  auto l = LayoutFromConfig(f);
+  REQUIRE(l.ok());
+  return *l;
 }
 
 uint32_t ClassOf(const std::string& value) {
@@ -81,13 +91,9 @@ TEST_CASE("layout v4: a fresh deployment writes keys with classes from their his
   RedisServer& redis = stack.redis();
   CHECK(redis.Command({"HGET", "w4:meta", "version"}).str == "4");
   CHECK(redis.Command({"HGET", "w4:meta", "v4_from"}).str == "0");
-  FilterConfig f;
-  f.key_prefix = "w4:";
-  f.layout_version = 4;
-  auto l = LayoutFromConfig(f);
-  REQUIRE(l.ok());
-  const StageParams p = l->Params();
-  const uint32_t count = static_cast<uint32_t>(l->class_tables.size());
+  const Layout l = W4Layout();
+  const StageParams p = l.Params();
+  const uint32_t count = static_cast<uint32_t>(l.class_tables.size());
   auto value = [&](const std::string& user, int64_t bucket) {
     return redis.Command({"GET", MakeKey("w4:", user, bucket, kDay)}).str;
   };
@@ -97,7 +103,7 @@ TEST_CASE("layout v4: a fresh deployment writes keys with classes from their his
     const std::string past_value = value(user, today - kDay);
     std::optional<double> estimate;
     if (!past_value.empty()) {
-      const std::vector<Stage>* t = l->TableFor(past_value, today - kDay);
+      const std::vector<Stage>* t = l.TableFor(past_value, today - kDay);
       REQUIRE(t != nullptr);
       estimate = EstimateItems(past_value, *t);
     }
@@ -105,13 +111,13 @@ TEST_CASE("layout v4: a fresh deployment writes keys with classes from their his
   }
   CHECK(ClassOf(value("heavy", today)) > ClassOf(value("new", today)));
   CHECK(ClassOf(value("new", today)) > ClassOf(value("light", today)));
-  CHECK(ClassOf(value("new", today)) == SmallestClassWithBits(l->m));
+  CHECK(ClassOf(value("new", today)) == SmallestClassWithBits(l.m));
 
   // No false negative: the client, and the Python reference of FORMAT.md.
   std::vector<TestEvent> all = past;
   all.insert(all.end(), now.begin(), now.end());
   auto conn = redis.Connect();
-  const auto missing = MissingItems(*conn, *l, all);
+  const auto missing = MissingItems(*conn, l, all);
   INFO("first missing: " << (missing.empty() ? "" : missing[0]));
   CHECK(missing.empty());
   std::map<std::string, std::vector<std::string>> by_user;
@@ -119,24 +125,11 @@ TEST_CASE("layout v4: a fresh deployment writes keys with classes from their his
     by_user[e.user].insert(by_user[e.user].end(), e.items.begin(), e.items.end());
   size_t missing_python = 0;
   for (const auto& [user, list] : by_user) {
-    std::vector<std::string> argv = {"python3",
-                                     std::string(EF_SOURCE_DIR) + "/tests/interop/format_ref.py",
-                                     "check",
-                                     "--port",
-                                     std::to_string(redis.port()),
-                                     "--prefix",
-                                     "w4:",
-                                     "--user",
-                                     user,
-                                     "--now",
-                                     std::to_string(SystemClock().NowMs() / 1000)};
-    argv.insert(argv.end(), list.begin(), list.end());
-    const auto py = RunCommand(argv, "", true);
+    const RefCheck py =
+        FormatRefCheck(redis.port(), "w4:", user, list, SystemClock().NowMs() / 1000);
     INFO(py.out.substr(0, 2000));
     REQUIRE(py.code == 0);
-    std::istringstream in(py.out);
-    std::string word, item;
-    while (in >> word >> item) missing_python += word != "seen";
+    missing_python += py.unseen();
   }
   CHECK(missing_python == 0);
 }
@@ -178,13 +171,9 @@ TEST_CASE("layout v4: two daemons creating the same keys at once agree on each k
   CHECK(AssignmentsWithPartitions(a->Output()) > 0);
   CHECK(AssignmentsWithPartitions(b->Output()) > 0);
 
-  FilterConfig f;
-  f.key_prefix = "w4:";
-  f.layout_version = 4;
-  auto l = LayoutFromConfig(f);
-  REQUIRE(l.ok());
-  const StageParams p = l->Params();
-  const uint32_t count = static_cast<uint32_t>(l->class_tables.size());
+  const Layout l = W4Layout();
+  const StageParams p = l.Params();
+  const uint32_t count = static_cast<uint32_t>(l.class_tables.size());
   std::set<uint32_t> classes;
   for (int u = 0; u < 24; ++u) {
     const std::string user = "r" + std::to_string(u);
@@ -192,9 +181,9 @@ TEST_CASE("layout v4: two daemons creating the same keys at once agree on each k
     const std::string past_value =
         stack.redis().Command({"GET", MakeKey("w4:", user, today - kDay, kDay)}).str;
     const std::string value = stack.redis().Command({"GET", MakeKey("w4:", user, today, kDay)}).str;
-    const std::vector<Stage>* past_table = l->TableFor(past_value, today - kDay);
+    const std::vector<Stage>* past_table = l.TableFor(past_value, today - kDay);
     REQUIRE(past_table != nullptr);
-    REQUIRE(l->TableFor(value, today) != nullptr);
+    REQUIRE(l.TableFor(value, today) != nullptr);
     CHECK(ClassOf(value) == ChooseClass(p, count, EstimateItems(past_value, *past_table)));
     classes.insert(ClassOf(value));
   }
@@ -202,7 +191,7 @@ TEST_CASE("layout v4: two daemons creating the same keys at once agree on each k
   std::vector<TestEvent> all = past;
   all.insert(all.end(), now.begin(), now.end());
   auto conn = stack.redis().Connect();
-  const auto missing = MissingItems(*conn, *l, all);
+  const auto missing = MissingItems(*conn, l, all);
   INFO("first missing: " << (missing.empty() ? "" : missing[0]));
   CHECK(missing.empty());
 }

@@ -18,7 +18,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +30,7 @@
 #include "config/loader.h"
 #include "read/bloom_reader.h"
 #include "redis/meta.h"
+#include "support/format_ref.h"
 #include "support/process.h"
 #include "support/redis_server.h"
 #include "support/serve_client.h"
@@ -210,22 +210,10 @@ TEST_CASE(
     const auto unseen = ServeUnseen(http, user, list);
     REQUIRE(unseen.has_value());
     missing_serve += unseen->size();
-    std::vector<std::string> argv = {"python3",
-                                     std::string(EF_SOURCE_DIR) + "/tests/interop/format_ref.py",
-                                     "check",
-                                     "--port",
-                                     std::to_string(redis->port()),
-                                     "--user",
-                                     user,
-                                     "--now",
-                                     std::to_string(now_s)};
-    argv.insert(argv.end(), list.begin(), list.end());
-    const auto py = RunCommand(argv, "", true);
+    const RefCheck py = FormatRefCheck(redis->port(), "ef:", user, list, now_s);
     INFO(py.out.substr(0, 2000));
     REQUIRE(py.code == 0);
-    std::istringstream in(py.out);
-    std::string word, item;
-    while (in >> word >> item) missing_python += word != "seen";
+    missing_python += py.unseen();
   }
   const auto show = RunCommand(shifted({EF_BINARY, "layout", "show", "-c", config}), "", true);
   std::printf(
