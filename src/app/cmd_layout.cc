@@ -6,7 +6,9 @@
 // what the filters hold: keys, users, bytes per user, keys by stages present.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
@@ -14,6 +16,7 @@
 #include "app/common.h"
 #include "bloom/keys.h"
 #include "bloom/layout.h"
+#include "bloom/size_classes.h"
 #include "bloom/stages.h"
 #include "capacity/size_report.h"
 #include "common/clock.h"
@@ -191,9 +194,23 @@ int Layouts(const ConfigArgs& args, bool upgrade, bool dry_run, int to_version,
   return kExitOk;
 }
 
+// The names of the live buckets (and the next) whose keys have a size class
+// (version 4: from v4_from on); empty below version 4.
+std::unordered_set<std::string> ClassedBucketNames(const Layout& l, int64_t now_s) {
+  std::unordered_set<std::string> names;
+  if (!l.v4) return names;
+  const int64_t bs = l.bucket_seconds;
+  for (int64_t b = BucketStart(now_s - l.window_seconds, bs) - bs; b <= BucketStart(now_s, bs) + bs;
+       b += bs)
+    if (l.HasClass(b)) names.insert(FormatBucket(b, bs));
+  return names;
+}
+
 // `layout stats`: SCANs the prefix's bucket keys (read-only; SCAN does not block
-// Redis), STRLEN of each in pipelined rounds; on a Redis Cluster every master is
-// scanned (a SCAN sees one node's keys only) and used_memory is their sum.
+// Redis), STRLEN of each in pipelined rounds (and, for a key with a size class,
+// GETRANGE of its header: its stages are counted with its class's table); on a
+// Redis Cluster every master is scanned (a SCAN sees one node's keys only) and
+// used_memory is their sum.
 int Stats(const ConfigArgs& args, bool json) {
   auto config = LoadOrReport(args);
   if (!config.ok()) return kExitConfig;
@@ -220,8 +237,11 @@ int Stats(const ConfigArgs& args, bool json) {
   }
   const std::string pattern = layout.prefix + "{*";
   std::unordered_set<std::string> users;
-  std::vector<uint64_t> by_stages(layout.stage_table.size() + 1, 0);
-  uint64_t keys = 0, bytes = 0, next_progress = 100000, used_memory = 0;
+  std::vector<uint64_t> by_stages(33, 0);  // a class's table may have up to 32 stages
+  std::map<uint32_t, uint64_t> by_class;   // version 4: keys per size class
+  const std::unordered_set<std::string> classed =
+      ClassedBucketNames(layout, SystemClock().NowMs() / 1000);
+  uint64_t keys = 0, bytes = 0, next_progress = 100000, used_memory = 0, invalid = 0;
   std::vector<std::vector<std::string>> cmds;
   std::vector<RedisReply> replies;
   const bool tty = isatty(2);
@@ -235,9 +255,17 @@ int Stats(const ConfigArgs& args, bool json) {
                              (r->type == RedisReply::Type::kError ? " " + r->str : "")));
       cursor = r->elements[0].str;
       cmds.clear();
-      for (const auto& k : r->elements[1].elements) cmds.push_back({"STRLEN", k.str});
+      for (const auto& k : r->elements[1].elements) {
+        cmds.push_back({"STRLEN", k.str});
+        const size_t colon = k.str.rfind(':');
+        if (!classed.empty() && colon != std::string::npos &&
+            classed.count(k.str.substr(colon + 1)))
+          cmds.push_back({"GETRANGE", k.str, "0", "0"});  // its class header
+      }
       if (Status cs = conn->Commands(cmds, &replies); !cs.ok()) return Fail(cs);
       for (size_t i = 0; i < cmds.size(); ++i) {
+        if (cmds[i][0] != "STRLEN") continue;
+        const bool has_header = i + 1 < cmds.size() && cmds[i + 1][0] == "GETRANGE";
         if (replies[i].type != RedisReply::Type::kInteger) continue;  // not a string of ours
         const std::string& key = cmds[i][1];
         const size_t open = layout.prefix.size();
@@ -247,7 +275,17 @@ int Stats(const ConfigArgs& args, bool json) {
         const auto len = static_cast<uint64_t>(replies[i].integer);
         bytes += len;
         ++keys;
-        ++by_stages[StagesPresent(layout.stage_table, len)];
+        const std::vector<Stage>* table = &layout.stage_table;
+        if (has_header && len > 0) {
+          // TableFor reads the header byte alone; the bucket is one with classes.
+          table = layout.TableFor(replies[i + 1].str, layout.v4_from);
+          if (!table) {
+            ++invalid;
+            continue;
+          }
+          ++by_class[static_cast<uint8_t>(replies[i + 1].str[0]) - 1u];
+        }
+        ++by_stages[std::min<size_t>(StagesPresent(*table, len), by_stages.size() - 1)];
       }
       if (tty && keys >= next_progress) {
         std::fprintf(stderr, "\rscanned %llu keys", static_cast<unsigned long long>(keys));
@@ -277,6 +315,12 @@ int Stats(const ConfigArgs& args, bool json) {
     for (size_t n = 1; n < by_stages.size(); ++n)
       if (by_stages[n]) by[std::to_string(n)] = by_stages[n];
     j["keys_by_stages"] = by;
+    if (layout.v4) {
+      nlohmann::json classes = nlohmann::json::object();
+      for (const auto& [c, n] : by_class) classes[std::to_string(c)] = n;
+      j["keys_by_class"] = classes;
+      j["keys_without_class"] = invalid;
+    }
     std::printf("%s\n", j.dump().c_str());
     return kExitOk;
   }
@@ -299,6 +343,15 @@ int Stats(const ConfigArgs& args, bool json) {
         keys ? 100.0 * static_cast<double>(by_stages[n]) / static_cast<double>(keys) : 0.0,
         n == layout.stage_table.size() && layout.version() == 2 ? "  (the stage limit)" : "");
   }
+  if (!layout.v4) return kExitOk;
+  std::printf("  keys by size class (version 4, buckets from v4_from):\n");
+  for (const auto& [c, n] : by_class)
+    std::printf("    class %2u (%6llu B)  %12llu keys\n", c,
+                static_cast<unsigned long long>(SizeClassBytes(c)),
+                static_cast<unsigned long long>(n));
+  if (invalid)
+    std::printf("  %llu key(s) whose header names no class (left out by readers)\n",
+                static_cast<unsigned long long>(invalid));
   return kExitOk;
 }
 

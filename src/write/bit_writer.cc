@@ -11,6 +11,7 @@
 #include "bloom/keys.h"
 #include "common/log_fields.h"
 #include "common/printable.h"
+#include "common/sha1.h"
 #include "common/time_arg.h"
 #include "redis/cluster.h"
 #include "redis/meta.h"
@@ -76,6 +77,8 @@ RedisBitWriter::RedisBitWriter(BitWriterOptions options)
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(id));
   tmp_suffix_ = std::string(":ef-tmp:") + hex;
+  class_sha_ = Sha1Hex(kCreateClassKeyScript);
+  grow_sha_ = Sha1Hex(kGrowClassKeyScript);
 }
 
 Status RedisBitWriter::ChooseMode(RedisConnection& conn) {
@@ -550,7 +553,6 @@ Status RedisBitWriter::PositionsByStoredRule(const BitBatch& batch) {
 
 Status RedisBitWriter::PlanStages(const BitBatch& batch, int64_t now_s, WriteStats* stats) {
   if (forget_states_.exchange(false)) expire_cache_.ForgetStages();
-  if (effective_->v4) EF_RETURN_IF_ERROR(LoadClassScript());  // once per connection
   plans_.assign(batch.size, KeyPlan{});
   groups_.clear();
   group_positions_.clear();
@@ -613,12 +615,25 @@ Status RedisBitWriter::ReadStates(const BitBatch& batch, std::vector<RedisReply>
     for (size_t r = at; r < end; ++r) commands.back().push_back(batch.keys[reads_[r]].key);
     at = end;
   }
-  const size_t first_script = commands.size();
+  // The creation script per classed key: EVALSHA, but the first one whole (EVAL,
+  // which caches it) until this connection has sent it, with the growth script
+  // made known the same way (EVAL of a call that changes nothing: a length of 0).
+  // No SCRIPT LOAD: the documented ACL allows EVAL and EVALSHA (docs/CONFIG.md).
+  std::vector<size_t> script_at;  // per class_reads_: its command's index
   for (size_t k : class_reads_) {
+    const bool whole = !class_script_loaded_ && script_at.empty();
     if (asking_) commands.push_back({"ASKING"});
-    commands.push_back({"EVALSHA", class_sha_, "3"});
+    script_at.push_back(commands.size());
+    if (whole)
+      commands.push_back({"EVAL", kCreateClassKeyScript, "3"});
+    else
+      commands.push_back({"EVALSHA", class_sha_, "3"});
     for (std::string& a : ClassKeyCall(*effective_, batch.keys[k].key, batch.keys[k].bucket_start))
       commands.back().push_back(std::move(a));
+    if (whole) {
+      if (asking_) commands.push_back({"ASKING"});
+      commands.push_back({"EVAL", kGrowClassKeyScript, "1", batch.keys[k].key, "0"});
+    }
   }
   if (!commands.empty()) {
     Status st = conn_->Commands(commands, replies);
@@ -628,14 +643,14 @@ Status RedisBitWriter::ReadStates(const BitBatch& batch, std::vector<RedisReply>
       return Fail(kind, st);
     }
     stats->commands += commands.size();
+    if (!class_reads_.empty()) class_script_loaded_ = true;
   }
   size_t next_skip = 0;
   for (const Mget& mget : mgets)
     EF_RETURN_IF_ERROR(TakeValues(batch, mget, (*replies)[mget.command], &next_skip, stats));
-  const size_t step = asking_ ? 2 : 1;  // ASKING, EVALSHA
   for (size_t i = 0; i < class_reads_.size(); ++i) {
-    EF_RETURN_IF_ERROR(TakeClassValue(
-        batch, class_reads_[i], (*replies)[first_script + step * i + step - 1], &next_skip, stats));
+    EF_RETURN_IF_ERROR(
+        TakeClassValue(batch, class_reads_[i], (*replies)[script_at[i]], &next_skip, stats));
   }
   return Status::Ok();
 }
@@ -687,31 +702,6 @@ Status RedisBitWriter::TakeValues(const BitBatch& batch, const Mget& mget, const
   return Status::Ok();
 }
 
-Status RedisBitWriter::LoadClassScript() {
-  if (class_script_loaded_) return Status::Ok();
-  auto grow = conn_->Command({"SCRIPT", "LOAD", kGrowClassKeyScript});
-  auto reply = grow.ok() ? conn_->Command({"SCRIPT", "LOAD", kCreateClassKeyScript}) : grow;
-  if (reply.ok() && grow->type == RedisReply::Type::kError) reply = grow;
-  if (!reply.ok()) {
-    const RedisErrorKind kind = conn_->last_error_kind();
-    conn_.reset();
-    return Fail(kind, reply.status());
-  }
-  if (reply->type != RedisReply::Type::kString && reply->type != RedisReply::Type::kStatus) {
-    const RedisErrorKind kind = reply->type == RedisReply::Type::kError
-                                    ? RedisConnection::ClassifyErrorReply(reply->str)
-                                    : RedisErrorKind::kProtocol;
-    const std::string msg =
-        "redis " + conn_->address() +
-        ": SCRIPT LOAD of layout v4's creation script: " + Printable(reply->str);
-    return Fail(kind, kind == RedisErrorKind::kAuth ? PermissionDenied(msg) : Unavailable(msg));
-  }
-  class_sha_ = reply->str;
-  grow_sha_ = grow->str;
-  class_script_loaded_ = true;
-  return Status::Ok();
-}
-
 Status RedisBitWriter::TakeClassValue(const BitBatch& batch, size_t k, const RedisReply& reply,
                                       size_t* next_skip, WriteStats* stats) {
   const KeyBits& kb = batch.keys[k];
@@ -722,7 +712,7 @@ Status RedisBitWriter::TakeClassValue(const BitBatch& batch, size_t k, const Red
     }
     RedisConnection::ReplyError e{0, RedisConnection::ClassifyErrorReply(reply.str), reply.str};
     if (observer_) observer_(e.kind);
-    if (reply.str.rfind("NOSCRIPT", 0) == 0) class_script_loaded_ = false;  // SCRIPT FLUSH
+    if (reply.str.rfind("NOSCRIPT", 0) == 0) ScriptsFlushed();
     if (e.kind == RedisErrorKind::kWrongType) {
       SkipKey(batch, k, "holds another type (" + Printable(e.text) + ")", stats);
       return Status::Ok();
@@ -1031,7 +1021,7 @@ Status RedisBitWriter::TriageErrors(const BitBatch& batch, WriteStats* local) {
       continue;
     }
     if (Redirect(k, e.text)) continue;
-    if (reply == Reply::kGrow && e.text.rfind("NOSCRIPT", 0) == 0) class_script_loaded_ = false;
+    if (reply == Reply::kGrow && e.text.rfind("NOSCRIPT", 0) == 0) ScriptsFlushed();
     // A MULTI with a redirected command ends in EXECABORT: that key's alone.
     if (ks.redirected) continue;
     if (reply == Reply::kModule && IsExpiredReply(e.text)) {

@@ -89,8 +89,8 @@
 //
 // Layout v4 (docs/FORMAT.md rule 11), for the keys of buckets from the meta's
 // v4_from on ("classed" keys): where a v3 key would be read with GET, a classed
-// key is read with the creation script (write/class_create.h; SCRIPT LOAD once per
-// connection, then EVALSHA in the same round as the MGETs): it returns the key's
+// key is read with the creation script (write/class_create.h; EVALSHA in the same
+// round as the MGETs, the first of a connection sent whole): it returns the key's
 // value, creating it first with the class the rule chooses from the user's two
 // previous buckets. The key is then planned with its class's stage table (its
 // header byte, remembered with its stage state in the expire cache), from bit 8:
@@ -357,9 +357,13 @@ class RedisBitWriter : public BitSink {
   // Key k's plan: its groups (planned from its value if read, else from its
   // remembered state; its stage-0 positions if unstaged) appended to groups_.
   void PlanKey(const BitBatch& batch, size_t k, WriteStats* stats);
-  // Layout v4: SCRIPT LOAD of the creation script (write/class_create.h), once per
-  // connection (again after a NOSCRIPT reply).
-  Status LoadClassScript();
+  // Layout v4: a NOSCRIPT reply (SCRIPT FLUSH, a new master): the scripts are sent
+  // whole again, by the next read of a classed key, and every key is read again
+  // (so that there is one: a Write of known keys alone would only grow them).
+  void ScriptsFlushed() {
+    class_script_loaded_ = false;
+    forget_states_ = true;
+  }
   // The creation script's reply for classed key k: its value (plans_' read,
   // key_header_, skip_ flags as TakeValues), or it is redirected or skipped
   // (WRONGTYPE, or a first byte naming no class); other errors fail the Write.
@@ -484,10 +488,10 @@ class RedisBitWriter : public BitSink {
   // with a class this writer chose: two writers racing to create a key both get
   // the stored value (class_create.h), so no value holds two geometries.
   std::vector<uint8_t> key_header_;
-  std::vector<size_t> class_reads_;  // classed keys read (or created) by the script
-  std::string class_sha_;            // the script's SHA1 on this connection
-  std::string grow_sha_;             // kGrowClassKeyScript's
-  bool class_script_loaded_ = false;
+  std::vector<size_t> class_reads_;   // classed keys read (or created) by the script
+  std::string class_sha_;             // SHA1 of class_create.h's creation script
+  std::string grow_sha_;              // kGrowClassKeyScript's
+  bool class_script_loaded_ = false;  // both sent whole on this connection
   std::atomic<bool> forget_states_{false};
   std::vector<Redirected> redirects_;
   bool asking_ = false;

@@ -11,8 +11,8 @@
 // writer takes the key's class from the value it gets back, never from its own
 // choice, so no value ever holds bits of two geometries.
 //
-// The writer (write/bit_writer.h) loads it once per connection and sends it as
-// EVALSHA in the round of reads it already makes; the script is tested against a
+// The writer (write/bit_writer.h) sends it as EVALSHA (the first of a connection
+// whole, as EVAL) in the round of reads it already makes; the script is tested against a
 // real Redis (tests/integration/class_create_test.cc): its class agrees with
 // ChooseClass of the C++ estimate, and racing callers get one value.
 #pragma once
@@ -26,7 +26,7 @@
 
 namespace ef {
 
-// The script's text (EVAL; a writer loads it and sends EVALSHA).
+// The script's text (EVAL; then EVALSHA of its SHA1, common/sha1.h).
 extern const char kCreateClassKeyScript[];
 
 // A classed key's exact growth (the writer's, not the contract's): KEYS[1] the key,

@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -112,6 +113,21 @@ TEST_CASE("layout v4: a fresh deployment writes keys with classes from their his
   CHECK(ClassOf(value("heavy", today)) > ClassOf(value("new", today)));
   CHECK(ClassOf(value("new", today)) > ClassOf(value("light", today)));
   CHECK(ClassOf(value("new", today)) == SmallestClassWithBits(l.m));
+
+  // `layout stats` counts the keys by class, with each class's stage table.
+  const RunResult stats =
+      RunCommand({EF_BINARY, "layout", "stats", "--json", "-c", config}, "", true);
+  INFO(stats.out);
+  REQUIRE(stats.code == 0);
+  const auto j = nlohmann::json::parse(stats.out);
+  CHECK(j["version"] == 4);
+  CHECK(j["keys"] == 5);
+  CHECK(j["keys_without_class"] == 0);
+  uint64_t classed_keys = 0;
+  for (const auto& [c, n] : j["keys_by_class"].items()) classed_keys += n.get<uint64_t>();
+  CHECK(classed_keys == 5);
+  CHECK(j["keys_by_class"].contains(std::to_string(ClassOf(value("heavy", today)))));
+  CHECK(j["keys_by_class"][std::to_string(ClassOf(value("new", today)))] >= 1);
 
   // No false negative: the client, and the Python reference of FORMAT.md.
   std::vector<TestEvent> all = past;

@@ -218,6 +218,51 @@ TEST_CASE("acl: the documented ACL serves run, replay in every write mode, check
   CHECK(serve.Stop(SIGTERM, 30s) == 0);
 }
 
+// Issue 53: layout version 4's writers send the creation and growth scripts (EVAL,
+// EVALSHA; inside them GET, STRLEN, GETRANGE, BITCOUNT, SET, EXPIREAT) and
+// `layout stats` reads each classed key's header (GETRANGE): all within the
+// documented ACL, in every write mode (items_per_bucket 10: the dense users' keys
+// grow stages, through the growth script).
+TEST_CASE("acl: the documented ACL serves layout version 4's replay in every write mode",
+          "[module][acl][v4]") {
+  Stack stack(2);
+  auto with_module = ServerWithModule();
+  auto plain_admin = stack.redis().Connect();
+  auto module_admin = with_module->Connect();
+  ApplyAcl(*plain_admin, false);
+  ApplyAcl(*module_admin, true);
+  const std::vector<TestEvent> events = Events(SystemClock().NowMs());
+  stack.Produce(events);
+  const std::string config =
+      stack.WriteConfig("ef.yaml", "filter:\n  layout_version: 4\n  items_per_bucket: 10\n");
+  FilterConfig f;
+  f.layout_version = 4;
+  f.items_per_bucket = 10;
+  auto layout = LayoutFromConfig(f);
+  REQUIRE(layout.ok());
+  struct Mode {
+    const char* mode;
+    RedisServer* server;
+    RedisConnection* admin;
+  };
+  const Mode modes[] = {{"bitop", &stack.redis(), plain_admin.get()},
+                        {"bitfield", &stack.redis(), plain_admin.get()},
+                        {"setbit", &stack.redis(), plain_admin.get()},
+                        {"module", with_module.get(), module_admin.get()}};
+  for (const Mode& m : modes) {
+    INFO("write_mode " << m.mode << " on " << m.server->address());
+    Cmd(*m.admin, {"FLUSHALL"});
+    const std::vector<std::string> sets = {"redis.address=" + m.server->address(),
+                                           std::string("redis.write_mode=") + m.mode,
+                                           "redis.bitop_threshold=8"};
+    ExpectOk(EfAsUser(WithSets({"replay", "-c", config, "--since", "2d"}, sets)),
+             std::string("replay, write_mode ") + m.mode);
+    CHECK(Cmd(*m.admin, {"HGET", "ef:meta", "version"}).str == "4");
+    CHECK(MissingItems(*m.admin, *layout, events).empty());
+    ExpectOk(EfAsUser(WithSets({"layout", "stats", "-c", config}, sets)), "layout stats");
+  }
+}
+
 // Session 35: the documented ACL lacked INCRBY and HDEL, which the content index
 // sends (a new item's sequence number; a moved fingerprint), so `content` and
 // `run`/`replay` filing an exposure's simhash got NOPERM.
