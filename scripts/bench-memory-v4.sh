@@ -5,8 +5,9 @@
 # (tests/module/memory_v4_bench_test.cc), which starts its own redis-servers:
 #   - the issue's population (600 users at 0.5x, 250 at 1x, 100 at 4x, 40 at 16x,
 #     10 at 64x of items_per_bucket 200; +-10% a day), yesterday then today,
-#     written by RedisBitWriter (bitfield) under the default layout as version 3 and
-#     as version 4, with activity that persists and with activity shuffled between
+#     written by RedisBitWriter (bitfield) under the default layout as version 3, as
+#     version 4, and as version 4 upgraded from 3 (v4_from today: yesterday's keys
+#     are version 3's), with activity that persists and with activity shuffled between
 #     the days: today's filter bytes (STRLEN) over the Bloom optimum at p_b,
 #     MEMORY USAGE, the false-positive rate by activity class over p_b, false
 #     negatives (lines "memory-v4: persists|shuffled ...");

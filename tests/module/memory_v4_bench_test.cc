@@ -216,6 +216,14 @@ TEST_CASE("memory v4: filter bytes over the Bloom optimum, v3 against v4", "[.be
       WriteDays(redis, LayoutOf(version), p, WriteMode::kBitfield);
       Report(shuffled ? "shuffled" : "persists", redis, LayoutOf(version), p);
     }
+    // An upgraded version-3 deployment: v4_from is today, so yesterday's keys are
+    // version 3's and today's classes come from them.
+    Layout upgraded = LayoutOf(4);
+    upgraded.v4_from = BucketStart(static_cast<int64_t>(std::time(nullptr)), kDay);
+    REQUIRE(upgraded.Finish().ok());
+    RedisServer redis;
+    WriteDays(redis, upgraded, p, WriteMode::kBitfield);
+    Report(shuffled ? "shuffled, upgraded" : "persists, upgraded", redis, upgraded, p);
   }
 }
 
