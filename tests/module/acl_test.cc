@@ -121,16 +121,34 @@ void ExpectOk(const SplitRunResult& r, const std::string& what) {
   CHECK(r.err.find("NOPERM") == std::string::npos);
 }
 
+// The stack's redis-server and one with the module, each with the documented
+// ACL applied, and the admin connections to them.
+struct AclServers {
+  Stack stack{2};
+  std::unique_ptr<RedisServer> with_module = ServerWithModule();
+  std::unique_ptr<RedisConnection> plain_admin = stack.redis().Connect();
+  std::unique_ptr<RedisConnection> module_admin = with_module->Connect();
+  AclServers() {
+    ApplyAcl(*plain_admin, false);
+    ApplyAcl(*module_admin, true);
+  }
+  // A write mode and the server it is tried on.
+  struct Mode {
+    const char* mode;
+    RedisServer* server;
+    RedisConnection* admin;
+  };
+  Mode Plain(const char* mode) { return {mode, &stack.redis(), plain_admin.get()}; }
+  Mode Module(const char* mode) { return {mode, with_module.get(), module_admin.get()}; }
+};
+
 }  // namespace
 
 TEST_CASE("acl: the documented ACL serves run, replay in every write mode, check, serve and layout",
           "[module][acl]") {
-  Stack stack(2);
-  auto with_module = ServerWithModule();
-  auto plain_admin = stack.redis().Connect();
-  auto module_admin = with_module->Connect();
-  ApplyAcl(*plain_admin, false);
-  ApplyAcl(*module_admin, true);
+  AclServers servers;
+  Stack& stack = servers.stack;
+  RedisConnection* plain_admin = servers.plain_admin.get();
 
   const int64_t now = SystemClock().NowMs();
   const std::vector<TestEvent> events = Events(now);
@@ -155,18 +173,10 @@ TEST_CASE("acl: the documented ACL serves run, replay in every write mode, check
   }
 
   // replay in every write mode, each into an empty Redis (the meta written anew).
-  struct Mode {
-    const char* mode;
-    RedisServer* server;
-    RedisConnection* admin;
-  };
-  const Mode modes[] = {{"auto", &stack.redis(), plain_admin.get()},
-                        {"bitop", &stack.redis(), plain_admin.get()},
-                        {"bitfield", &stack.redis(), plain_admin.get()},
-                        {"setbit", &stack.redis(), plain_admin.get()},
-                        {"module", with_module.get(), module_admin.get()},
-                        {"auto", with_module.get(), module_admin.get()}};
-  for (const Mode& m : modes) {
+  const AclServers::Mode modes[] = {servers.Plain("auto"),     servers.Plain("bitop"),
+                                    servers.Plain("bitfield"), servers.Plain("setbit"),
+                                    servers.Module("module"),  servers.Module("auto")};
+  for (const AclServers::Mode& m : modes) {
     INFO("write_mode " << m.mode << " on " << m.server->address());
     Cmd(*m.admin, {"FLUSHALL"});
     ExpectOk(
@@ -225,12 +235,8 @@ TEST_CASE("acl: the documented ACL serves run, replay in every write mode, check
 // grow stages, through the growth script).
 TEST_CASE("acl: the documented ACL serves layout version 4's replay in every write mode",
           "[module][acl][v4]") {
-  Stack stack(2);
-  auto with_module = ServerWithModule();
-  auto plain_admin = stack.redis().Connect();
-  auto module_admin = with_module->Connect();
-  ApplyAcl(*plain_admin, false);
-  ApplyAcl(*module_admin, true);
+  AclServers servers;
+  Stack& stack = servers.stack;
   const std::vector<TestEvent> events = Events(SystemClock().NowMs());
   stack.Produce(events);
   const std::string config =
@@ -240,16 +246,9 @@ TEST_CASE("acl: the documented ACL serves layout version 4's replay in every wri
   f.items_per_bucket = 10;
   auto layout = LayoutFromConfig(f);
   REQUIRE(layout.ok());
-  struct Mode {
-    const char* mode;
-    RedisServer* server;
-    RedisConnection* admin;
-  };
-  const Mode modes[] = {{"bitop", &stack.redis(), plain_admin.get()},
-                        {"bitfield", &stack.redis(), plain_admin.get()},
-                        {"setbit", &stack.redis(), plain_admin.get()},
-                        {"module", with_module.get(), module_admin.get()}};
-  for (const Mode& m : modes) {
+  const AclServers::Mode modes[] = {servers.Plain("bitop"), servers.Plain("bitfield"),
+                                    servers.Plain("setbit"), servers.Module("module")};
+  for (const AclServers::Mode& m : modes) {
     INFO("write_mode " << m.mode << " on " << m.server->address());
     Cmd(*m.admin, {"FLUSHALL"});
     const std::vector<std::string> sets = {"redis.address=" + m.server->address(),

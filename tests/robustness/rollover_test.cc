@@ -30,7 +30,7 @@
 #include "config/loader.h"
 #include "read/bloom_reader.h"
 #include "redis/meta.h"
-#include "support/format_ref.h"
+#include "robustness/rollover_rig.h"
 #include "support/process.h"
 #include "support/redis_server.h"
 #include "support/serve_client.h"
@@ -66,38 +66,16 @@ TEST_CASE(
     "rollover: a layout upgrade to version 3 under a running daemon and serve, across the switch "
     "bucket, then a replay into the bucket before it: no false negative, one rule per key",
     "[robustness][rollover][v3]") {
-  const ShiftedClock clock(EF_CLOCK_SHIFT_LIB, 50000);  // 50 s before the hour's end
-  const int64_t hour_end_s = clock.hour_end_s;
-  auto now_ms = [&] { return clock.NowMs(); };
-  auto shifted = [&](const std::vector<std::string>& argv) { return clock.Wrap(argv); };
-
-  auto redis = StartRedisWithEnv(clock.env);
-  Stack stack(2);
-  const int serve_port = FreePort();
-  // A version-2 deployment (its other readers not on version 3 yet), 1 h buckets.
-  const std::string config =
-      stack.WriteConfig("ef.yaml",
-                        "filter:\n  bucket: 1h\n  window: 1d\n  items_per_bucket: 200\n"
-                        "  layout_version: 2\nredis:\n  address: \"" +
-                            redis->address() + "\"\n");
-  Process daemon(
-      shifted({EF_BINARY, "run", "-c", config, "--set", "pipeline.commit_interval=200ms"}),
-      stack.dir().File("daemon.log"));
-  Process serve(shifted({EF_BINARY, "serve", "-c", config, "--set",
-                         "serve.listen=127.0.0.1:" + std::to_string(serve_port)}),
-                stack.dir().File("serve.log"));
-
-  // Which bucket each user's items went to (the bucket of the event time).
-  std::map<std::pair<std::string, int64_t>, std::vector<std::string>> written;
-  std::vector<TestEvent> all;
-  auto produce = [&](const std::vector<TestEvent>& events) {
-    stack.Produce(events);
-    for (const auto& e : events) {
-      auto& items = written[{e.user, BucketStart(e.ts_ms / 1000, 3600)}];
-      items.insert(items.end(), e.items.begin(), e.items.end());
-      all.push_back(e);
-    }
-  };
+  // A version-2 deployment (its other readers not on version 3 yet).
+  RolloverRig rig(EF_CLOCK_SHIFT_LIB, "  layout_version: 2\n");
+  const int64_t hour_end_s = rig.clock.hour_end_s;
+  Stack& stack = rig.stack;
+  Process& daemon = rig.daemon;
+  auto& redis = rig.redis;
+  const std::string& config = rig.config;
+  auto now_ms = [&] { return rig.NowMs(); };
+  auto shifted = [&](const std::vector<std::string>& argv) { return rig.Shifted(argv); };
+  auto produce = [&](const std::vector<TestEvent>& events) { rig.Produce(events); };
   auto batch = [&](const std::string& tag, int users, int per_user, int64_t ts_ms) {
     std::vector<TestEvent> out;
     for (int u = 0; u < users; ++u) {
@@ -115,9 +93,7 @@ TEST_CASE(
     REQUIRE(stack.AwaitCommitted(daemon, 30s));
   }
   REQUIRE(redis->Command({"HGET", "ef:meta", "version"}).str == "2");
-  httplib::Client http("127.0.0.1", serve_port);
-  http.set_read_timeout(10, 0);
-  REQUIRE(WaitFor([&] { return ServeUnseen(http, "u0", {"x"}).has_value(); }, 30s));
+  REQUIRE(WaitFor([&] { return ServeUnseen(rig.http, "u0", {"x"}).has_value(); }, 30s));
 
   // The upgrade, with 20 s of lead: v3_from must be the coming hour.
   const int64_t left_ms = hour_end_s * 1000 - now_ms();
@@ -133,17 +109,7 @@ TEST_CASE(
   CHECK(Contains(up.out, "rollover scheduled"));
 
   // Light traffic through the switch: one event a user every ~0.4 s.
-  int round = 0;
-  while (now_ms() < (hour_end_s + 8) * 1000) {
-    std::vector<TestEvent> trickle;
-    for (int u = 0; u < 12; u += 3)
-      trickle.push_back({"u" + std::to_string(u),
-                         {"t" + std::to_string(round) + "-u" + std::to_string(u)},
-                         now_ms()});
-    produce(trickle);
-    ++round;
-    std::this_thread::sleep_for(400ms);
-  }
+  rig.Trickle(0);
   produce(batch("after", 12, 4, now_ms()));
   {
     INFO("daemon log:\n" << daemon.Output());
@@ -174,6 +140,13 @@ TEST_CASE(
   REQUIRE(stored.v3);
   REQUIRE(stored.v3_from == hour_end_s);
 
+  // Which bucket each user's items went to (the bucket of the event time).
+  std::map<std::pair<std::string, int64_t>, std::vector<std::string>> written;
+  for (const auto& e : rig.all) {
+    auto& items = written[{e.user, BucketStart(e.ts_ms / 1000, 3600)}];
+    items.insert(items.end(), e.items.begin(), e.items.end());
+  }
+
   // Every key holds exactly its items' positions by its bucket's rule.
   size_t keys_rule2 = 0, keys_rule9 = 0, keys_wrong = 0;
   for (const auto& [key_of, items] : written) {
@@ -197,38 +170,21 @@ TEST_CASE(
 
   // No false negative: the C++ reader, serve (which read the version-2 meta at
   // start) and the Python reference of FORMAT.md.
-  std::map<std::string, std::vector<std::string>> by_user;
-  for (const auto& e : all)
-    by_user[e.user].insert(by_user[e.user].end(), e.items.begin(), e.items.end());
-  BloomReader reader(*conn, stored);
-  size_t items = 0, missing_cpp = 0, missing_serve = 0, missing_python = 0;
-  for (const auto& [user, list] : by_user) {
-    items += list.size();
-    auto r = reader.Check(user, list, now_s);
-    REQUIRE(r.ok());
-    for (size_t i = 0; i < list.size(); ++i) missing_cpp += !r->seen[i];
-    const auto unseen = ServeUnseen(http, user, list);
-    REQUIRE(unseen.has_value());
-    missing_serve += unseen->size();
-    const RefCheck py = FormatRefCheck(redis->port(), "ef:", user, list, now_s);
-    INFO(py.out.substr(0, 2000));
-    REQUIRE(py.code == 0);
-    missing_python += py.unseen();
-  }
+  const RolloverRig::Missing missing = rig.CountMissing(stored, now_s);
   const auto show = RunCommand(shifted({EF_BINARY, "layout", "show", "-c", config}), "", true);
   std::printf(
       "rollover: v2 -> v3 under a running daemon and serve, switch at %lld (shifted clock); "
       "%zu keys by rule 2, %zu by rule 9, %zu keys not exactly their rule's bits; %zu items "
       "written: false negatives %zu (C++ reader), %zu (serve), %zu (Python reference)\n",
-      static_cast<long long>(hour_end_s), keys_rule2, keys_rule9, keys_wrong, items, missing_cpp,
-      missing_serve, missing_python);
-  INFO("serve log:\n" << serve.Output());
-  CHECK(missing_cpp == 0);
-  CHECK(missing_serve == 0);
-  CHECK(missing_python == 0);
+      static_cast<long long>(hour_end_s), keys_rule2, keys_rule9, keys_wrong, missing.items,
+      missing.cpp, missing.serve, missing.python);
+  INFO("serve log:\n" << rig.serve.Output());
+  CHECK(missing.cpp == 0);
+  CHECK(missing.serve == 0);
+  CHECK(missing.python == 0);
   CHECK(keys_wrong == 0);
   CHECK(Contains(show.out, "rollover in progress"));
-  CHECK(serve.Stop(SIGTERM, 30s) == 0);
+  CHECK(rig.serve.Stop(SIGTERM, 30s) == 0);
 }
 
 // docs/DESIGN.md, FORMAT.md: v3_from is the first bucket that begins at least

@@ -8,28 +8,19 @@
 // have no class and keys from it on have one (a heavy user's larger than a light
 // one's, chosen from their version-3 keys); no false negative through serve,
 // through the C++ reader and through the FORMAT.md Python reference.
-#include <httplib.h>
 #include <signal.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
-#include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bloom/keys.h"
 #include "bloom/layout.h"
 #include "bloom/stages.h"
 #include "config/config.h"
-#include "read/bloom_reader.h"
 #include "redis/meta.h"
-#include "support/format_ref.h"
-#include "support/process.h"
-#include "support/redis_server.h"
-#include "support/serve_client.h"
-#include "support/shifted_clock.h"
-#include "support/stack.h"
+#include "robustness/rollover_rig.h"
 #include "support/wait.h"
 
 #if defined(EF_CLOCK_SHIFT_LIB)
@@ -49,32 +40,15 @@ TEST_CASE(
     "rollover: a layout upgrade to version 4 under a running daemon and serve, across the switch "
     "bucket: classes from v4_from on, chosen from version-3 history, no false negative",
     "[robustness][rollover][v4]") {
-  const ShiftedClock clock(EF_CLOCK_SHIFT_LIB, 50000);  // 50 s before the hour's end
-  const int64_t hour_end_s = clock.hour_end_s;
-  auto now_ms = [&] { return clock.NowMs(); };
-  auto shifted = [&](const std::vector<std::string>& argv) { return clock.Wrap(argv); };
-
-  auto redis = StartRedisWithEnv(clock.env);
-  Stack stack(2);
-  const int serve_port = FreePort();
-  // A version-3 deployment (the default), 1 h buckets.
-  const std::string config =
-      stack.WriteConfig("ef.yaml",
-                        "filter:\n  bucket: 1h\n  window: 1d\n  items_per_bucket: 200\nredis:\n"
-                        "  address: \"" +
-                            redis->address() + "\"\n");
-  Process daemon(
-      shifted({EF_BINARY, "run", "-c", config, "--set", "pipeline.commit_interval=200ms"}),
-      stack.dir().File("daemon.log"));
-  Process serve(shifted({EF_BINARY, "serve", "-c", config, "--set",
-                         "serve.listen=127.0.0.1:" + std::to_string(serve_port)}),
-                stack.dir().File("serve.log"));
-
-  std::vector<TestEvent> all;
-  auto produce = [&](const std::vector<TestEvent>& events) {
-    stack.Produce(events);
-    all.insert(all.end(), events.begin(), events.end());
-  };
+  // A version-3 deployment (the default).
+  RolloverRig rig(EF_CLOCK_SHIFT_LIB, "");
+  const int64_t hour_end_s = rig.clock.hour_end_s;
+  Stack& stack = rig.stack;
+  Process& daemon = rig.daemon;
+  auto& redis = rig.redis;
+  const std::string& config = rig.config;
+  auto now_ms = [&] { return rig.NowMs(); };
+  auto shifted = [&](const std::vector<std::string>& argv) { return rig.Shifted(argv); };
   // users u0..u<users-1>, per_user items each (u0: heavy_items), at ts_ms.
   auto batch = [&](const std::string& tag, int users, int per_user, int heavy_items,
                    int64_t ts_ms) {
@@ -92,15 +66,13 @@ TEST_CASE(
   };
 
   // The hour before the switch: u0 at 3x the design load, the others light.
-  produce(batch("before", 12, 4, 600, now_ms()));
+  rig.Produce(batch("before", 12, 4, 600, now_ms()));
   {
     INFO("daemon log:\n" << daemon.Output());
     REQUIRE(stack.AwaitCommitted(daemon, 30s));
   }
   REQUIRE(redis->Command({"HGET", "ef:meta", "version"}).str == "3");
-  httplib::Client http("127.0.0.1", serve_port);
-  http.set_read_timeout(10, 0);
-  REQUIRE(WaitFor([&] { return ServeUnseen(http, "u0", {"x"}).has_value(); }, 30s));
+  REQUIRE(WaitFor([&] { return ServeUnseen(rig.http, "u0", {"x"}).has_value(); }, 30s));
 
   const int64_t left_ms = hour_end_s * 1000 - now_ms();
   INFO("ms left to the hour's end before the upgrade: " << left_ms);
@@ -117,18 +89,8 @@ TEST_CASE(
   CHECK(Contains(up.out, "rollover scheduled: buckets from"));
 
   // Light traffic through the switch: one event a user every ~0.4 s.
-  int round = 0;
-  while (now_ms() < (hour_end_s + 8) * 1000) {
-    std::vector<TestEvent> trickle;
-    for (int u = 1; u < 12; u += 3)
-      trickle.push_back({"u" + std::to_string(u),
-                         {"t" + std::to_string(round) + "-u" + std::to_string(u)},
-                         now_ms()});
-    produce(trickle);
-    ++round;
-    std::this_thread::sleep_for(400ms);
-  }
-  produce(batch("after", 12, 4, 30, now_ms()));
+  rig.Trickle(1);
+  rig.Produce(batch("after", 12, 4, 30, now_ms()));
   {
     INFO("daemon log:\n" << daemon.Output());
     REQUIRE(stack.AwaitCommitted(daemon, 30s));
@@ -175,39 +137,23 @@ TEST_CASE(
 
   // No false negative: the C++ reader, serve (which read the version-3 meta at
   // start) and the Python reference of FORMAT.md.
-  std::map<std::string, std::vector<std::string>> by_user;
-  for (const auto& e : all)
-    by_user[e.user].insert(by_user[e.user].end(), e.items.begin(), e.items.end());
-  BloomReader reader(*conn, stored);
-  size_t items = 0, missing_cpp = 0, missing_serve = 0, missing_python = 0;
-  for (const auto& [user, list] : by_user) {
-    items += list.size();
-    auto r = reader.Check(user, list, now_s);
-    REQUIRE(r.ok());
-    for (size_t i = 0; i < list.size(); ++i) missing_cpp += !r->seen[i];
-    const auto unseen = ServeUnseen(http, user, list);
-    REQUIRE(unseen.has_value());
-    missing_serve += unseen->size();
-    const RefCheck py = FormatRefCheck(redis->port(), "ef:", user, list, now_s);
-    INFO(py.out.substr(0, 2000));
-    REQUIRE(py.code == 0);
-    missing_python += py.unseen();
-  }
+  const RolloverRig::Missing missing = rig.CountMissing(stored, now_s);
   const auto show = RunCommand(shifted({EF_BINARY, "layout", "show", "-c", config}), "", true);
   std::printf(
       "rollover: v3 -> v4 under a running daemon and serve, switch at %lld (shifted clock); "
       "classes: heavy user %d, light user %d; %zu items written: false negatives %zu (C++ "
       "reader), %zu (serve), %zu (Python reference)\n",
       static_cast<long long>(hour_end_s), static_cast<uint8_t>(heavy[0]) - 1,
-      static_cast<uint8_t>(light[0]) - 1, items, missing_cpp, missing_serve, missing_python);
-  INFO("serve log:\n" << serve.Output());
-  CHECK(missing_cpp == 0);
-  CHECK(missing_serve == 0);
-  CHECK(missing_python == 0);
+      static_cast<uint8_t>(light[0]) - 1, missing.items, missing.cpp, missing.serve,
+      missing.python);
+  INFO("serve log:\n" << rig.serve.Output());
+  CHECK(missing.cpp == 0);
+  CHECK(missing.serve == 0);
+  CHECK(missing.python == 0);
   INFO("layout show:\n" << show.out);
   CHECK(Contains(show.out, "rollover in progress: buckets from"));
   CHECK(Contains(show.out, "have keys with a size class"));
-  CHECK(serve.Stop(SIGTERM, 30s) == 0);
+  CHECK(rig.serve.Stop(SIGTERM, 30s) == 0);
 }
 
 }  // namespace ef::test
