@@ -3,6 +3,7 @@
 // readers (which refuse to start without a stored layout) work at once.
 #include <signal.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
@@ -182,6 +183,47 @@ TEST_CASE("meta: layout upgrade --to defaults to filter.layout_version", "[integ
   INFO(two.out);
   CHECK(two.code == 0);
   CHECK(two.out.find("is version 2 already: nothing to do") != std::string::npos);
+}
+
+// Issue 53: `layout upgrade --to 4` takes a version-1 or 2 meta to version 4 with
+// v3_from = v4_from, the first bucket at least --lead ahead; a version-3 meta
+// keeps its v3_from.
+TEST_CASE("meta: layout upgrade --to 4 from versions 1, 2 and 3", "[integration][meta][v4]") {
+  for (const int from : {1, 2, 3}) {
+    INFO("from version " << from);
+    RedisServer redis({"--appendonly", "no"});
+    FilterConfig f;
+    f.layout_version = static_cast<uint32_t>(std::max(from, 2));
+    if (from == 1) f.stages = 1;  // version 1: the default layout's stage 0
+    auto stored = LayoutFromConfig(f);
+    REQUIRE(stored.ok());
+    {
+      auto conn = redis.Connect();
+      Layout effective;
+      REQUIRE(EnsureMeta(*conn, *stored, &effective).ok());
+    }
+    const std::string at = "redis.address=" + redis.address();
+    const int64_t now_s = SystemClock().NowMs() / 1000;
+    RunResult dry = RunCommand(
+        {EF_BINARY, "layout", "upgrade", "--to", "4", "--dry-run", "--set", at}, "", true);
+    INFO(dry.out);
+    CHECK(dry.code == 0);
+    CHECK(dry.out.find("would replace the version-" + std::to_string(from) +
+                       " meta with version 4") != std::string::npos);
+    CHECK(redis.Command({"HGET", "ef:meta", "version"}).str == std::to_string(from));
+    RunResult up = RunCommand({EF_BINARY, "layout", "upgrade", "--to", "4", "--set", at}, "", true);
+    INFO(up.out);
+    REQUIRE(up.code == 0);
+    CHECK(up.out.find("upgraded ef:meta to version 4") != std::string::npos);
+    CHECK(redis.Command({"HGET", "ef:meta", "version"}).str == "4");
+    const int64_t v4_from = std::stoll(redis.Command({"HGET", "ef:meta", "v4_from"}).str);
+    // The first bucket that begins at least 60 s (the default --lead) after the
+    // command ran (within seconds of now_s).
+    CHECK((v4_from == V3FromAfter(now_s, 60, 86400) ||
+           v4_from == V3FromAfter(now_s + 10, 60, 86400)));
+    CHECK(redis.Command({"HGET", "ef:meta", "v3_from"}).str ==
+          (from < 3 ? std::to_string(v4_from) : "0"));
+  }
 }
 
 }  // namespace ef::test
