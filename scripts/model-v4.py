@@ -10,7 +10,11 @@ class each value would occupy, and the expected false-positive rate per key over
 Defaults: items_per_bucket 200, fpr 0.01, 30-day window (m 3345, k 12), growth 2,
 k_step 2, 8 stages; the issue's population (600 users at 0.5x, 250 at 1x, 100 at
 4x, 40 at 16x, 10 at 64x), each day's count +-10% around the user's activity.
-Pure Python, no dependencies: about a minute per run.
+--keep 1 adds the class rule's hysteresis (yesterday's class kept when at most one
+above the estimate's); --window W also prints the read's shape over the last W
+buckets (distinct classes per user, and the stages a read probes: per class, the
+most any of its keys holds). Pure Python, no dependencies: about a minute per run
+(--scale 0.1 for long runs).
 """
 import argparse
 import math, random, sys
@@ -96,7 +100,7 @@ def jemalloc_bin(n):
 def sds(n):
     return n + (4 if n < 256 else 6 if n < 65536 else 10)
 
-def run(kind, h, shuffle, seed=1, mix=((0.5, 600), (1, 250), (4, 100), (16, 40), (64, 10)), days=3, look=1, split=1.0):
+def run(kind, h, shuffle, seed=1, mix=((0.5, 600), (1, 250), (4, 100), (16, 40), (64, 10)), days=3, look=1, split=1.0, keep=0, window=0):
     rng = random.Random(seed + 1000)
     r = random.Random(seed)
     cl = classes(kind) if kind != 'v3' else None
@@ -107,6 +111,7 @@ def run(kind, h, shuffle, seed=1, mix=((0.5, 600), (1, 250), (4, 100), (16, 40),
         default_c = min(c for c, m0 in enumerate(cl) if m0 >= M)
     hist = [[] for _ in base]   # [(tab, X)] newest last
     rows = []
+    reads = []
     for d in range(days):
         act = list(base)
         if shuffle:
@@ -119,14 +124,28 @@ def run(kind, h, shuffle, seed=1, mix=((0.5, 600), (1, 250), (4, 100), (16, 40),
                 if not hist[u]:
                     c = default_c
                 else:
-                    est = min(estimate(*p) for p in hist[u][-look:])
+                    est = min(estimate(p[0], p[1]) for p in hist[u][-look:])
                     c = next(c for c, m0 in enumerate(cl) if cap(m0) >= h * est / split)
+                    p = hist[u][-1][2]   # hysteresis: keep yesterday's class if at most `keep` above
+                    if p is not None and c <= p <= c + keep:
+                        c = p
                 tab, hdr = table(cl[c], 8), 8
+            c_now = None if cl is None else c
             X = fill_key(rng, tab, n)
-            hist[u].append((tab, X))
+            hist[u].append((tab, X, c_now))
+            if window and d == days - 1:
+                keys = hist[u][-window:]
+                groups = {}
+                for t, x, cc in keys:
+                    groups[cc] = max(groups.get(cc, 0), len(x))
+                reads.append((a, len(groups), sum(groups.values())))
             if d == days - 1:
                 vb = value_bytes(tab, X, hdr)
                 rows.append((a, n, vb, fpr(tab, X), len(X), jemalloc_bin(sds(vb))))
+    if window:
+        for a in sorted(set(r[0] for r in reads)):
+            rs = [r for r in reads if r[0] == a]
+            print(f"   read {a:>5}x tables/user {sum(r[1] for r in rs)/len(rs):.2f} (max {max(r[1] for r in rs)}) table-stages/user {sum(r[2] for r in rs)/len(rs):.2f}")
     return rows
 
 def report(rows, label):
@@ -148,9 +167,13 @@ if __name__ == '__main__':
     ap.add_argument("--days", type=int, default=3, help="buckets simulated; the last is today's (default 3)")
     ap.add_argument("--look", type=int, default=2, help="previous buckets the class rule takes the minimum over (default 2)")
     ap.add_argument("--split", type=float, default=1.0, help="size stage 0 for 1/split of the class capacity (3: stages 0 and 1 together hold it, with growth 2); default 1")
+    ap.add_argument("--keep", type=int, default=0, help="hysteresis: keep the previous key's class when it is at most this many classes above the rule's (default 0: none)")
+    ap.add_argument("--window", type=int, default=0, help="also print the read's shape over the last this many buckets: distinct classes and sum of stages held per class, per user")
+    ap.add_argument("--scale", type=float, default=1.0, help="population scale (default 1: the issue's 1,000 users)")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     kind, h, shuffle, days, look = a.classes, a.headroom, a.shuffle, a.days, a.look
-    v3 = report(run('v3', 1, shuffle, seed=a.seed, days=days), f"v3 shuffle={shuffle} days={days}")
-    b = report(run(kind, h, shuffle, seed=a.seed, days=days, look=look, split=a.split), f"{kind} h={h} split={a.split} shuffle={shuffle} days={days} look={look}")
+    mix = tuple((x, max(1, round(n * a.scale))) for x, n in ((0.5, 600), (1, 250), (4, 100), (16, 40), (64, 10)))
+    v3 = report(run('v3', 1, shuffle, seed=a.seed, days=days, mix=mix, window=a.window), f"v3 shuffle={shuffle} days={days}")
+    b = report(run(kind, h, shuffle, seed=a.seed, days=days, look=look, split=a.split, mix=mix, keep=a.keep, window=a.window), f"{kind} h={h} split={a.split} shuffle={shuffle} days={days} look={look} keep={a.keep}")
     print(f"   vs v3 {b/v3:.3f}")

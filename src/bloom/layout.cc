@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <optional>
 
 #include "bloom/keys.h"
 #include "bloom/size_classes.h"
@@ -301,6 +302,24 @@ bool IsUpgradableV1(const std::map<std::string, std::string>& stored, const Layo
   std::map<std::string, std::string> fields = stored;
   fields.erase("founder_marks_from");  // any version's, not a layout difference
   return fields == layout.SingleStage().ToFields();
+}
+
+uint32_t ChooseClassFrom(const Layout& l, int64_t bucket_start, std::string_view previous,
+                         std::string_view before) {
+  std::optional<double> estimate;
+  std::optional<uint32_t> previous_class;
+  const std::string_view values[] = {previous, before};
+  for (int back = 1; back <= 2; ++back) {
+    const std::string_view v = values[back - 1];
+    const int64_t start = bucket_start - back * l.bucket_seconds;
+    const std::vector<Stage>* table = l.TableFor(v, start);
+    if (v.empty() || table == nullptr) continue;
+    const double e = EstimateItems(v, *table);
+    estimate = estimate ? std::min(*estimate, e) : e;
+    if (!previous_class && l.HasClass(start)) previous_class = static_cast<uint8_t>(v[0]) - 1u;
+  }
+  return ChooseClass(l.Params(), static_cast<uint32_t>(l.class_tables.size()), estimate,
+                     previous_class);
 }
 
 }  // namespace ef

@@ -102,6 +102,14 @@ struct Layout {
   std::map<std::string, std::string> ToFields() const;
 };
 
+// Rule 11's class rule (ChooseClass) for the key of the bucket that starts at
+// bucket_start (a writer's: the C++ one runs as the creation script,
+// write/class_create.h), from the user's previous bucket's value `previous` and
+// the one before it, `before` (empty: missing): the estimate of each that is not
+// empty and has a table, and the class named by the newer that names one.
+uint32_t ChooseClassFrom(const Layout& l, int64_t bucket_start, std::string_view previous,
+                         std::string_view before);
+
 // filter.* gives a usable Bloom filter (contract rule 5); the error names the
 // four keys and their values. config/ cannot make this check (it sits below
 // bloom/), so every command that loads a config makes it next

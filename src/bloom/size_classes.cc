@@ -64,12 +64,15 @@ double EstimateItems(std::string_view value, const std::vector<Stage>& stages) {
   return n;
 }
 
-uint32_t ChooseClass(const StageParams& p, uint32_t class_count, std::optional<double> estimate) {
+uint32_t ChooseClass(const StageParams& p, uint32_t class_count, std::optional<double> estimate,
+                     std::optional<uint32_t> previous) {
   const uint32_t last = class_count == 0 ? 0 : class_count - 1;
   if (!estimate) return std::min(SmallestClassWithBits(p.m0), last);
   const double need = *estimate / kClassSplit;
   uint32_t c = 0;
   while (c < last && StageCapacity(SizeClassBits(c), p.k0, p.fill_ppm) < need) ++c;
+  if (previous && *previous >= c && *previous <= c + kClassKeep && *previous <= last)
+    return *previous;
   return c;
 }
 

@@ -28,6 +28,12 @@ inline constexpr uint32_t kSizeClassLimit = 112;
 // 1 (twice the capacity, rule 8 with growth 2) hold it together, and a day
 // lighter than the one before allocates stage 0 alone.
 inline constexpr uint32_t kClassSplit = 3;
+// The class rule keeps the previous key's class when it is at most this many
+// classes above the one the estimate chooses (never below: a smaller class would
+// grow a third stage). A class step is 2^(1/4) = 1.19x, about the span of the
+// day-to-day noise of a steady user, whose class otherwise flips between two
+// neighbours: two stage tables in one read (docs/DESIGN.md).
+inline constexpr uint32_t kClassKeep = 1;
 
 // S_c, the allocation the class's stage-0 value fills (c < kSizeClassLimit).
 inline uint64_t SizeClassBytes(uint32_t c) {
@@ -76,7 +82,11 @@ double EstimateItems(std::string_view value, const std::vector<Stage>& stages);
 // (SmallestClassWithBits(p.m0)); with one, the smallest class whose stage-0
 // capacity (StageCapacity of m_c, p.k0, p.fill_ppm) is at least estimate /
 // kClassSplit. Either is capped at class_count - 1 (class_count >= 1:
-// SizeClassCount(p)).
-uint32_t ChooseClass(const StageParams& p, uint32_t class_count, std::optional<double> estimate);
+// SizeClassCount(p)). `previous`: the class named by the newer of those two
+// buckets' keys that names one; the choice c becomes `previous` when c <=
+// previous <= c + kClassKeep (hysteresis: a user whose estimate moves by less
+// than a class step keeps one class, so a read meets one stage table).
+uint32_t ChooseClass(const StageParams& p, uint32_t class_count, std::optional<double> estimate,
+                     std::optional<uint32_t> previous = std::nullopt);
 
 }  // namespace ef

@@ -26,15 +26,17 @@ local function class_limit(c)
   while m * 2 ^ (1 - e) <= mc do e = e - 1 end
   return math.min(32, stages + e)
 end
--- The estimate of a previous key's items (rule 11), or nil if it has none.
+-- The estimate of a previous key's items (rule 11), or nil if it has none; and
+-- the class its header names, if it has one.
 local function estimate(key, classed)
   local len = redis.call('STRLEN', key)
   if len == 0 then return nil end
-  local m0, limit, off = m, stages, 0
+  local m0, limit, off, class = m, stages, 0, nil
   if classed == 1 then
     local h = string.byte(redis.call('GETRANGE', key, 0, 0))
     if h == 0 or h > count then return nil end
-    m0, limit, off = class_bits(h - 1), class_limit(h - 1), 8
+    class = h - 1
+    m0, limit, off = class_bits(class), class_limit(class), 8
   end
   local n = 0
   for s = 0, limit - 1 do
@@ -46,16 +48,19 @@ local function estimate(key, classed)
     n = n + -(ms / ks) * math.log(1 - x / ms)
     off = off + 8 * math.ceil(ms / 8)
   end
-  return n
+  return n, class
 end
-local est = nil
+local est, prev = nil, nil
 for i = 2, 3 do
-  local e = estimate(KEYS[i], tonumber(ARGV[7 + i]))
+  local e, class = estimate(KEYS[i], tonumber(ARGV[7 + i]))
   if e and (not est or e < est) then est = e end
+  if class and not prev then prev = class end
 end
 local c = 0
 if est then
   while c < count - 1 and -(class_bits(c) / k) * math.log(1 - fill) < est / 3 do c = c + 1 end
+  -- Hysteresis: the newer previous key's class when at most one above.
+  if prev and prev >= c and prev <= c + 1 then c = prev end
 else
   while c < count - 1 and class_bits(c) < m do c = c + 1 end
 end

@@ -12,9 +12,10 @@
 // choice, so no value ever holds bits of two geometries.
 //
 // The writer (write/bit_writer.h) sends it as EVALSHA (the first of a connection
-// whole, as EVAL) in the round of reads it already makes; the script is tested against a
-// real Redis (tests/integration/class_create_test.cc): its class agrees with
-// ChooseClass of the C++ estimate, and racing callers get one value.
+// whole, as EVAL) in the round of reads it already makes; the script is tested
+// against a real Redis (tests/integration/class_create_test.cc): its class agrees
+// with ChooseClassFrom (bloom/layout.h) of the C++ estimate and the previous key's
+// class (hysteresis), and racing callers get one value.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,9 @@
 // Layout v4's creation script (write/class_create.h) on a real redis-server: the
 // class it chooses from the user's previous buckets (version-3 keys, keys with a
-// class, missing or broken ones) is rule 11's, as ChooseClass computes it from
-// the C++ estimate; an existing key is returned untouched; callers racing on two
-// connections to create the same keys all get the one value stored.
+// class, missing or broken ones) is rule 11's, as ChooseClassFrom computes it
+// from the C++ estimate (yesterday's class kept when at most one above); an
+// existing key is returned untouched; callers racing on two connections to
+// create the same keys all get the one value stored.
 #include "write/class_create.h"
 
 #include <catch2/catch.hpp>
@@ -79,6 +80,7 @@ TEST_CASE("class creation: the script's class is rule 11's, from the previous bu
   for (int u = 0; u < 80; ++u) {
     const std::string user = "u" + std::to_string(u);
     std::vector<double> estimates;
+    std::string values[2];  // yesterday's, the day before's
     for (int back = 1; back <= 2; ++back) {
       const int64_t start = today - back * kDay;
       const int kind = static_cast<int>(rng() % 5);  // 0: missing
@@ -93,14 +95,14 @@ TEST_CASE("class creation: the script's class is rule 11's, from the previous bu
         value = Filled(l.stage_table, 0, static_cast<int>(rng() % 3000), rng());
       }
       REQUIRE(conn->Command({"SET", MakeKey(l.prefix, user, start, kDay), value})->str == "OK");
+      values[back - 1] = value;
       const std::vector<Stage>* table = l.TableFor(value, start);
       // A missing key and an empty value (an empty filter) give no estimate.
       if (table != nullptr && !value.empty()) estimates.push_back(EstimateItems(value, *table));
     }
     std::optional<double> estimate;
     for (double e : estimates) estimate = estimate ? std::min(*estimate, e) : e;
-    const uint32_t want =
-        ChooseClass(l.Params(), static_cast<uint32_t>(l.class_tables.size()), estimate);
+    const uint32_t want = ChooseClassFrom(l, today, values[0], values[1]);
     created_from_history += estimate ? 1 : 0;
 
     auto reply = conn->Command(CreateClassKeyArgs(l, user, today));
@@ -125,6 +127,54 @@ TEST_CASE("class creation: the script's class is rule 11's, from the previous bu
   const std::string stored = conn->Command({"GET", key})->str;
   CHECK(conn->Command(CreateClassKeyArgs(l, "u0", today))->str == stored);
   CHECK(conn->Command({"EXPIRETIME", key})->integer == 4000000000);
+}
+
+TEST_CASE(
+    "class creation: yesterday's class is kept when it is at most one above the estimate's, "
+    "else the estimate's",
+    "[integration][v4]") {
+  RedisServer redis;
+  auto conn = redis.Connect();
+  const int64_t today = Today();
+  const Layout l = V4Layout(0);
+  const StageParams p = l.Params();
+  const auto count = static_cast<uint32_t>(l.class_tables.size());
+  int kept = 0, chosen = 0;
+  for (uint32_t c = 4; c < 24; ++c) {
+    // Yesterday's key: n items in class c, n the most whose estimate chooses
+    // class c - 1 by itself (found by halving the step).
+    int n = 0;
+    for (int step = 1 << 14; step > 0; step /= 2) {
+      const std::string v = Filled(l.class_tables[c], static_cast<int>(c) + 1, n + step, c);
+      if (ChooseClass(p, count, EstimateItems(v, l.class_tables[c])) < c) n += step;
+    }
+    const std::string yesterday = Filled(l.class_tables[c], static_cast<int>(c) + 1, n, c);
+    const uint32_t by_estimate = ChooseClass(p, count, EstimateItems(yesterday, l.class_tables[c]));
+    REQUIRE(by_estimate == c - 1);
+    // Class c's key (one above the estimate's class: kept), and the same bits
+    // under the headers of classes c - 1 and c - 2 (read with that class's table:
+    // another estimate, mostly choosing a class above the header's: not kept).
+    for (uint32_t header : {c + 1, c, c - 1}) {
+      const std::string user = "h" + std::to_string(c) + "-" + std::to_string(header);
+      std::string v = yesterday;
+      v[0] = static_cast<char>(header);
+      REQUIRE(conn->Command({"SET", MakeKey(l.prefix, user, today - kDay, kDay), v})->str == "OK");
+      const uint32_t want = ChooseClassFrom(l, today, v, "");
+      const std::vector<Stage>& t = l.class_tables[header - 1];
+      const uint32_t own = ChooseClass(p, count, EstimateItems(v, t));
+      INFO("class " << c << ", header " << header << ", the estimate's class " << own);
+      // The rule: the previous class when own <= it <= own + 1.
+      CHECK(want == (own <= header - 1 && header - 1 <= own + 1 ? header - 1 : own));
+      kept += want == header - 1 && want != own ? 1 : 0;
+      chosen += want == own && want != header - 1 ? 1 : 0;
+      auto reply = conn->Command(CreateClassKeyArgs(l, user, today));
+      REQUIRE(reply.ok());
+      REQUIRE_FALSE(reply->str.empty());
+      CHECK(static_cast<unsigned char>(reply->str[0]) == want + 1);
+    }
+  }
+  CHECK(kept >= 10);    // yesterday's class one above the estimate's: kept
+  CHECK(chosen >= 10);  // two above, or below: the estimate's
 }
 
 TEST_CASE("class creation: writers racing on two connections agree on every key",

@@ -93,22 +93,14 @@ TEST_CASE("layout v4: a fresh deployment writes keys with classes from their his
   CHECK(redis.Command({"HGET", "w4:meta", "version"}).str == "4");
   CHECK(redis.Command({"HGET", "w4:meta", "v4_from"}).str == "0");
   const Layout l = W4Layout();
-  const StageParams p = l.Params();
-  const uint32_t count = static_cast<uint32_t>(l.class_tables.size());
   auto value = [&](const std::string& user, int64_t bucket) {
     return redis.Command({"GET", MakeKey("w4:", user, bucket, kDay)}).str;
   };
-  // Today's classes: the rule's choice from yesterday's value (none: the default).
+  // Today's classes: the rule's choice from the previous days' values (none: the default).
   for (const std::string user : {"heavy", "light", "new"}) {
     INFO("user " << user);
-    const std::string past_value = value(user, today - kDay);
-    std::optional<double> estimate;
-    if (!past_value.empty()) {
-      const std::vector<Stage>* t = l.TableFor(past_value, today - kDay);
-      REQUIRE(t != nullptr);
-      estimate = EstimateItems(past_value, *t);
-    }
-    CHECK(ClassOf(value(user, today)) == ChooseClass(p, count, estimate));
+    CHECK(ClassOf(value(user, today)) ==
+          ChooseClassFrom(l, today, value(user, today - kDay), value(user, today - 2 * kDay)));
   }
   CHECK(ClassOf(value("heavy", today)) > ClassOf(value("new", today)));
   CHECK(ClassOf(value("new", today)) > ClassOf(value("light", today)));
@@ -188,20 +180,18 @@ TEST_CASE("layout v4: two daemons creating the same keys at once agree on each k
   CHECK(AssignmentsWithPartitions(b->Output()) > 0);
 
   const Layout l = W4Layout();
-  const StageParams p = l.Params();
-  const uint32_t count = static_cast<uint32_t>(l.class_tables.size());
   std::set<uint32_t> classes;
+  auto value = [&](const std::string& user, int64_t bucket) {
+    return stack.redis().Command({"GET", MakeKey("w4:", user, bucket, kDay)}).str;
+  };
   for (int u = 0; u < 24; ++u) {
     const std::string user = "r" + std::to_string(u);
     INFO("user " << user);
-    const std::string past_value =
-        stack.redis().Command({"GET", MakeKey("w4:", user, today - kDay, kDay)}).str;
-    const std::string value = stack.redis().Command({"GET", MakeKey("w4:", user, today, kDay)}).str;
-    const std::vector<Stage>* past_table = l.TableFor(past_value, today - kDay);
-    REQUIRE(past_table != nullptr);
-    REQUIRE(l.TableFor(value, today) != nullptr);
-    CHECK(ClassOf(value) == ChooseClass(p, count, EstimateItems(past_value, *past_table)));
-    classes.insert(ClassOf(value));
+    const std::string now = value(user, today);
+    REQUIRE(l.TableFor(now, today) != nullptr);
+    CHECK(ClassOf(now) ==
+          ChooseClassFrom(l, today, value(user, today - kDay), value(user, today - 2 * kDay)));
+    classes.insert(ClassOf(now));
   }
   CHECK(classes.size() >= 4);
   std::vector<TestEvent> all = past;

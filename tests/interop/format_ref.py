@@ -23,6 +23,11 @@ run time, so the text itself is what is tested) plus a minimal RESP client.
   format_ref.py meta-vectors
       checks the reference's read_meta against every row of FORMAT.md's table
       "Meta hash: accept or refuse"; prints one line per row, exits 1 on a mismatch.
+  format_ref.py class-vectors
+      checks the reference's choose_class against every row of FORMAT.md's two
+      class-rule tables (section "Version 4: size classes, a value, the class
+      rule"; the default version-4 meta): estimate -> class, and estimate and the
+      previous key's class -> class. One line per row, exits 1 on a mismatch.
 """
 import argparse
 import os
@@ -152,10 +157,42 @@ def check_meta_vectors(ref):
     return bad
 
 
+def class_vectors():
+    """The rows of FORMAT.md's class-rule tables: [(estimate, previous or None, class)]."""
+    text = open(DOC, encoding="utf-8").read()
+    section = text.split("### Version 4: size classes, a value, the class rule", 1)[1]
+    section = section.split("\n#", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or not all(re.fullmatch(r"[0-9]+", c) for c in cells):
+            continue
+        if len(cells) == 2:
+            rows.append((float(cells[0]), None, int(cells[1])))
+        elif len(cells) == 3:
+            rows.append((float(cells[0]), int(cells[1]), int(cells[2])))
+    if len(rows) < 10:
+        raise SystemExit("format_ref: fewer than 10 class-rule rows in FORMAT.md")
+    return rows
+
+
+def check_class_vectors(ref):
+    words = (DEFAULT_V2_META.replace("version 2", "version 4") + " v3_from 0 v4_from 0").split()
+    meta = ref["read_meta"](dict(zip(words[::2], words[1::2])))
+    bad = 0
+    for estimate, previous, want in class_vectors():
+        got = ref["choose_class"](meta, estimate, previous)
+        bad += got != want
+        print(("ok   " if got == want else "FAIL ") +
+              f"estimate {estimate:g}, previous {previous} -> {got} (FORMAT.md: {want})")
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["write", "check", "served", "mark", "meta-vectors"])
+    ap.add_argument("mode", choices=["write", "check", "served", "mark", "meta-vectors",
+                                         "class-vectors"])
     ap.add_argument("--port", type=int)
     ap.add_argument("--prefix", default="ef:")
     ap.add_argument("--user")
@@ -170,6 +207,8 @@ def main():
     ref = load_reference()
     if a.mode == "meta-vectors":
         sys.exit(1 if check_meta_vectors(ref) else 0)
+    if a.mode == "class-vectors":
+        sys.exit(1 if check_class_vectors(ref) else 0)
     if a.port is None or a.user is None or not a.items:
         raise SystemExit(f"format_ref: {a.mode} needs --port, --user and at least one ITEM")
     r = Redis(a.port)

@@ -166,8 +166,6 @@ TEST_CASE("layout v4 on a cluster: keys on every master get the class rule's cho
 
   ClusterRouter router(RouterOptions(cluster));
   REQUIRE(router.Discover().ok());
-  const StageParams p = l->Params();
-  const uint32_t count = static_cast<uint32_t>(l->class_tables.size());
   for (int u = 0; u < 40; ++u) {
     const std::string user = "c" + std::to_string(u);
     INFO("user " << user);
@@ -177,12 +175,12 @@ TEST_CASE("layout v4 on a cluster: keys on every master get the class rule's cho
     auto now = router.Command(key, {"GET", key});
     REQUIRE(past.ok());
     REQUIRE(now.ok());
-    const std::vector<Stage>* past_table = l->TableFor(past->str, today - day);
-    REQUIRE(past_table != nullptr);
+    const std::string before_key = MakeKey(l->prefix, user, today - 2 * day, day);
+    auto before = router.Command(before_key, {"GET", before_key});
+    REQUIRE(before.ok());
     REQUIRE(!now->str.empty());
-    const std::optional<double> estimate = EstimateItems(past->str, *past_table);
     CHECK(static_cast<uint32_t>(static_cast<uint8_t>(now->str[0])) ==
-          ChooseClass(p, count, estimate) + 1);
+          ChooseClassFrom(*l, today, past->str, before->str) + 1);
     REQUIRE(l->TableFor(now->str, today) != nullptr);
     for (const Hash128& h :
          test::KeyOfItems(*l, "", test::Items(user + "-" + std::to_string(today), 20),

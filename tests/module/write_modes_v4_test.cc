@@ -1,7 +1,7 @@
 // Layout v4's writers (docs/FORMAT.md rule 11, issue 53) in every write mode on
 // real redis-servers: the same batches leave every key with the same value and
 // EXPIRETIME byte for byte; each new key's class is the class rule's choice from
-// the user's previous bucket (ChooseClass of EstimateItems); the reader finds
+// the user's previous bucket (ChooseClassFrom); the reader finds
 // every item; a key whose first byte names no class, and a key of another type,
 // are skipped; a key deleted behind the writer's back is written again with its
 // header and its expiry.
@@ -148,22 +148,15 @@ TEST_CASE("layout v4 writes: every mode leaves the same values, classes by the r
     CHECK(Cmd(*conn, {"GET", broken}).str == std::string("\x00\x80\x01", 3));
 
     // Each of today's keys has the class the rule chooses from yesterday's value.
-    const StageParams p = l.Params();
-    const uint32_t count = static_cast<uint32_t>(l.class_tables.size());
     for (int u = 0; u < 10; ++u) {
       if (u == 5 || u == 8) continue;
       INFO("user " << u);
       const std::string past = Cmd(*conn, {"GET", KeyOf(l, u, today - kDay)}).str;
-      std::optional<double> estimate;
-      if (!past.empty()) {
-        const std::vector<Stage>* t = l.TableFor(past, today - kDay);
-        REQUIRE(t != nullptr);
-        estimate = EstimateItems(past, *t);
-      }
+      const std::string before = Cmd(*conn, {"GET", KeyOf(l, u, today - 2 * kDay)}).str;
       const std::string value = Cmd(*conn, {"GET", KeyOf(l, u, today)}).str;
       REQUIRE(!value.empty());
       CHECK(static_cast<uint32_t>(static_cast<uint8_t>(value[0])) ==
-            ChooseClass(p, count, estimate) + 1);
+            ChooseClassFrom(l, today, past, before) + 1);
     }
     // User 0's history (300 items against a design of 10) gives a larger class
     // than user 4's (none: the default class).

@@ -4,6 +4,7 @@
 // Pure: no Redis.
 #include "bloom/size_classes.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <optional>
@@ -147,6 +148,52 @@ TEST_CASE("size classes: the class rule", "[unit][bloom][v4]") {
   CHECK(ChooseClass(p, n, 600.0 * 3345 / 3448) == 11);
   // Past the largest class: the largest.
   CHECK(ChooseClass(p, n, 1e9) == n - 1);
+}
+
+TEST_CASE("size classes: the class rule keeps the previous class at most kClassKeep above",
+          "[unit][bloom][v4]") {
+  const StageParams p = DefaultParams();
+  const uint32_t n = SizeClassCount(p);
+  for (double est : {10.0, 150.0, 600.0, 2000.0, 12800.0}) {
+    const uint32_t c = ChooseClass(p, n, est);
+    INFO("estimate " << est << ": class " << c);
+    for (uint32_t previous = 0; previous < n; ++previous) {
+      const bool keep = previous >= c && previous <= c + kClassKeep;
+      CHECK(ChooseClass(p, n, est, previous) == (keep ? previous : c));
+    }
+  }
+  // No estimate (no previous key): no previous class either; the default.
+  CHECK(ChooseClass(p, n, std::nullopt, 12) == 11);
+  // Capped: the largest class is kept, never one past it.
+  CHECK(ChooseClass(p, n, 1e9, n - 1) == n - 1);
+  CHECK(ChooseClass(p, n - 1, 1e9, n - 1) == n - 2);
+}
+
+TEST_CASE("size classes: ChooseClassFrom reads the estimates and the newer class from values",
+          "[unit][bloom][v4]") {
+  FilterConfig f;
+  f.layout_version = 4;
+  const Layout l = LayoutFromConfig(f).value();
+  const int64_t day = l.bucket_seconds, today = 40 * day;
+  const uint32_t n = static_cast<uint32_t>(l.class_tables.size());
+  // A class-c value holding about `items` (stage 0's bits set as a fill would).
+  auto value = [&](uint32_t c, uint64_t set_bits) {
+    std::string v(SizeClassBytes(c) - 16, '\0');
+    v[0] = static_cast<char>(c + 1);
+    for (uint64_t b = 0; b < set_bits; ++b) v[1 + b / 8] |= static_cast<char>(0x80u >> (b % 8));
+    return v;
+  };
+  const std::string a = value(9, 900), b = value(14, 300);
+  const double ea = EstimateItems(a, l.class_tables[9]), eb = EstimateItems(b, l.class_tables[14]);
+  // The smaller estimate; the class of the newer key that names one.
+  CHECK(ChooseClassFrom(l, today, a, b) == ChooseClass(l.Params(), n, std::min(ea, eb), 9));
+  CHECK(ChooseClassFrom(l, today, b, a) == ChooseClass(l.Params(), n, std::min(ea, eb), 14));
+  CHECK(ChooseClassFrom(l, today, "", b) == ChooseClass(l.Params(), n, eb, 14));
+  CHECK(ChooseClassFrom(l, today, "", "") == ChooseClass(l.Params(), n, std::nullopt));
+  // A header naming no class: neither an estimate nor a class.
+  std::string broken = a;
+  broken[0] = 0;
+  CHECK(ChooseClassFrom(l, today, broken, b) == ChooseClass(l.Params(), n, eb, 14));
 }
 
 TEST_CASE("size classes: the item estimate from a value's set bits", "[unit][bloom][v4]") {

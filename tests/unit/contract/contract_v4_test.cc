@@ -163,6 +163,14 @@ TEST_CASE("contract v4: the class rule matches FORMAT.md", "[contract][v4]") {
     INFO("estimate " << row[0]);
     CHECK(ChooseClass(p, n, std::stod(row[0])) == std::stoul(row[1]));
   }
+  // With the newer previous key's class p: kept when c <= p <= c + 1.
+  const auto kept = test::DocTableRows("FORMAT.md", kSection, 3);
+  REQUIRE(kept.size() >= 5);
+  for (const auto& row : kept) {
+    INFO("estimate " << row[0] << ", previous class " << row[1]);
+    REQUIRE(row.size() == 3);
+    CHECK(ChooseClass(p, n, std::stod(row[0]), std::stoul(row[1])) == std::stoul(row[2]));
+  }
   // item-0 .. item-299 into class 11 by rule 8's fill rule: 1,438 bytes, 2 stages,
   // estimate 299.68, class 8.
   const std::vector<Stage>& t = l.class_tables[11];
