@@ -4,7 +4,8 @@
 // over 10,000,000 (loadgen's default exponent), event times uniform over the 2 days
 // before "now". Items/s counts item IDs, events_per_second events; keys_per_batch and
 // positions_per_batch (after Seal's dedupe, vs raw_positions_per_batch = items * k)
-// show how much the batch coalesces.
+// show how much the batch coalesces. BM_Coalesce_V4_*: the same under layout v4,
+// whose keys (with a size class) get no stage-0 positions.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -65,14 +66,18 @@ Batch MakeBatch(int items_per_event, uint64_t seed) {
   return b;
 }
 
-Layout DefaultLayout() {
-  StatusOr<Layout> l = LayoutFromConfig(FilterConfig{});
+// The default layout, version 3 (or 4: every key with a size class, so the
+// coalescer leaves out stage-0 positions and keeps the items' hashes).
+Layout DefaultLayout(uint32_t version = 3) {
+  FilterConfig f;
+  f.layout_version = version;
+  StatusOr<Layout> l = LayoutFromConfig(f);
   if (!l.ok()) std::abort();
   return *l;
 }
 
-void RunCoalesce(benchmark::State& state, const Batch& batch) {
-  const Layout layout = DefaultLayout();
+void RunCoalesce(benchmark::State& state, const Batch& batch, uint32_t version = 3) {
+  const Layout layout = DefaultLayout(version);
   Coalescer coalescer(layout);
   for (auto _ : state) {
     for (const Event& event : batch.events) coalescer.Add(event);
@@ -106,6 +111,18 @@ void BM_Coalesce_List10(benchmark::State& state) {
   RunCoalesce(state, batch);
 }
 BENCHMARK(BM_Coalesce_List10)->Unit(benchmark::kMillisecond);
+
+void BM_Coalesce_V4_Single(benchmark::State& state) {
+  static const Batch batch = MakeBatch(1, 21);
+  RunCoalesce(state, batch, 4);
+}
+BENCHMARK(BM_Coalesce_V4_Single)->Unit(benchmark::kMillisecond);
+
+void BM_Coalesce_V4_List10(benchmark::State& state) {
+  static const Batch batch = MakeBatch(10, 22);
+  RunCoalesce(state, batch, 4);
+}
+BENCHMARK(BM_Coalesce_V4_List10)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace ef

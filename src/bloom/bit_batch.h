@@ -23,6 +23,11 @@ struct KeyBits {
   // The rule `positions` follow (the coalescer's guess of the bucket's rule: a
   // writer whose stored layout says otherwise computes them again from `items`).
   PositionRule rule = PositionRule::kModulo;
+  // The coalescer left `positions` empty: by the layout it knew, the key has a
+  // size class (docs/FORMAT.md rule 11), whose positions follow the class's table
+  // and are planned by the writer from `items`. A writer whose stored layout says
+  // the key has no class computes them from `items` (as for another rule).
+  bool classed = false;
 };
 
 struct BitBatch {

@@ -30,15 +30,11 @@ void Coalescer::Add(const Event& event, const Hash128* hashes) {
     kb.bucket_start = bucket;
     kb.expire_at = ExpireAt(bucket, layout_.bucket_seconds, layout_.window_seconds);
     kb.rule = layout_.RuleFor(bucket);
+    kb.classed = layout_.HasClass(bucket);
     kb.positions.clear();
     kb.items.clear();
   }
   KeyBits& kb = batch_.keys[idx];
-  std::vector<uint32_t>& positions = kb.positions;
-  const size_t old_size = positions.size();
-  positions.resize(old_size + event.items.size() * layout_.k);
-  uint32_t* out = positions.data() + old_size;
-  const PositionRule rule = kb.rule;
   // The hashes go to kb.items first, the positions are computed from there. (Hash
   // and push_back in one loop had the compiler reload each returned hash from the
   // stack as one 16-byte load over two 8-byte stores: a failed store forwarding
@@ -52,6 +48,12 @@ void Coalescer::Add(const Event& event, const Hash128* hashes) {
   } else {
     for (size_t i = 0; i < event.items.size(); ++i) h[i] = HashItem(event.items[i], layout_.seed);
   }
+  if (kb.classed) return;  // the writer plans its class's positions from kb.items
+  std::vector<uint32_t>& positions = kb.positions;
+  const size_t old_size = positions.size();
+  positions.resize(old_size + event.items.size() * layout_.k);
+  uint32_t* out = positions.data() + old_size;
+  const PositionRule rule = kb.rule;
   for (size_t i = 0; i < event.items.size(); ++i) {
     ComputePositions(h[i], layout_.m, layout_.k, rule, out);
     out += layout_.k;

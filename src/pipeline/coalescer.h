@@ -1,9 +1,9 @@
 // Coalescer: decoded events → a BitBatch with one entry per Redis key
 // (user × bucket of event.ts_ms, the write time: the decoder has already limited it
 // to its clock, docs/FORMAT.md rule 4), each item hashed once and its k positions
-// merged (stage 0's positions, by the rule of the key's bucket; the item hashes
-// are kept too, for the writer to place in later stages or to compute again by
-// another rule); Seal() sorts and
+// merged (stage 0's positions, by the rule of the key's bucket; none for a key
+// with a size class, layout v4; the item hashes are kept too, for the writer to
+// place in later stages or to compute again by another rule); Seal() sorts and
 // dedupes each key's positions. Reuses all storage
 // across batches: in a steady state Add, Seal and Clear allocate nothing. Not
 // thread-safe.
@@ -28,13 +28,16 @@ class Coalescer {
  public:
   explicit Coalescer(Layout layout);
 
-  // The stored layout's version-3 rule (the writer's effective layout): keys of
-  // buckets from v3_from on get rule 9's positions, if v3. Takes effect for keys
-  // added from now on. (A key whose rule turns out wrong is not lost: the writer
-  // computes its positions again from its items.)
-  void SetPositionRule(bool v3, int64_t v3_from) {
+  // The stored layout's rules (the writer's effective layout): keys of buckets
+  // from v3_from on get rule 9's positions, if v3; keys of buckets from v4_from on
+  // get none, if v4 (KeyBits::classed: their class's positions are the writer's
+  // to plan). Takes effect for keys added from now on. (A key whose rule turns out
+  // wrong is not lost: the writer computes its positions again from its items.)
+  void SetStoredRules(bool v3, int64_t v3_from, bool v4, int64_t v4_from) {
     layout_.v3 = v3;
     layout_.v3_from = v3_from;
+    layout_.v4 = v4;
+    layout_.v4_from = v4_from;
   }
 
   // Adds every item of the event to its key, the bucket of event.ts_ms. The event

@@ -245,9 +245,10 @@ void Ingest::RecordWritten(const Batch& batch, const WriteStats& stats, int64_t 
   totals_.events_written += batch.event_ts_ms.size();
   totals_.items_written += batch.items;
   ++totals_.batches;
-  // Keys coalesced from now on get the stored layout's rule (docs/FORMAT.md rule 9).
+  // Keys coalesced from now on get the stored layout's rules (docs/FORMAT.md rules 9, 11).
   if (const Layout* stored = sink_.effective_layout()) {
-    for (Batch& b : batches_) b.coalescer.SetPositionRule(stored->v3, stored->v3_from);
+    for (Batch& b : batches_)
+      b.coalescer.SetStoredRules(stored->v3, stored->v3_from, stored->v4, stored->v4_from);
   }
   sink_failing_ = false;
   sink_error_.clear();

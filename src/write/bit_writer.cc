@@ -522,9 +522,14 @@ Status RedisBitWriter::PositionsByStoredRule(const BitBatch& batch) {
     const PositionRule rule = effective_ ? effective_->RuleFor(kb.bucket_start) : kb.rule;
     key_rule_[k] = rule;
     key_pos_[k] = {kb.positions.data(), kb.positions.size()};
-    if (rule == kb.rule) continue;
+    // A key with a size class is planned from its items with its class's table
+    // (PlanKey): stage-0 positions by the meta's m are of no use to it.
+    if (effective_ && effective_->HasClass(kb.bucket_start)) continue;
+    if (rule == kb.rule && !kb.classed) continue;
     // The coalescer guessed the rule before this write read the stored layout
-    // (the first batch, or one coalesced during a `layout upgrade --to 3`).
+    // (the first batch, or one coalesced during a `layout upgrade --to 3`), or
+    // took the key for one with a size class (its config's layout version 4 while
+    // the stored meta is not, or not from this bucket on).
     if (kb.items.empty() && !kb.positions.empty()) {
       return Internal("key '" + Printable(kb.key) +
                       "': its positions follow another rule than its bucket's and its items "

@@ -419,6 +419,44 @@ TEST_CASE("redis writer (v3): batches with repeated items leave the reference wr
   }
 }
 
+TEST_CASE(
+    "redis writer (v3): a key the coalescer left without positions (taken for a layout-v4 key "
+    "with a size class) is written by the stored layout's rule",
+    "[integration][redis][v3][v4]") {
+  // A daemon configured with filter.layout_version 4 coalesces its first batch
+  // before it has read a stored version-3 meta: its keys come without stage-0
+  // positions (KeyBits::classed). The writer computes them from the items.
+  RedisServer redis;
+  auto admin = redis.Connect();
+  const WriteMode mode = GENERATE(WriteMode::kBitfield, WriteMode::kSetbit, WriteMode::kBitop);
+  const uint32_t stages = GENERATE(1u, 8u);
+  INFO("mode " << WriteModeName(mode) << ", " << stages << " stage(s)");
+  FilterConfig f;
+  f.key_prefix = "wt:";
+  f.stages = stages;
+  auto l = LayoutFromConfig(f);
+  REQUIRE(l.ok());
+  REQUIRE(l->version() == 3);
+  BitWriterOptions o = Options(redis, mode);
+  o.layout = *l;
+  o.bitop_threshold = 0;  // bitop mode: every key by BITOP
+  RedisBitWriter writer(o);
+  BitBatch b;
+  for (const char* user : {"with", "without"}) {
+    b.keys.push_back(KeyOfItems(*l, std::string("wt:{") + user + "}:20251122",
+                                Items("classed", 150), kExpireAt));
+  }
+  b.keys[1].positions.clear();
+  b.keys[1].classed = true;
+  b.size = 2;
+  WriteStats s;
+  REQUIRE(writer.Write(b, &s).ok());
+  const std::string with = admin->Command({"GET", "wt:{with}:20251122"})->str;
+  CHECK(admin->Command({"BITCOUNT", "wt:{with}:20251122"})->integer > 1000);
+  CHECK((admin->Command({"GET", "wt:{without}:20251122"})->str == with));
+  CHECK(Ttl(*admin, "wt:{without}:20251122") > 0);
+}
+
 TEST_CASE("redis writer (v3): one stage writes every item, as FORMAT.md's vector",
           "[integration][redis][v3][limit]") {
   // docs/FORMAT.md "One stage: no limit": 600 items into one key of a one-stage

@@ -320,7 +320,7 @@ EventSet RandomEvents(std::mt19937_64& rng, size_t n, uint64_t users, uint64_t i
 
 TEST_CASE(
     "Coalescer: each key gets its bucket's position rule, also across v3_from, and "
-    "SetPositionRule applies to keys added after it",
+    "SetStoredRules applies to keys added after it",
     "[coalescer][v3]") {
   Layout layout = DefaultLayout();
   REQUIRE(layout.v3);
@@ -331,7 +331,7 @@ TEST_CASE(
   const int64_t switch_bucket = BucketStart(kTsMs / 1000, kDay) - 2 * kDay;
   layout.v3_from = switch_bucket;
   Coalescer c(DefaultLayout());
-  c.SetPositionRule(true, switch_bucket);
+  c.SetStoredRules(true, switch_bucket, false, 0);
   AddAll(c, set.events);
   c.Seal();
   const std::map<std::string, Expected> model = Model(layout, set.events);
@@ -346,13 +346,64 @@ TEST_CASE(
   CHECK(rule9 > 0);
   // A version-2 stored layout: rule 2 for every key added from now on.
   c.Clear();
-  c.SetPositionRule(false, 0);
+  c.SetStoredRules(false, 0, false, 0);
   AddAll(c, set.events);
   c.Seal();
   Layout v2 = layout.WithoutV3();
   CheckBatch(c.batch(), Model(v2, set.events));
   for (size_t i = 0; i < c.batch().size; ++i)
     CHECK(c.batch().keys[i].rule == PositionRule::kModulo);
+}
+
+TEST_CASE(
+    "Coalescer: a key with a size class (layout v4, from v4_from on) gets its items and no "
+    "stage-0 positions, and the keys before v4_from get both",
+    "[coalescer][v4]") {
+  const Layout layout = DefaultLayout();
+  std::mt19937_64 rng(4);
+  const EventSet set = RandomEvents(rng, 3000, 200, 100000, 4, 3);
+  const int64_t v4_from = BucketStart(kTsMs / 1000, kDay) - 2 * kDay;
+  Layout v4 = layout;
+  v4.v4 = true;
+  v4.v4_from = v4_from;
+  Coalescer c(layout);
+  c.SetStoredRules(true, 0, true, v4_from);
+  AddAll(c, set.events);
+  c.Seal();
+  // The keys before v4_from: as a version-3 layout's; the others: the same
+  // items, no positions.
+  const std::map<std::string, Expected> model = Model(layout, set.events);
+  std::map<std::string, size_t> items;  // per key, repeats included
+  for (const Event& e : set.events) {
+    const int64_t bucket = BucketStart(FloorSeconds(e.ts_ms), kDay);
+    items[MakeKey(layout.prefix, e.user, bucket, kDay)] += e.items.size();
+  }
+  REQUIRE(c.batch().size == model.size());
+  size_t classed = 0, unclassed = 0;
+  for (size_t i = 0; i < c.batch().size; ++i) {
+    const KeyBits& kb = c.batch().keys[i];
+    INFO(kb.key);
+    REQUIRE(model.count(kb.key) == 1);
+    CHECK(kb.classed == v4.HasClass(kb.bucket_start));
+    CHECK(kb.items.size() == items[kb.key]);
+    if (kb.classed) {
+      CHECK(kb.positions.empty());
+      ++classed;
+    } else {
+      CHECK(std::set<uint32_t>(kb.positions.begin(), kb.positions.end()) ==
+            model.at(kb.key).positions);
+      ++unclassed;
+    }
+  }
+  CHECK(classed > 0);  // both sides of v4_from are in the batch
+  CHECK(unclassed > 0);
+  // A version-3 stored layout again: every key gets its positions.
+  c.Clear();
+  c.SetStoredRules(true, 0, false, 0);
+  AddAll(c, set.events);
+  c.Seal();
+  CheckBatch(c.batch(), model);
+  for (size_t i = 0; i < c.batch().size; ++i) CHECK_FALSE(c.batch().keys[i].classed);
 }
 
 TEST_CASE("Coalescer: thousands of keys in one batch grow the key index", "[coalescer]") {
