@@ -104,6 +104,13 @@ void AddAll(Coalescer& c, const std::vector<Event>& events) {
   for (const Event& e : events) c.Add(e);
 }
 
+// A new batch of `events` (after a SetStoredRules: its rules apply to all of them).
+void Recoalesce(Coalescer& c, const std::vector<Event>& events) {
+  c.Clear();
+  AddAll(c, events);
+  c.Seal();
+}
+
 TEST_CASE("Coalescer: one event sets its k contract positions in its user-day key", "[pipeline]") {
   const Layout layout = DefaultLayout();
   Coalescer c(layout);
@@ -345,10 +352,8 @@ TEST_CASE(
   CHECK(rule2 > 0);  // both sides of v3_from are in the batch
   CHECK(rule9 > 0);
   // A version-2 stored layout: rule 2 for every key added from now on.
-  c.Clear();
   c.SetStoredRules(false, 0, false, 0);
-  AddAll(c, set.events);
-  c.Seal();
+  Recoalesce(c, set.events);
   Layout v2 = layout.WithoutV3();
   CheckBatch(c.batch(), Model(v2, set.events));
   for (size_t i = 0; i < c.batch().size; ++i)
@@ -398,10 +403,8 @@ TEST_CASE(
   CHECK(classed > 0);  // both sides of v4_from are in the batch
   CHECK(unclassed > 0);
   // A version-3 stored layout again: every key gets its positions.
-  c.Clear();
   c.SetStoredRules(true, 0, false, 0);
-  AddAll(c, set.events);
-  c.Seal();
+  Recoalesce(c, set.events);
   CheckBatch(c.batch(), model);
   for (size_t i = 0; i < c.batch().size; ++i) CHECK_FALSE(c.batch().keys[i].classed);
 }
