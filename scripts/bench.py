@@ -611,6 +611,10 @@ def main():
                          "setbit) into one redis-server that loads --module")
     ap.add_argument("--modes", default="bitfield,bitop,module,setbit",
                     help="--write-modes: the modes to drain, in this order")
+    ap.add_argument("--layout-versions", default="3",
+                    help="--write-modes: drain each mode once per filter.layout_version in this "
+                         "comma-separated list (default 3), e.g. 3,4: layout v4 against v3 in "
+                         "one run")
     ap.add_argument("--thresholds", default="",
                     help="--write-modes: also drain bitop at each of these redis.bitop_threshold "
                          "values (comma-separated; the threshold sweep)")
@@ -635,8 +639,9 @@ def main():
                          "(everything else identical; not with --cluster)")
     ap.add_argument("--out")
     a = ap.parse_args()
-    if not a.write_modes and (a.thresholds or a.modes != ap.get_default("modes")):
-        ap.error("--modes and --thresholds go with --write-modes")
+    if not a.write_modes and (a.thresholds or a.modes != ap.get_default("modes") or
+                              a.layout_versions != ap.get_default("layout_versions")):
+        ap.error("--modes, --layout-versions and --thresholds go with --write-modes")
     if a.profile and not (a.write_modes or a.near_duplicates):
         ap.error("--profile goes with --write-modes or --near-duplicates")
     if a.tls and a.cluster:
@@ -778,8 +783,23 @@ def write_modes_main(a):
         raise SystemExit(f"bench: --thresholds takes comma-separated integers, got '{a.thresholds}'")
     if "bitfield" not in modes:
         modes.insert(0, "bitfield")  # the baseline of every ratio
-    runs = [(m, [f"redis.write_mode={m}"]) for m in modes]
-    runs += [(f"bitop@{t}", ["redis.write_mode=bitop", f"redis.bitop_threshold={t}"])
+    try:
+        versions = [int(v) for v in a.layout_versions.split(",") if v]
+    except ValueError:
+        versions = []
+    if not versions or any(v not in (2, 3, 4) for v in versions) or len(set(versions)) < len(versions):
+        raise SystemExit(f"bench: --layout-versions takes distinct layout versions among 2, 3 "
+                         f"and 4, comma-separated, got '{a.layout_versions}'")
+    # Each mode once per layout version, the versions of a mode one after the other
+    # (a fresh FLUSHALL before each drain: under version 4 a fresh deployment, keys
+    # created with the default class or, for a bucket after the first, from the
+    # user's previous bucket as far as the drain has written it). Named
+    # "<mode>" for the first version, "<mode>-v<N>" for the others.
+    runs = [(m if v == versions[0] else f"{m}-v{v}",
+             [f"redis.write_mode={m}", f"filter.layout_version={v}"])
+            for m in modes for v in versions]
+    runs += [(f"bitop@{t}", ["redis.write_mode=bitop", f"redis.bitop_threshold={t}",
+                             f"filter.layout_version={versions[0]}"])
              for t in thresholds]
     if a.profile and subprocess.run(["perf", "--version"], capture_output=True).returncode != 0:
         raise SystemExit("bench: --profile needs perf (Debian package linux-perf)")

@@ -23,6 +23,9 @@
 #                       module (build/redis-module/ef_redis.so): events/s and Redis
 #                       CPU s per million events, in one run
 #     --modes LIST      only these modes (comma-separated; bitfield always runs)
+#     --layout-versions LIST  each mode once per filter.layout_version in LIST
+#                       (default 3; 3,4: layout v4 against v3 in one run, each
+#                       mode's versions one after the other)
 #     --thresholds LIST also bitop at each redis.bitop_threshold in LIST
 #     --profile         also perf-record redis-server and the daemon per drain
 #                       (also with --near-duplicates)
