@@ -111,6 +111,12 @@ StatusOr<ModuleProbeResult> ProbeModule(RedisConnection& conn, const RedisOption
   if (!master.ok()) return master.status();
   result.module_on_master = Has(*master);
   result.master_version = master->unknown.empty() ? master->version : 0;
+  if (result.module_on_master) {
+    auto class_key = conn.Command({"EF.CLASSKEY"});
+    if (!class_key.ok()) return class_key.status();
+    result.class_key = class_key->type == RedisReply::Type::kError &&
+                       StartsWith(class_key->str, "ERR wrong number of arguments");
+  }
   if (!result.module_on_master) {
     // Not usable whatever the replicas have: no connections to them (write_mode
     // auto on a Redis without the module probes on every connect).

@@ -14,6 +14,12 @@
 // and asked the same. A replica that cannot be reached or answers neither
 // question counts as without the module ("unknown" is not usable).
 //
+// The node is also asked whether its module has EF.CLASSKEY (layout v4's native
+// creation step, redis-module/README.md): `EF.CLASSKEY` with no arguments, whose
+// arity error says it exists; "unknown command" (a module from before it) or
+// NOPERM (an ACL without it) say the writer creates keys with the Lua script.
+// Replicas are not asked: EF.CLASSKEY replicates its effect (SET, EXPIREAT).
+//
 // Not thread-safe on `conn` (uses it like any caller); blocks for one round trip
 // on `conn` plus a connect and one or two round trips per replica (connect and
 // command timeouts from `options`).
@@ -36,6 +42,7 @@ inline constexpr int64_t kMinEfModuleVersion = 1;
 struct ModuleProbeResult {
   bool module_on_master = false;  // the probed node has module ef >= kMinEfModuleVersion
   int64_t master_version = 0;     // its module version; 0 = none or unknown
+  bool class_key = false;         // the probed node runs EF.CLASSKEY for this user
   int replicas_total = 0;         // replicas listed by INFO replication (0 if not asked)
   int replicas_with_module = 0;   // of them: reached and have module ef >= kMinEfModuleVersion
   // The replicas asked, as ReplicaSet spells them ("" if not asked).

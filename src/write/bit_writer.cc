@@ -85,6 +85,14 @@ Status RedisBitWriter::ChooseMode(RedisConnection& conn) {
   if (options_.mode != WriteMode::kAuto && options_.mode != WriteMode::kModule) return Status::Ok();
   auto probe = ProbeModule(conn, options_.redis);
   if (!probe.ok()) return probe.status();
+  if (probe->usable() && effective_ && effective_->v4 && class_key_logged_ != probe->class_key)
+    spdlog::info("redis {}: layout v4's keys are created with {}", conn.address(),
+                 probe->class_key
+                     ? "EF.CLASSKEY (module ef)"
+                     : "the Lua creation script: the module has no EF.CLASSKEY for this user "
+                       "(a module before it, or an ACL without +ef.classkey)");
+  native_class_key_ = probe->class_key;
+  if (probe->usable() && effective_ && effective_->v4) class_key_logged_ = probe->class_key;
   if (options_.mode == WriteMode::kModule) {
     replicas_ = probe->replica_set;
     if (!probe->usable())
@@ -624,12 +632,16 @@ Status RedisBitWriter::ReadStates(const BitBatch& batch, std::vector<RedisReply>
   // which caches it) until this connection has sent it, with the growth script
   // made known the same way (EVAL of a call that changes nothing: a length of 0).
   // No SCRIPT LOAD: the documented ACL allows EVAL and EVALSHA (docs/CONFIG.md).
+  // In module mode with EF.CLASSKEY: that command, with the script's arguments.
+  const bool native = native_class_key_ && mode_ == WriteMode::kModule;
   std::vector<size_t> script_at;  // per class_reads_: its command's index
   for (size_t k : class_reads_) {
     const bool whole = !class_script_loaded_ && script_at.empty();
     if (asking_) commands.push_back({"ASKING"});
     script_at.push_back(commands.size());
-    if (whole)
+    if (native)
+      commands.push_back({"EF.CLASSKEY"});
+    else if (whole)
       commands.push_back({"EVAL", kCreateClassKeyScript, "3"});
     else
       commands.push_back({"EVALSHA", class_sha_, "3"});

@@ -90,7 +90,8 @@
 // Layout v4 (docs/FORMAT.md rule 11), for the keys of buckets from the meta's
 // v4_from on ("classed" keys): where a v3 key would be read with GET, a classed
 // key is read with the creation script (write/class_create.h; EVALSHA in the same
-// round as the MGETs, the first of a connection sent whole): it returns the key's
+// round as the MGETs, the first of a connection sent whole; in module mode
+// EF.CLASSKEY, the module's native copy of it, when the probe found it): it returns the key's
 // value, creating it first with the class the rule chooses from the user's two
 // previous buckets. The key is then planned with its class's stage table (its
 // header byte, remembered with its stage state in the expire cache), from bit 8:
@@ -492,6 +493,10 @@ class RedisBitWriter : public BitSink {
   std::string class_sha_;             // SHA1 of class_create.h's creation script
   std::string grow_sha_;              // kGrowClassKeyScript's
   bool class_script_loaded_ = false;  // both sent whole on this connection
+  // Module mode, and the node's module has EF.CLASSKEY (ModuleProbeResult::class_key):
+  // classed keys are created with it instead of the creation script.
+  bool native_class_key_ = false;
+  int class_key_logged_ = -1;  // native_class_key_ as last logged (-1: not yet)
   std::atomic<bool> forget_states_{false};
   std::vector<Redirected> redirects_;
   bool asking_ = false;

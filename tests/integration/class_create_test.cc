@@ -21,48 +21,13 @@
 #include "bloom/size_classes.h"
 #include "bloom/stages.h"
 #include "config/config.h"
+#include "support/class_rule.h"
 #include "support/redis_server.h"
 
 namespace ef::test {
 namespace {
 
 constexpr int64_t kDay = 86400;
-
-// The default layout as version 4 with keys of a class from `v4_from` on.
-Layout V4Layout(int64_t v4_from) {
-  FilterConfig f;
-  f.key_prefix = "cc:";
-  auto l = LayoutFromConfig(f);
-  REQUIRE(l.ok());
-  l->v4 = true;
-  l->v4_from = v4_from;
-  REQUIRE(l->Finish().ok());
-  return *l;
-}
-
-// A value of `table` (a class's, header first, or the meta's) holding n items
-// written by rule 8's fill rule.
-std::string Filled(const std::vector<Stage>& table, int header, int n, uint64_t seed) {
-  std::string v;
-  if (header > 0) {
-    v.assign((table[0].offset + table[0].m + 7) / 8, '\0');
-    v[0] = static_cast<char>(header);
-  }
-  std::vector<uint32_t> pos(64);
-  size_t s = 0;
-  for (int i = 0; i < n; ++i) {
-    if (StagePopcount(v, table[s]) >= table[s].fill && s + 1 < table.size()) ++s;
-    const Stage& st = table[s];
-    ComputeStagePositions(HashItem("i" + std::to_string(seed) + "-" + std::to_string(i), 0), st,
-                          PositionRule::kRemix, pos.data());
-    for (uint32_t j = 0; j < st.k; ++j) {
-      const uint32_t p = pos[j];
-      if (v.size() <= p / 8) v.resize(p / 8 + 1, '\0');
-      v[p / 8] = static_cast<char>(v[p / 8] | (0x80 >> (p % 8)));
-    }
-  }
-  return v;
-}
 
 int64_t Today() { return BucketStart(static_cast<int64_t>(std::time(nullptr)), kDay); }
 
@@ -74,7 +39,7 @@ TEST_CASE("class creation: the script's class is rule 11's, from the previous bu
   auto conn = redis.Connect();
   const int64_t today = Today();
   // Yesterday's keys have a class; the day before's are version-3 keys.
-  const Layout l = V4Layout(today - kDay);
+  const Layout l = V4Layout("cc:", 200, 8, today - kDay);
   std::mt19937_64 rng(53);
   int created_from_history = 0;
   for (int u = 0; u < 80; ++u) {
@@ -136,7 +101,7 @@ TEST_CASE(
   RedisServer redis;
   auto conn = redis.Connect();
   const int64_t today = Today();
-  const Layout l = V4Layout(0);
+  const Layout l = V4Layout("cc:", 200, 8, 0);
   const StageParams p = l.Params();
   const auto count = static_cast<uint32_t>(l.class_tables.size());
   int kept = 0, chosen = 0;
@@ -181,7 +146,7 @@ TEST_CASE("class creation: writers racing on two connections agree on every key"
           "[integration][v4]") {
   RedisServer redis;
   const int64_t today = Today();
-  const Layout l = V4Layout(0);
+  const Layout l = V4Layout("cc:", 200, 8, 0);
   {
     auto conn = redis.Connect();
     for (int u = 0; u < 300; ++u)  // yesterday's keys of several classes
