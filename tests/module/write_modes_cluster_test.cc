@@ -131,20 +131,15 @@ TEST_CASE("write mode bitop on a cluster: a slot half migrated - every key writt
           std::string::npos);
 }
 
-// Layout v4 (issue 53) through ClusterBitWriter: the creation script runs on
-// each key's master (the key and its previous buckets share a hash tag, so a
-// slot), and every user's key of today gets the class the rule chooses from its
-// key of yesterday, on every master.
-TEST_CASE("layout v4 on a cluster: keys on every master get the class rule's choice",
-          "[module][write_mode][cluster][v4]") {
-  LocalRedisCluster cluster;
+// The v4 test's body on `cluster`, written in `mode`.
+static void CheckV4OnCluster(const LocalRedisCluster& cluster, WriteMode mode) {
   FilterConfig f;
   f.layout_version = 4;
   auto l = LayoutFromConfig(f);
   REQUIRE(l.ok());
   BitWriterOptions wo;
   wo.layout = *l;
-  wo.mode = WriteMode::kBitfield;
+  wo.mode = mode;
   ClusterBitWriter writer(wo, RouterOptions(cluster));
   const int64_t day = 86400;
   const int64_t today = BucketStart(static_cast<int64_t>(std::time(nullptr)), day);
@@ -188,10 +183,30 @@ TEST_CASE("layout v4 on a cluster: keys on every master get the class rule's cho
              .items)
       CHECK(ValueContains(now->str, *l->TableFor(now->str, today), l->RuleFor(today), h));
   }
-  // The keys are spread over the masters, and each master ran the script.
-  for (int m : cluster.Masters())
-    CHECK(cluster.Command(m, {"INFO", "commandstats"}).str.find("cmdstat_evalsha:") !=
-          std::string::npos);
+  // The keys are spread over the masters, and each master ran the creation step:
+  // the script (EVALSHA), or EF.CLASSKEY.
+  const bool module = mode == WriteMode::kModule;
+  for (int m : cluster.Masters()) {
+    const std::string stats = cluster.Command(m, {"INFO", "commandstats"}).str;
+    CHECK(stats.find(module ? "cmdstat_ef.classkey:" : "cmdstat_evalsha:") != std::string::npos);
+    if (!module) CHECK(stats.find("cmdstat_ef.classkey:") == std::string::npos);
+  }
+}
+
+// Layout v4 (issue 53) through ClusterBitWriter: the creation step runs on each
+// key's master (the key and its previous buckets share a hash tag, so a slot):
+// the script in bitfield mode, EF.CLASSKEY in module mode on a cluster whose
+// nodes load the module; every user's key of today gets the class the rule
+// chooses from its key of yesterday, on every master.
+TEST_CASE("layout v4 on a cluster: keys on every master get the class rule's choice",
+          "[module][write_mode][cluster][v4]") {
+  for (const WriteMode mode : {WriteMode::kBitfield, WriteMode::kModule}) {
+    INFO("write mode " << (mode == WriteMode::kModule ? "module" : "bitfield"));
+    LocalRedisCluster::Options co;
+    if (mode == WriteMode::kModule) co.extra_args = {"--loadmodule", EF_REDIS_MODULE_PATH};
+    LocalRedisCluster cluster(co);
+    CheckV4OnCluster(cluster, mode);
+  }
 }
 
 }  // namespace ef
