@@ -4,7 +4,8 @@
 // reference, write/class_create.h) and as ChooseClassFrom; an existing key is
 // returned untouched; bad arguments and other types are refused with nothing
 // created; a replica without the module gets the key (the effect is replicated);
-// ProbeModule tells whether a user may run it; and a module-mode writer creates
+// ProbeModule tells whether a user may run it; EF.CLASSKEY and the script racing
+// on the same keys agree; and a module-mode writer creates
 // layout v4's keys with it, not with the script.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -13,7 +14,9 @@
 #include <ctime>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bloom/keys.h"
@@ -121,6 +124,53 @@ TEST_CASE("EF.CLASSKEY creates the value the creation script creates, for every 
   }
   CHECK(classes.size() >= 10);  // the histories reach many classes
   CHECK(kept_apart >= 10);      // and yesterday's class is often the one chosen
+}
+
+TEST_CASE("EF.CLASSKEY and the creation script racing on the same keys agree on every key",
+          "[module][v4]") {
+  // Two writers during a rolling module upgrade: one creates with EF.CLASSKEY,
+  // the other with the script, pipelined in opposite orders over 300 users.
+  auto redis = ServerWithModule();
+  const int64_t today = Today();
+  const Layout l = V4Layout("cx:", 200, 8, 0);
+  {
+    auto conn = redis->Connect();
+    for (int u = 0; u < 300; ++u)
+      Cmd(*conn, {"SET", MakeKey(l.prefix, "r" + std::to_string(u), today - kDay, kDay),
+                  Filled(l.class_tables[u % 20], u % 20 + 1, 40 * (u % 30), u)});
+  }
+  std::vector<std::vector<std::string>> got(2, std::vector<std::string>(300));
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 2; ++w) {
+    writers.emplace_back([&, w] {
+      auto conn = redis->Connect();
+      std::vector<std::vector<std::string>> cmds;
+      for (int u = 0; u < 300; ++u) {
+        const std::string user = "r" + std::to_string(w == 0 ? u : 299 - u);
+        cmds.push_back(w == 0 ? NativeArgs(l, user, today) : CreateClassKeyArgs(l, user, today));
+      }
+      std::vector<RedisReply> replies;
+      if (!conn->Commands(cmds, &replies).ok() || replies.size() != 300) return;
+      for (int u = 0; u < 300; ++u) got[w][w == 0 ? u : 299 - u] = replies[u].str;
+    });
+  }
+  for (auto& t : writers) t.join();
+  auto conn = redis->Connect();
+  std::set<int> classes;
+  for (int u = 0; u < 300; ++u) {
+    INFO("user r" << u);
+    const std::string stored =
+        Cmd(*conn, {"GET", MakeKey(l.prefix, "r" + std::to_string(u), today, kDay)}).str;
+    REQUIRE_FALSE(stored.empty());
+    CHECK(got[0][u] == stored);
+    CHECK(got[1][u] == stored);
+    // Whichever won, the rule's class.
+    const std::string past =
+        Cmd(*conn, {"GET", MakeKey(l.prefix, "r" + std::to_string(u), today - kDay, kDay)}).str;
+    CHECK(static_cast<uint8_t>(stored[0]) - 1u == ChooseClassFrom(l, today, past, ""));
+    classes.insert(static_cast<uint8_t>(stored[0]));
+  }
+  CHECK(classes.size() > 5);
 }
 
 TEST_CASE("EF.CLASSKEY returns an existing key as stored and refuses bad arguments unchanged",
