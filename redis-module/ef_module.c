@@ -362,13 +362,11 @@ static void ExpireCreated(RedisModuleCtx *ctx, RedisModuleString *name, RedisMod
 
 static int ClassKeyCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   if (argc != 14) return RedisModule_WrongArity(ctx);
-  ClassParams p;
-  int classed[2];
-  if (!ParseClassArgs(ctx, argv, &p, classed)) return RM_OK;
-
-  RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], RM_READ | RM_WRITE);
+  /* As the script: an existing key's value first, whatever the arguments, and
+   * opened for reading only (no WATCH or tracking invalidation). */
+  RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], RM_READ);
   int type = RedisModule_KeyType(key);
-  if (type == RM_KEYTYPE_STRING) { /* exists: its value, untouched */
+  if (type == RM_KEYTYPE_STRING) {
     size_t len;
     const char *v = RedisModule_StringDMA(key, &len, RM_READ);
     RedisModule_ReplyWithStringBuffer(ctx, v, len);
@@ -376,7 +374,11 @@ static int ClassKeyCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     return RM_OK;
   }
   RedisModule_CloseKey(key);
-  int c = type == RM_KEYTYPE_EMPTY ? ChooseClass(ctx, argv + 2, classed, &p) : -1;
+  if (type != RM_KEYTYPE_EMPTY) return RedisModule_ReplyWithError(ctx, RM_ERRORMSG_WRONGTYPE);
+  ClassParams p;
+  int classed[2];
+  if (!ParseClassArgs(ctx, argv, &p, classed)) return RM_OK;
+  int c = ChooseClass(ctx, argv + 2, classed, &p);
   if (c < 0) return RedisModule_ReplyWithError(ctx, RM_ERRORMSG_WRONGTYPE);
 
   /* A new string of exactly 1 + m_c / 8 zero bytes (one allocation), header c + 1. */

@@ -114,8 +114,11 @@ StatusOr<ModuleProbeResult> ProbeModule(RedisConnection& conn, const RedisOption
   if (result.module_on_master) {
     auto class_key = conn.Command({"EF.CLASSKEY"});
     if (!class_key.ok()) return class_key.status();
+    // Absent only when unknown or refused: an OOM, READONLY or MISCONF reply
+    // (the command is flagged write) still means it exists.
     result.class_key = class_key->type == RedisReply::Type::kError &&
-                       StartsWith(class_key->str, "ERR wrong number of arguments");
+                       !StartsWith(class_key->str, "ERR unknown command") &&
+                       !StartsWith(class_key->str, "NOPERM");
   }
   if (!result.module_on_master) {
     // Not usable whatever the replicas have: no connections to them (write_mode

@@ -16,8 +16,9 @@
 //
 // The node is also asked whether its module has EF.CLASSKEY (layout v4's native
 // creation step, redis-module/README.md): `EF.CLASSKEY` with no arguments, whose
-// arity error says it exists; "unknown command" (a module from before it) or
-// NOPERM (an ACL without it) say the writer creates keys with the Lua script.
+// arity error (or OOM, READONLY: it is flagged write) says it exists; "unknown
+// command" (a module from before it) or NOPERM (an ACL without it) say the
+// writer creates keys with the Lua script.
 // Replicas are not asked: EF.CLASSKEY replicates its effect (SET, EXPIREAT).
 //
 // Not thread-safe on `conn` (uses it like any caller); blocks for one round trip

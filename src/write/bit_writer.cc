@@ -206,6 +206,7 @@ Status RedisBitWriter::EnsureConnected() {
   expire_cache_.Clear();
   forget_states_ = false;
   class_script_loaded_ = false;  // script caches are per server
+  grow_script_loaded_ = false;
   EF_RETURN_IF_ERROR(CheckMeta(**conn));
   EF_RETURN_IF_ERROR(ChooseMode(**conn));
   if (mode_ == WriteMode::kModule)
@@ -629,25 +630,27 @@ Status RedisBitWriter::ReadStates(const BitBatch& batch, std::vector<RedisReply>
     at = end;
   }
   // The creation script per classed key: EVALSHA, but the first one whole (EVAL,
-  // which caches it) until this connection has sent it, with the growth script
-  // made known the same way (EVAL of a call that changes nothing: a length of 0).
-  // No SCRIPT LOAD: the documented ACL allows EVAL and EVALSHA (docs/CONFIG.md).
-  // In module mode with EF.CLASSKEY: that command, with the script's arguments.
+  // which caches it) until this connection has sent it (class_script_loaded_);
+  // in module mode with EF.CLASSKEY that command instead, with the script's
+  // arguments. The growth script is made known with the first classed read of a
+  // connection (grow_script_loaded_: EVAL of a call that changes nothing, a length
+  // of 0). No SCRIPT LOAD: the documented ACL allows EVAL and EVALSHA (docs/CONFIG.md).
   const bool native = native_class_key_ && mode_ == WriteMode::kModule;
+  const bool create_whole = !class_script_loaded_ && !native && !class_reads_.empty();
+  const bool grow_whole = !grow_script_loaded_ && !class_reads_.empty();
   std::vector<size_t> script_at;  // per class_reads_: its command's index
   for (size_t k : class_reads_) {
-    const bool whole = !class_script_loaded_ && script_at.empty();
     if (asking_) commands.push_back({"ASKING"});
     script_at.push_back(commands.size());
     if (native)
       commands.push_back({"EF.CLASSKEY"});
-    else if (whole)
+    else if (create_whole && script_at.size() == 1)
       commands.push_back({"EVAL", kCreateClassKeyScript, "3"});
     else
       commands.push_back({"EVALSHA", class_sha_, "3"});
     for (std::string& a : ClassKeyCall(*effective_, batch.keys[k].key, batch.keys[k].bucket_start))
       commands.back().push_back(std::move(a));
-    if (whole) {
+    if (grow_whole && script_at.size() == 1) {
       if (asking_) commands.push_back({"ASKING"});
       commands.push_back({"EVAL", kGrowClassKeyScript, "1", batch.keys[k].key, "0"});
     }
@@ -660,7 +663,8 @@ Status RedisBitWriter::ReadStates(const BitBatch& batch, std::vector<RedisReply>
       return Fail(kind, st);
     }
     stats->commands += commands.size();
-    if (!class_reads_.empty()) class_script_loaded_ = true;
+    if (create_whole) class_script_loaded_ = true;
+    if (grow_whole) grow_script_loaded_ = true;
   }
   size_t next_skip = 0;
   for (const Mget& mget : mgets)

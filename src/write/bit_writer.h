@@ -363,6 +363,7 @@ class RedisBitWriter : public BitSink {
   // (so that there is one: a Write of known keys alone would only grow them).
   void ScriptsFlushed() {
     class_script_loaded_ = false;
+    grow_script_loaded_ = false;
     forget_states_ = true;
   }
   // The creation script's reply for classed key k: its value (plans_' read,
@@ -492,7 +493,8 @@ class RedisBitWriter : public BitSink {
   std::vector<size_t> class_reads_;   // classed keys read (or created) by the script
   std::string class_sha_;             // SHA1 of class_create.h's creation script
   std::string grow_sha_;              // kGrowClassKeyScript's
-  bool class_script_loaded_ = false;  // both sent whole on this connection
+  bool class_script_loaded_ = false;  // the creation script sent whole on this connection
+  bool grow_script_loaded_ = false;   // the growth script sent whole on this connection
   // Module mode, and the node's module has EF.CLASSKEY (ModuleProbeResult::class_key):
   // classed keys are created with it instead of the creation script.
   bool native_class_key_ = false;

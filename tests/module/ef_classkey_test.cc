@@ -186,6 +186,10 @@ TEST_CASE("EF.CLASSKEY returns an existing key as stored and refuses bad argumen
   Cmd(*conn, {"EXPIREAT", key, "4000000000"});
   CHECK(Cmd(*conn, NativeArgs(l, "u", today)).str == std::string("\x03\x00\x10zz", 5));
   CHECK(Cmd(*conn, {"EXPIRETIME", key}).integer == 4000000000);
+  // ... whatever the arguments, as the script, which reads none of them then.
+  std::vector<std::string> odd = NativeArgs(l, "u", today);
+  odd[6] = "x";  // k
+  CHECK(Cmd(*conn, odd).str == std::string("\x03\x00\x10zz", 5));
 
   // Arity, and each integer argument out of range: an error naming it, no key.
   Cmd(*conn, {"DEL", key});
@@ -266,6 +270,18 @@ TEST_CASE("ProbeModule: EF.CLASSKEY is found, and not when the ACL refuses it", 
     CHECK(r->usable());  // EF.SETBITS is usable either way
     CHECK(r->class_key == allowed);
   }
+  // Out of memory (maxmemory reached, noeviction): the write command is refused
+  // with OOM before its arity is checked, and still exists.
+  Cmd(*conn, {"CONFIG", "SET", "maxmemory", "1"});
+  REQUIRE(Cmd(*conn, {"EF.CLASSKEY"}).str.rfind("OOM", 0) == 0);
+  RedisOptions o;
+  o.port = redis->port();
+  auto c = RedisConnection::Connect(o);
+  REQUIRE(c.ok());
+  auto r = ProbeModule(**c, o);
+  REQUIRE(r.ok());
+  CHECK(r->class_key);
+  Cmd(*conn, {"CONFIG", "SET", "maxmemory", "0"});
 }
 
 TEST_CASE("a module-mode writer creates layout v4's keys with EF.CLASSKEY, else with the script",
