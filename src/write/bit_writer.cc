@@ -85,14 +85,15 @@ Status RedisBitWriter::ChooseMode(RedisConnection& conn) {
   if (options_.mode != WriteMode::kAuto && options_.mode != WriteMode::kModule) return Status::Ok();
   auto probe = ProbeModule(conn, options_.redis);
   if (!probe.ok()) return probe.status();
-  if (probe->usable() && effective_ && effective_->v4 && class_key_logged_ != probe->class_key)
+  const bool creates_classed = probe->usable() && effective_ && effective_->v4;
+  if (creates_classed && class_key_logged_ != probe->class_key)
     spdlog::info("redis {}: layout v4's keys are created with {}", conn.address(),
                  probe->class_key
                      ? "EF.CLASSKEY (module ef)"
                      : "the Lua creation script: the module has no EF.CLASSKEY for this user "
                        "(a module before it, or an ACL without +ef.classkey)");
   native_class_key_ = probe->class_key;
-  if (probe->usable() && effective_ && effective_->v4) class_key_logged_ = probe->class_key;
+  if (creates_classed) class_key_logged_ = probe->class_key;
   if (options_.mode == WriteMode::kModule) {
     replicas_ = probe->replica_set;
     if (!probe->usable())

@@ -387,11 +387,9 @@ TEST_CASE("EF.CLASSKEY against the creation script: Redis CPU per new key", "[.m
       std::vector<std::vector<std::string>> calls, dels;
       for (int u = 0; u < kUsers; ++u) {
         const std::string user = "u" + std::to_string(u);
-        std::vector<std::string> args = CreateClassKeyArgs(l, user, today);
-        if (native) {
-          args.erase(args.begin(), args.begin() + 3);
-          args.insert(args.begin(), "EF.CLASSKEY");
-        } else {
+        std::vector<std::string> args =
+            native ? NativeArgs(l, user, today) : CreateClassKeyArgs(l, user, today);
+        if (!native) {  // EVALSHA of the cached script
           args[0] = "EVALSHA";
           args[1] = Sha1Hex(kCreateClassKeyScript);
         }
