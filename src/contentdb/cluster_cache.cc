@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <utility>
 
 namespace ef::contentdb {
@@ -13,31 +14,51 @@ namespace {
 constexpr size_t kInitialSlots = 1024;
 constexpr size_t kMinSlots = 16;
 constexpr size_t kMinArena = 256;
+// The share of a generation's bytes its slots may take (the rest is the
+// arena's), and how full its table may get: half while it can still double,
+// three quarters at its largest (linear probing then reads about 8.5 slots for
+// an item it does not hold, 2.5 for one it does: Knuth, TAOCP vol. 3, 6.4).
+constexpr size_t kSlotShareNum = 3, kSlotShareDen = 4;
+constexpr size_t kFullNum = 3, kFullDen = 4;
 
 }  // namespace
 
 ClusterCache::ClusterCache(ClusterCacheLimits limits)
     : items_per_generation_(limits.items / 2 + limits.items % 2),
-      bytes_per_generation_(limits.bytes / 2) {}
+      bytes_per_generation_(limits.bytes / 2) {
+  // With an item limit, twice its generation's items (half full) is enough.
+  const size_t by_items = items_per_generation_ > std::numeric_limits<size_t>::max() / 4
+                              ? std::numeric_limits<size_t>::max()
+                              : 2 * items_per_generation_;
+  max_slots_ =
+      std::min(by_items, bytes_per_generation_ / sizeof(Slot) / kSlotShareDen * kSlotShareNum);
+}
 
 ClusterCache::Slot* ClusterCache::Table::Probe(const Hash128& item) {
-  const size_t mask = slots.size() - 1;
-  for (size_t i = Home(item) & mask;; i = (i + 1) & mask) {
-    Slot& s = slots[i];
+  Slot* const at = slots();
+  for (size_t i = HomeIn(item, slot_count);;) {
+    Slot& s = at[i];
     if (!s.used() || (s.h1 == item.h1 && s.h2 == item.h2)) return &s;
+    if (++i == slot_count) i = 0;
   }
 }
 
-void ClusterCache::Table::Grow(size_t slot_count) {
-  std::vector<Slot> old = std::move(slots);
-  slots.assign(slot_count, Slot());
-  for (const Slot& s : old) {
-    if (s.used()) *Probe({s.h1, s.h2}) = s;
+void ClusterCache::Table::Grow(size_t new_slot_count) {
+  ZeroedPages old = std::exchange(memory, ZeroedPages(new_slot_count * sizeof(Slot)));
+  const size_t old_count = std::exchange(slot_count, new_slot_count);
+  const Slot* const from = static_cast<const Slot*>(old.data());
+  for (size_t i = 0; i < old_count; ++i) {
+    if (from[i].used()) *Probe({from[i].h1, from[i].h2}) = from[i];
   }
 }
 
-void ClusterCache::Table::Clear() {
-  std::fill(slots.begin(), slots.end(), Slot());
+void ClusterCache::Table::Clear(size_t new_slot_count) {
+  if (new_slot_count == slot_count) {
+    memory.Zero();
+  } else {
+    memory = ZeroedPages(new_slot_count * sizeof(Slot));
+    slot_count = new_slot_count;
+  }
   arena.clear();
   count = 0;
   live_bytes = 0;
@@ -46,8 +67,8 @@ void ClusterCache::Table::Clear() {
 void ClusterCache::Table::Compact() {
   std::vector<char> fresh;
   fresh.reserve(live_bytes);
-  for (Slot& s : slots) {
-    if (!s.used() || s.cluster_len == 0 || s.cluster_len == kSelfLen) continue;
+  for (Slot& s : std::span(slots(), slot_count)) {
+    if (!s.has_bytes()) continue;
     const uint32_t off = static_cast<uint32_t>(fresh.size());
     const std::string_view c = Cluster(s);
     fresh.insert(fresh.end(), c.begin(), c.end());
@@ -57,11 +78,11 @@ void ClusterCache::Table::Compact() {
 }
 
 void ClusterCache::Forget(Table& t, const Hash128& item) {
-  if (t.slots.empty()) return;
+  if (t.slot_count == 0) return;
   Slot* s = t.Probe(item);
   if (!s->used()) return;
-  if (s->cluster_len != kSelfLen) t.live_bytes -= s->cluster_len;
-  s->cluster_len = 0;  // a miss too old to answer: kNone
+  if (s->has_bytes()) t.live_bytes -= s->cluster_len;
+  s->cluster_len = kMissLen;  // a miss too old to answer: kNone
   s->miss_at_ms = kForgottenMs;
 }
 
@@ -70,16 +91,19 @@ bool ClusterCache::Fits(const Table& t, size_t add, size_t* slot_count,
   if (t.count >= items_per_generation_) return false;
   // Offsets are 32 bits.
   if (t.arena.size() + add > std::numeric_limits<uint32_t>::max()) return false;
-  size_t slots = t.slots.size();
-  if ((t.count + 1) * 2 > slots) {
-    if (slots == 0) {
-      // At most half the generation's bytes at first: the rest is the arena's.
-      slots = kInitialSlots;
-      while (slots > kMinSlots && slots * sizeof(Slot) > bytes_per_generation_ / 2) slots /= 2;
-    } else {
-      slots *= 2;
-    }
+  size_t slots = t.slot_count;
+  if (slots == 0) {
+    // At most half the generation's bytes at first: the rest is the arena's.
+    slots = kInitialSlots;
+    while (slots > kMinSlots && slots * sizeof(Slot) > bytes_per_generation_ / 2) slots /= 2;
+    slots = std::min(slots, max_slots_);
+    if (slots == 0) return false;
+  } else if ((t.count + 1) * 2 > slots && slots < max_slots_) {
+    slots = std::min(2 * slots, max_slots_);  // doubled, up to the largest table
   }
+  // Half full while the table can still grow, three quarters at its largest.
+  const size_t most = slots >= max_slots_ ? slots / kFullDen * kFullNum : slots / 2;
+  if (t.count + 1 > most) return false;
   const size_t slot_bytes = slots * sizeof(Slot);
   if (slot_bytes > bytes_per_generation_) return false;
   const size_t room = bytes_per_generation_ - slot_bytes;
@@ -95,18 +119,18 @@ bool ClusterCache::Fits(const Table& t, size_t add, size_t* slot_count,
 ClusterCache::Hit ClusterCache::Find(const Hash128& item, int64_t now_ms,
                                      std::string_view* cluster) {
   if (items_per_generation_ == 0 || bytes_per_generation_ == 0) return Hit::kNone;
-  const Slot* s = newer_.slots.empty() ? nullptr : newer_.Probe(item);
+  const Slot* s = newer_.slot_count == 0 ? nullptr : newer_.Probe(item);
   if (s == nullptr || !s->used()) {
-    const Slot* o = older_.slots.empty() ? nullptr : older_.Probe(item);
+    const Slot* o = older_.slot_count == 0 ? nullptr : older_.Probe(item);
     if (o == nullptr || !o->used()) return Hit::kNone;
     // Used again: into the newer generation (its bytes are copied first, as the
     // insert may flip the generations and clear the older one).
     const bool self = o->cluster_len == kSelfLen;
-    const std::string cluster_copy(self ? std::string_view() : older_.Cluster(*o));
+    const std::string cluster_copy(o->has_bytes() ? older_.Cluster(*o) : std::string_view());
     if (!Insert(item, cluster_copy, self, o->miss_at_ms)) return Hit::kNone;
     s = newer_.Probe(item);
   }
-  if (s->cluster_len == 0) {
+  if (s->cluster_len == kMissLen) {
     return now_ms - s->miss_at_ms < kMissRetryMs ? Hit::kMiss : Hit::kNone;
   }
   if (now_ms - s->miss_at_ms >= kRefreshMs) return Hit::kNone;  // look it up (renew it) again
@@ -135,12 +159,12 @@ bool ClusterCache::Insert(const Hash128& item, std::string_view cluster, bool se
   if (!Fits(newer_, add, &slot_count, &arena_capacity)) {
     // Full: a new generation.
     std::swap(newer_, older_);
-    newer_.Clear();
     // As many slots as the generation that just filled, at once, rather than
     // doubling up to them (each doubling copies the table): it will fill too.
-    if (newer_.slots.size() < older_.slots.size() &&
-        older_.slots.size() * sizeof(Slot) + newer_.arena.capacity() <= bytes_per_generation_)
-      newer_.Grow(older_.slots.size());
+    const bool as_many =
+        newer_.slot_count < older_.slot_count &&
+        older_.slot_count * sizeof(Slot) + newer_.arena.capacity() <= bytes_per_generation_;
+    newer_.Clear(as_many ? older_.slot_count : newer_.slot_count);
     if (!Fits(newer_, add, &slot_count, &arena_capacity)) {
       // What the cleared table kept allocated (an arena sized for long clusters,
       // say) leaves no room: start it anew. Still too big: not kept.
@@ -148,19 +172,22 @@ bool ClusterCache::Insert(const Hash128& item, std::string_view cluster, bool se
       (void)Fits(newer_, add, &slot_count, &arena_capacity);  // true: checked above
     }
   }
-  if (slot_count != newer_.slots.size()) newer_.Grow(slot_count);
+  if (slot_count != newer_.slot_count) newer_.Grow(slot_count);
   if (arena_capacity > newer_.arena.capacity()) newer_.arena.reserve(arena_capacity);
   Slot* s = newer_.Probe(item);
   if (!s->used()) {
-    s->cluster_len = 0;  // used: its value is set below
+    s->cluster_len = kMissLen;  // used: its value is set below
     s->h1 = item.h1;
     s->h2 = item.h2;
     ++newer_.count;
   }
-  const bool had_bytes = s->cluster_len != kSelfLen && s->cluster_len != 0;
+  const bool had_bytes = s->has_bytes();
   if (self) {
     if (had_bytes) newer_.live_bytes -= s->cluster_len;
     s->cluster_len = kSelfLen;
+  } else if (cluster.empty()) {  // a miss
+    if (had_bytes) newer_.live_bytes -= s->cluster_len;
+    s->cluster_len = kMissLen;
   } else if (!had_bytes || newer_.Cluster(*s) != cluster) {
     // A changed cluster is appended anew; the old bytes are garbage until the
     // generation flips or the arena is compacted.
@@ -172,7 +199,7 @@ bool ClusterCache::Insert(const Hash128& item, std::string_view cluster, bool se
     const size_t garbage = newer_.arena.size() - newer_.live_bytes;
     // Compaction visits every slot: waiting for 8 bytes of garbage a slot keeps
     // its cost per put constant (amortised).
-    if (garbage > std::max({newer_.live_bytes, kArenaSlackBytes, 8 * newer_.slots.size()}))
+    if (garbage > std::max({newer_.live_bytes, kArenaSlackBytes, 8 * newer_.slot_count}))
       newer_.Compact();
   }
   s->miss_at_ms = miss_at_ms;

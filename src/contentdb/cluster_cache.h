@@ -27,9 +27,11 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "bloom/hash.h"
+#include "common/zeroed_pages.h"
 
 namespace ef::contentdb {
 
@@ -40,7 +42,7 @@ struct ClusterCacheLimits {
   size_t items = kUnlimited;
   // Bytes of slots and cluster bytes, as allocated (ClusterCache::memory_bytes),
   // at rest: a table that grows holds its old slots too for the instant it
-  // copies them (half the new ones), and a compaction the arena's old bytes.
+  // copies them (half or two thirds of the new ones), and a compaction the arena's old bytes.
   size_t bytes = kUnlimited;
 };
 
@@ -52,14 +54,18 @@ struct ClusterCacheLimits {
 // looked up again. Not thread-safe (SharedClusterCache is). Items are keyed by
 // their 128-bit hash (docs/FORMAT.md rule 1, HashItem with the filter's seed:
 // items with equal hashes are one item to the filter too), and each generation
-// is one flat open-addressing table (linear probing, at most half full, grown by
-// doubling) of 32-byte slots, the clusters' bytes in one arena: a lookup is
-// about one cache line. An item whose cluster changes gets its new bytes
+// is one flat open-addressing table of 32-byte slots in zeroed memory (huge
+// pages from 2 MiB: common/zeroed_pages.h), the clusters' bytes in one arena: a
+// lookup is about one cache line. The table (linear probing) is kept at most
+// half full while it grows by doubling, up to its largest (max_slots_: 3/4 of a
+// generation's bytes, any count of slots), which it fills to 3/4: so a byte
+// budget holds about 43 bytes of slots an item, and twice that in two
+// generations. An item whose cluster changes gets its new bytes
 // appended; the arena is compacted when its bytes no longer held by any slot
 // exceed the live ones, kArenaSlackBytes and 8 bytes a slot, so a generation's
 // arena holds at most 2 x max(live bytes, kArenaSlackBytes, 8 x slots) + one
 // cluster however often clusters change (bytes()). With an item limit, slots are
-// at most 4 x items / 2 per generation; with a byte limit, each generation's
+// at most 2 x ceil(items / 2) per generation; with a byte limit, each generation's
 // slots and arena (capacities) stay within bytes / 2 (memory_bytes() <= bytes).
 class ClusterCache {
  public:
@@ -96,36 +102,55 @@ class ClusterCache {
   size_t memory_bytes() const { return newer_.MemoryBytes() + older_.MemoryBytes(); }
 
  private:
-  static constexpr uint32_t kSelfLen = UINT32_MAX;       // cluster_len of a kSelf slot
-  static constexpr uint32_t kFreeLen = UINT32_MAX - 1;   // cluster_len of an empty slot
-  // 32 bytes, aligned: two slots a cache line, none across two.
+  // cluster_len of an empty slot: all zero bytes are an empty slot, so a new
+  // table (ZeroedPages) needs no pass that marks its slots empty.
+  static constexpr uint32_t kFreeLen = 0;
+  static constexpr uint32_t kSelfLen = UINT32_MAX;      // cluster_len of a kSelf slot
+  static constexpr uint32_t kMissLen = UINT32_MAX - 1;  // cluster_len of a miss
+  // 32 bytes, aligned: two slots a cache line, none across two. No initialisers:
+  // slots live in zeroed memory (all zero = empty).
   struct alignas(32) Slot {
-    uint64_t h1 = 0, h2 = 0;
-    // 0 = a miss, kSelfLen = kSelf, kFreeLen = not used; else the cluster's length.
-    uint32_t cluster_off = 0, cluster_len = kFreeLen;
-    int64_t miss_at_ms = 0;  // when it was put (a miss, or a cluster)
+    uint64_t h1, h2;
+    // kFreeLen = not used, kMissLen = a miss, kSelfLen = kSelf; else the
+    // cluster's length (1 or more) and its offset in the arena.
+    uint32_t cluster_off, cluster_len;
+    int64_t miss_at_ms;  // when it was put (a miss, or a cluster)
     bool used() const { return cluster_len != kFreeLen; }
+    // Refers to bytes of the arena.
+    bool has_bytes() const {
+      return cluster_len != kFreeLen && cluster_len != kMissLen && cluster_len != kSelfLen;
+    }
   };
   static_assert(sizeof(Slot) == 32);
+  static_assert(std::is_trivially_copyable_v<Slot> && std::is_trivially_destructible_v<Slot>);
   struct Table {
-    std::vector<Slot> slots;  // size a power of two, or empty
+    // slot_count slots (a power of two, or none), zero-filled when made: huge
+    // pages for a table of 2 MiB or more (common/zeroed_pages.h).
+    ZeroedPages memory;
+    size_t slot_count = 0;
     std::vector<char> arena;  // the clusters' bytes (a vector: reserve allocates exactly)
     size_t count = 0;
     size_t live_bytes = 0;  // arena bytes some slot refers to; the rest is garbage
-    static size_t Home(const Hash128& item) {
-      return static_cast<size_t>(item.h1 ^ (item.h2 >> 17));
+    Slot* slots() const { return static_cast<Slot*>(memory.data()); }
+    // item's first slot among n (n > 0): its hash scaled to [0, n) (Lemire's
+    // multiply-shift), so n need not be a power of two.
+    static size_t HomeIn(const Hash128& item, size_t n) {
+      const uint64_t h = item.h1 ^ (item.h2 >> 17);
+      return static_cast<size_t>((static_cast<unsigned __int128>(h) * n) >> 64);
     }
-    // The slot of `item`, or the empty slot where it goes (slots not empty).
+    // The slot of `item`, or the empty slot where it goes (slot_count > 0).
     Slot* Probe(const Hash128& item);
     void Prefetch(const Hash128& item) const {
-      if (!slots.empty()) __builtin_prefetch(&slots[Home(item) & (slots.size() - 1)]);
+      if (slot_count != 0) __builtin_prefetch(&slots()[HomeIn(item, slot_count)]);
     }
     std::string_view Cluster(const Slot& s) const {
       return {arena.data() + s.cluster_off, s.cluster_len};
     }
-    size_t MemoryBytes() const { return slots.capacity() * sizeof(Slot) + arena.capacity(); }
-    void Grow(size_t slot_count);
-    void Clear();
+    size_t MemoryBytes() const { return slot_count * sizeof(Slot) + arena.capacity(); }
+    void Grow(size_t new_slot_count);
+    // Empty, with new_slot_count slots (the same memory, zeroed, when the
+    // count is unchanged).
+    void Clear(size_t new_slot_count);
     void Compact();  // the arena rebuilt from the live slots' bytes
   };
   // Makes item's entry in t (if any) answer kNone: a miss put long ago.
@@ -140,6 +165,9 @@ class ClusterCache {
   bool Insert(const Hash128& item, std::string_view cluster, bool self, int64_t miss_at_ms);
   size_t items_per_generation_;  // ceil(items / 2); 0 = nothing is kept
   size_t bytes_per_generation_;  // bytes / 2
+  // The most slots a generation's table has: 3/4 of bytes_per_generation_ (the
+  // rest for clusters' bytes), and 2 x items_per_generation_.
+  size_t max_slots_;
   Table newer_, older_;
 };
 
