@@ -104,9 +104,8 @@ bool ClusterCache::Fits(const Table& t, size_t add, size_t* slot_count,
   // Half full while the table can still grow, three quarters at its largest.
   const size_t most = slots >= max_slots_ ? slots / kFullDen * kFullNum : slots / 2;
   if (t.count + 1 > most) return false;
-  const size_t slot_bytes = slots * sizeof(Slot);
-  if (slot_bytes > bytes_per_generation_) return false;
-  const size_t room = bytes_per_generation_ - slot_bytes;
+  // slots <= max_slots_: at most 3/4 of the generation's bytes.
+  const size_t room = bytes_per_generation_ - slots * sizeof(Slot);
   const size_t need = t.arena.size() + add;
   size_t capacity = t.arena.capacity();
   if (need > capacity) capacity = std::min(std::max({need, 2 * capacity, kMinArena}), room);
