@@ -99,6 +99,13 @@ struct Args {
   // sent are fresh items (indexed in the map, never sent before), and every
   // prepared request is sent once before the measured runs (the cache warm).
   double map_hit_rate = 0.95;
+  // --clusters map: 0, or serve's serve.content_cache_bytes: before the measured
+  // runs, the prepared requests are sent again and again (their fresh items
+  // drawn from items never measured) until serve's cache holds 3/4 of these
+  // bytes, which it does only once every generation of every shard has reached
+  // its largest table and flipped (contentdb/cluster_cache.h): a serve that has
+  // run a while, not one whose tables still grow.
+  double map_steady_bytes = 0;
   // The never-exposed candidates: 0 = each one new (the requests share none),
   // else drawn from this many items (requests share them, as a catalogue's
   // popular items recur across users).
@@ -125,6 +132,10 @@ struct Args {
       "--map-hit-rate P (0.95): with --clusters map, each request sent has (1 - P) of its\n"
       "  candidates fresh (indexed in the map, never sent before), and every prepared request\n"
       "  is sent once before the measured runs, so serve's cache answers P of the lookups.\n"
+      "--map-steady-bytes N (0): with --clusters map, N = serve.content_cache_bytes: before\n"
+      "  measuring, send the prepared requests again (fresh items never measured) until\n"
+      "  serve's cache holds 3/4 of N: every generation filled and flipped (a serve that has\n"
+      "  run a while, not one whose tables still grow).\n"
       "--new-pool N (0): draw the never-exposed candidates from N items (0: each new).\n"
       "--meta-only: store the default layout's meta (for serve to start), nothing else.\n"
       "  [--session-pages P (10)]\n"
@@ -208,6 +219,13 @@ Args Parse(int argc, char** argv) {
       a.map_hit_rate = std::atof(v.c_str());
       if (!(a.map_hit_rate >= 0 && a.map_hit_rate <= 1)) {
         std::fprintf(stderr, "ef_read_bench: --map-hit-rate %s: expected 0..1\n", v.c_str());
+        std::exit(2);
+      }
+    } else if (k == "--map-steady-bytes") {
+      a.map_steady_bytes = std::atof(v.c_str());
+      if (!(a.map_steady_bytes >= 0)) {
+        std::fprintf(stderr, "ef_read_bench: --map-steady-bytes %s: expected bytes >= 0\n",
+                     v.c_str());
         std::exit(2);
       }
     } else if (k == "--phases")
@@ -939,6 +957,7 @@ std::unique_ptr<httplib::Client> HttpClient(const std::string& host, int port) {
 // serve without the cache, before issue 52).
 struct ServeCounters {
   double failed_open = 0, cache_hits = -1, cache_misses = -1;
+  double cache_bytes = -1;  // exposure_filter_serve_cluster_cache_bytes
 };
 
 ServeCounters ScrapeServe(const std::string& host, int port) {
@@ -954,6 +973,7 @@ ServeCounters ScrapeServe(const std::string& host, int port) {
   out.failed_open = value("exposure_filter_serve_failed_open_total", 0);
   out.cache_hits = value("exposure_filter_serve_cluster_cache_hits_total", -1);
   out.cache_misses = value("exposure_filter_serve_cluster_cache_misses_total", -1);
+  out.cache_bytes = value("exposure_filter_serve_cluster_cache_bytes", -1);
   return out;
 }
 
@@ -1106,27 +1126,85 @@ bool RunServe(const Args& a, int conns, const std::vector<Request>& reqs, double
   return true;
 }
 
-// --clusters map: every prepared request sent once (4 connections), unmeasured,
-// so that serve's content cache holds the requests' candidates.
-bool WarmServeCache(const Args& a, const std::vector<Request>& reqs) {
-  std::string host;
-  int port = 0;
-  if (!SplitHostPort(a.serve, &host, &port)) return false;
+// --clusters map: the prepared requests sent to serve on 4 connections,
+// unmeasured, each with its fresh items made new: every one once (until ==
+// nullptr), or round and round until *until is set or one fails. Counts the
+// requests sent in *sent and those that failed in *failed.
+void SendWarming(const std::string& host, int port, const std::vector<Request>& reqs,
+                 const std::atomic<bool>* until, std::atomic<uint64_t>* sent,
+                 std::atomic<int>* failed) {
   constexpr size_t kConns = 4;
-  std::atomic<int> failed{0};
   std::vector<std::thread> th;
   for (size_t t = 0; t < kConns; ++t) {
     th.emplace_back([&, t] {
       bench::HttpConn c(host, port);
       std::string fresh_request;
-      for (size_t i = t; i < reqs.size(); i += kConns)
-        failed += c.RoundTrip(WithFreshItems(reqs[i], &fresh_request)) != 200;
+      for (size_t i = t; until ? !until->load() && failed->load() == 0 : i < reqs.size();
+           i = until ? (i + kConns) % reqs.size() : i + kConns) {
+        *failed += c.RoundTrip(WithFreshItems(reqs[i], &fresh_request)) != 200;
+        sent->fetch_add(1, std::memory_order_relaxed);
+      }
     });
   }
   for (auto& x : th) x.join();
+}
+
+// --clusters map: every prepared request sent once, so that serve's content
+// cache holds the requests' candidates.
+bool WarmServeCache(const Args& a, const std::vector<Request>& reqs) {
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(a.serve, &host, &port)) return false;
+  std::atomic<uint64_t> sent{0};
+  std::atomic<int> failed{0};
+  SendWarming(host, port, reqs, nullptr, &sent, &failed);
   if (failed.load())
     std::fprintf(stderr, "ef_read_bench: warming serve's cache: %d failed\n", failed.load());
   return failed.load() == 0;
+}
+
+// --map-steady-bytes: the prepared requests sent again and again until serve's
+// cache holds 3/4 of a.map_steady_bytes, at most kSteadyLimitS seconds. Their
+// fresh items are numbered from kSteadyFreshFirst (not indexed: misses to the
+// cache all the same), so the measured runs' fresh items are still new to serve
+// after.
+bool WarmServeCacheSteady(const Args& a, const std::vector<Request>& reqs) {
+  constexpr uint64_t kSteadyFreshFirst = 500000000;
+  constexpr int kSteadyLimitS = 600;
+  std::string host;
+  int port = 0;
+  if (!SplitHostPort(a.serve, &host, &port)) return false;
+  const double want_bytes = 0.75 * a.map_steady_bytes;
+  if (ScrapeServe(host, port).cache_bytes < 0) {
+    std::fprintf(stderr, "ef_read_bench: serve reports no content cache: not warmed further\n");
+    return true;
+  }
+  const uint64_t measured_fresh = g_fresh.exchange(kSteadyFreshFirst);
+  std::atomic<bool> done{false};
+  std::atomic<int> failed{0};
+  std::atomic<uint64_t> sent{0};
+  std::thread sender([&] { SendWarming(host, port, reqs, &done, &sent, &failed); });
+  const Clock::time_point start = Clock::now();
+  double bytes = 0;
+  bool reached = false;
+  for (int s = 1; s <= kSteadyLimitS && failed.load() == 0; ++s) {
+    std::this_thread::sleep_until(start + std::chrono::seconds(s));
+    bytes = ScrapeServe(host, port).cache_bytes;
+    if (s % 5 == 0)
+      std::fprintf(stderr, "ef_read_bench: serve's cache %.0f MiB of %.0f (%llu requests)\n",
+                   bytes / 1048576, want_bytes / 1048576,
+                   static_cast<unsigned long long>(sent.load()));
+    if ((reached = bytes >= want_bytes)) break;
+  }
+  done = true;
+  sender.join();
+  g_fresh.store(measured_fresh);
+  if (failed.load())
+    std::fprintf(stderr, "ef_read_bench: warming serve's cache: %d failed\n", failed.load());
+  else if (!reached)
+    std::fprintf(stderr, "ef_read_bench: serve's cache held %.0f of %.0f bytes after %d s\n", bytes,
+                 want_bytes, kSteadyLimitS);
+  return failed.load() == 0 && reached;
 }
 
 bool RunMget(const Args& a, int conns, const ef::RedisOptions& ro, const std::vector<Request>& reqs,
@@ -1485,6 +1563,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ef_read_bench: warming serve's content cache (%zu requests)...\n",
                  reqs.size());
     ok &= WarmServeCache(a, reqs);
+    if (ok && a.map_steady_bytes > 0) {
+      std::fprintf(stderr,
+                   "ef_read_bench: warming serve's content cache until it holds %.0f MiB...\n",
+                   0.75 * a.map_steady_bytes / 1048576);
+      ok &= WarmServeCacheSteady(a, reqs);
+    }
   }
   if (!a.serve.empty() && (want("serve") || marks)) {
     // serve without marks, then with "mark_served" (from empty rings each run), so

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bloom/hash_batch.h"
 #include "client/impl.h"
 #include "contentdb/map.h"
 
@@ -123,7 +124,9 @@ Lookups PlanLookups(const Work* work, const std::vector<size_t>& valid, const st
   std::vector<Hit> hits(n, Hit::kNone);
   if (cache != nullptr && n > 0) {
     hashes.resize(n);
-    for (size_t i = 0; i < n; ++i) hashes[i] = ef::HashItem(items[i], seed);
+    // Eight at a time where the CPU has AVX-512 (bloom/hash_batch.h), as TestItems does.
+    ef::DefaultItemHasher().HashAll(
+        n, [&](size_t i) { return items[i]; }, seed, hashes.data());
     cache->FindMany(hashes.data(), n, now_ms, hits.data(), lookups.clusters.data());
   }
   for (size_t i = 0; i < n; ++i) {
@@ -142,11 +145,13 @@ Lookups PlanLookups(const Work* work, const std::vector<size_t>& valid, const st
 }
 
 // One Redis has no slots: the lookups are one more MGET in the same pipeline.
-void AppendLookupMget(const Lookups& lookups, std::vector<std::vector<std::string>>* commands) {
+// The keys are moved into it (lookups->keys keeps its size, which is all that is
+// read of it after: DecodeLookups).
+void AppendLookupMget(Lookups* lookups, std::vector<std::vector<std::string>>* commands) {
   commands->emplace_back();
-  commands->back().reserve(lookups.keys.size() + 1);
+  commands->back().reserve(lookups->keys.size() + 1);
   commands->back().emplace_back("MGET");
-  for (const std::string& key : lookups.keys) commands->back().push_back(key);
+  for (std::string& key : lookups->keys) commands->back().push_back(std::move(key));
 }
 
 // Valid user v's clusters: those given, then those looked up (lookups.of is in
@@ -304,7 +309,7 @@ std::vector<Result> Client::Impl::RunOnce(const Work* work, size_t n, const Call
     lookups = PlanLookups(work, plan.valid, configured.prefix, cluster_cache.get(), configured.seed,
                           cluster_cache ? cache_now_ms() : 0);
   const bool single_lookup = !cluster && !lookups.keys.empty();
-  if (single_lookup) AppendLookupMget(lookups, &commands);
+  if (single_lookup) AppendLookupMget(&lookups, &commands);
   CallReplies replies;
   const Status st = ReadUsers(commands, &lookups, start, deadline, &plan, &replies);
   if (!st.ok()) {

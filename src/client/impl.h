@@ -79,7 +79,7 @@ struct Lookups {
   std::vector<std::string> clusters;          // the cluster, "" = unknown (after the read)
   std::vector<uint8_t> self;  // 1: the cache says it is its own cluster (clusters[i] stays "")
   // Those the cache did not answer, read from Redis:
-  std::vector<std::string> keys;        // <prefix>cm{item}
+  std::vector<std::string> keys;        // <prefix>cm{item} (one Redis: moved into its MGET)
   std::vector<size_t> key_of;           // per key: its index into `of`
   std::vector<std::string_view> items;  // per key: the item (the call's candidate)
   std::vector<ef::Hash128> hashes;      // per key: the item's hash (with the cache only)
