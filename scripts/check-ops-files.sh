@@ -8,7 +8,8 @@
 #      docs/OPERATING.md and docs/RUNBOOKS.md is one the daemon registers
 #      (src/metrics/*.cc, src/serve/*.cc), and every
 #      PromQL expression of the dashboard parses (promtool, Grafana variables
-#      replaced by plain values).
+#      replaced by plain values);
+#   5. docs/OPERATING.md's "it lists N rules" is promtool's count.
 # Needs promtool (Debian package prometheus) and python3. Exit 0 when all pass.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -112,6 +113,15 @@ PY
 step "metric names known to the daemon" names_and_exprs
 step "dashboard PromQL parses (promtool check rules)" \
   sh -c "promtool check rules '$tmp/dashboard-rules.yml' >'$tmp/out' 2>&1 || { cat '$tmp/out'; exit 1; }"
+
+# docs/OPERATING.md says how many rules Prometheus lists: promtool's count.
+rule_count() {
+  local n
+  n=$(promtool check rules config/alerts.yml 2>&1 | sed -n 's/.*SUCCESS: \([0-9]*\) rules found.*/\1/p')
+  [ -n "$n" ] && grep -q "it lists $n rules" docs/OPERATING.md && echo "   $n rules" ||
+    { echo "   docs/OPERATING.md does not say \"it lists ${n:-?} rules\""; return 1; }
+}
+step "docs/OPERATING.md names the rule count" rule_count
 
 if [ "$fail" = 0 ]; then echo "check-ops-files: OK"; else echo "check-ops-files: FAILED" >&2; fi
 exit "$fail"
