@@ -246,6 +246,12 @@ Args Parse(int argc, char** argv) {
       std::exit(2);
     }
   }
+  if (a.map_steady_bytes > 0 && (a.clusters != "map" || a.map_hit_rate >= 1)) {
+    std::fprintf(stderr,
+                 "ef_read_bench: --map-steady-bytes needs --clusters map and --map-hit-rate < 1 "
+                 "(fresh items are what fill the cache)\n");
+    std::exit(2);
+  }
   if (!exposed_given) a.exposed = std::min(a.exposed, a.candidates);  // 30% of 1,000
   if (a.users < 1 || a.seconds <= 0 || a.threads.empty() || a.candidates < 1 || a.exposed < 0 ||
       a.exposed > a.candidates || a.activity <= 0 || a.mark < 1 || a.session_pages < 1 ||
@@ -1133,14 +1139,14 @@ bool RunServe(const Args& a, int conns, const std::vector<Request>& reqs, double
 void SendWarming(const std::string& host, int port, const std::vector<Request>& reqs,
                  const std::atomic<bool>* until, std::atomic<uint64_t>* sent,
                  std::atomic<int>* failed) {
-  constexpr size_t kConns = 4;
+  const size_t conns = std::min<size_t>(4, reqs.size());  // none for no request
   std::vector<std::thread> th;
-  for (size_t t = 0; t < kConns; ++t) {
+  for (size_t t = 0; t < conns; ++t) {
     th.emplace_back([&, t] {
       bench::HttpConn c(host, port);
       std::string fresh_request;
       for (size_t i = t; until ? !until->load() && failed->load() == 0 : i < reqs.size();
-           i = until ? (i + kConns) % reqs.size() : i + kConns) {
+           i = until ? (i + conns) % reqs.size() : i + conns) {
         *failed += c.RoundTrip(WithFreshItems(reqs[i], &fresh_request)) != 200;
         sent->fetch_add(1, std::memory_order_relaxed);
       }
@@ -1164,13 +1170,17 @@ bool WarmServeCache(const Args& a, const std::vector<Request>& reqs) {
 }
 
 // --map-steady-bytes: the prepared requests sent again and again until serve's
-// cache holds 3/4 of a.map_steady_bytes, at most kSteadyLimitS seconds. Their
-// fresh items are numbered from kSteadyFreshFirst (not indexed: misses to the
-// cache all the same), so the measured runs' fresh items are still new to serve
-// after.
+// cache holds 3/4 of a.map_steady_bytes, at most kSteadyLimitS seconds (fails
+// sooner when the cache holds nothing after kEmptyLimitS: a serve with
+// serve.content_cache_bytes 0). Two full tables a shard are 3/4 of its bytes,
+// so that is every generation flipped, up to the arenas' bytes, which count
+// too: exact for large budgets, approximate for a few MiB. Their fresh items
+// are numbered from kSteadyFreshFirst (not indexed: misses to the cache all the
+// same), so the measured runs' fresh items are still new to serve after.
 bool WarmServeCacheSteady(const Args& a, const std::vector<Request>& reqs) {
   constexpr uint64_t kSteadyFreshFirst = 500000000;
   constexpr int kSteadyLimitS = 600;
+  constexpr int kEmptyLimitS = 10;
   std::string host;
   int port = 0;
   if (!SplitHostPort(a.serve, &host, &port)) return false;
@@ -1195,6 +1205,13 @@ bool WarmServeCacheSteady(const Args& a, const std::vector<Request>& reqs) {
                    bytes / 1048576, want_bytes / 1048576,
                    static_cast<unsigned long long>(sent.load()));
     if ((reached = bytes >= want_bytes)) break;
+    if (s >= kEmptyLimitS && bytes <= 0) {
+      std::fprintf(stderr,
+                   "ef_read_bench: serve's cache holds nothing after %d s "
+                   "(serve.content_cache_bytes 0?)\n",
+                   s);
+      break;
+    }
   }
   done = true;
   sender.join();

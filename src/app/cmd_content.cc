@@ -114,6 +114,9 @@ int Content(const ContentArgs& args) {
                                       ? kExitOk
                                       : ExitCodeForStart(cluster.status()));
   }
+  // Redis answered: up until an assignment fails (an idle items topic is not an
+  // outage: config/alerts.yml ExposureFilterContentRedisDown), as run's gauge.
+  metrics.redis_up->Set(1);
   std::unique_ptr<ClusterRouter> router;
   std::unique_ptr<contentdb::CommandRunner> runner;
   if (*cluster) {

@@ -40,7 +40,7 @@ ContentMetrics::ContentMetrics(prometheus::Registry& r) {
                         .Add({});
   redis_up = &prometheus::BuildGauge()
                   .Name("exposure_filter_content_redis_up")
-                  .Help("1 when the last assignment succeeded, 0 while Redis fails")
+                  .Help("1 once Redis answered and while assignments succeed, 0 while they fail")
                   .Register(r)
                   .Add({});
 }

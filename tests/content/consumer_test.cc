@@ -14,6 +14,8 @@
 
 #include <catch2/catch.hpp>
 #include <csignal>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -24,6 +26,7 @@
 #include "content/stories.h"
 #include "content/tokenizer.h"
 #include "contentdb/index.h"
+#include "support/promtool.h"
 #include "support/scrape.h"
 #include "support/stack.h"
 #include "support/temp_dir.h"
@@ -218,6 +221,53 @@ TEST_CASE(
   stack.redis().Start();
   CHECK(WaitFor([&] { return HttpGet(port, "/readyz").status == 200; }, std::chrono::seconds(30)));
   CHECK(WaitFor([&] { return GroupCaughtUp(stack, "ready"); }, std::chrono::seconds(30)));
+  cmd.Signal(SIGTERM);
+  CHECK(cmd.Wait(std::chrono::seconds(15)) == std::optional<int>(0));
+}
+
+TEST_CASE(
+    "items topic: content's redis_up is 1 once Redis answers, before any item (an idle index is "
+    "not Redis down)",
+    "[content]") {
+  // Before the fix the gauge stayed 0 until a first batch of items was assigned,
+  // so ExposureFilterContentRedisDown (config/alerts.yml) fired on a quiet topic.
+  Stack stack(1, "items");  // no message: nothing to assign
+  const int port = FreePort();
+  const std::string config = stack.WriteConfig(
+      "ef.yaml", "content:\n  topic: items\n  listen: 127.0.0.1:" + std::to_string(port) + "\n");
+  Process cmd({EF_BINARY, "content", "-c", config, "--set", "content.group_id=idle"},
+              stack.dir().File("content.log"));
+  double up = -1;
+  const bool answered = WaitFor(
+      [&] {
+        up = MetricSum(ScrapeText(port), "exposure_filter_content_redis_up");
+        return !cmd.Running() || up == 1;
+      },
+      std::chrono::seconds(30));
+  INFO(cmd.Output());
+  INFO("exposure_filter_content_redis_up " << up);
+  CHECK(answered);
+  CHECK(cmd.Running());
+
+  // The alerts' unit tests (tests/promtool/alerts_test.yml) use content's series
+  // in the shape it exposes: the same label names for each metric.
+  std::ifstream in(std::string(EF_SOURCE_DIR) + "/tests/promtool/alerts_test.yml");
+  const std::string tests((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const LabelShapes real = ScrapeShapes(ScrapeText(port), {});
+  size_t used = 0;
+  for (const auto& [name, shapes] : PromtoolShapes(tests, {"job", "instance"})) {
+    if (name.rfind("exposure_filter_content_", 0) != 0) continue;
+    ++used;
+    INFO("alerts_test.yml uses " << name);
+    REQUIRE(real.count(name) == 1);
+    for (const auto& labels : shapes) {
+      std::string list;
+      for (const auto& l : labels) list += l + " ";
+      INFO("with the labels " << list);
+      CHECK(real.at(name).count(labels) == 1);
+    }
+  }
+  CHECK(used >= 4);  // redis_up, items, rejected, commits
   cmd.Signal(SIGTERM);
   CHECK(cmd.Wait(std::chrono::seconds(15)) == std::optional<int>(0));
 }
