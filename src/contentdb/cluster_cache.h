@@ -124,7 +124,7 @@ class ClusterCache {
   static_assert(sizeof(Slot) == 32);
   static_assert(std::is_trivially_copyable_v<Slot> && std::is_trivially_destructible_v<Slot>);
   struct Table {
-    // slot_count slots (a power of two, or none), zero-filled when made: huge
+    // slot_count slots (any count, or none), zero-filled when made: huge
     // pages for a table of 2 MiB or more (common/zeroed_pages.h).
     ZeroedPages memory;
     size_t slot_count = 0;

@@ -1,5 +1,8 @@
 #include "support/promtool.h"
 
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <sstream>
 
@@ -75,6 +78,27 @@ LabelShapes PromtoolShapes(const std::string& yaml, const std::set<std::string>&
 PromtoolResult PromtoolTestRules(const std::string& file) {
   RunResult r = RunCommand({"promtool", "test", "rules", file});
   return {r.code, r.out};
+}
+
+size_t CheckAlertTestShapes(const std::string& scrape,
+                            const std::function<bool(const std::string&)>& want) {
+  std::ifstream in(std::string(EF_SOURCE_DIR) + "/tests/promtool/alerts_test.yml");
+  const std::string tests((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const LabelShapes real = ScrapeShapes(scrape, {});
+  size_t checked = 0;
+  for (const auto& [name, shapes] : PromtoolShapes(tests, {"job", "instance"})) {
+    if (!want(name)) continue;
+    ++checked;
+    INFO("alerts_test.yml uses " << name);
+    REQUIRE(real.count(name) == 1);
+    for (const auto& labels : shapes) {
+      std::string list;
+      for (const auto& l : labels) list += l + " ";
+      INFO("with the labels " << list);
+      CHECK(real.at(name).count(labels) == 1);
+    }
+  }
+  return checked;
 }
 
 }  // namespace ef::test

@@ -3,6 +3,8 @@
 // shapes of the series a hand-written promtool test uses.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -31,5 +33,13 @@ struct PromtoolResult {
   std::string out;
 };
 PromtoolResult PromtoolTestRules(const std::string& file);
+
+// The hand-written alert tests (tests/promtool/alerts_test.yml) use series of
+// the shape a target exposes: each metric of theirs that `want` selects
+// (job and instance left out) is checked, with Catch (REQUIRE the metric,
+// CHECK each label set), against `scrape`, that target's /metrics text.
+// Returns how many metrics were checked.
+size_t CheckAlertTestShapes(const std::string& scrape,
+                            const std::function<bool(const std::string&)>& want);
 
 }  // namespace ef::test
